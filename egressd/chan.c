@@ -1,0 +1,317 @@
+/*
+ * Parent <-> worker channel (both processes). Messages are fixed-size
+ * structs on a SOCK_SEQPACKET socketpair, so one recv() is one message and
+ * a short or long datagram is detectable. chan_validate() is the only gate:
+ * the parent dispatches nothing that has not passed it, and a message that
+ * fails it is treated as a compromised worker.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include "egressd/chan.h"
+
+/* Size of each message type; 0 marks an unknown type. */
+static const size_t chan_sizes[CHAN_TYPE_MAX] = {
+	[CHAN_SOCKET_REQ] = sizeof(struct chan_socket_req),
+	[CHAN_SOCKET_REP] = sizeof(struct chan_socket_rep),
+	[CHAN_LEARN] = sizeof(struct chan_learn),
+	[CHAN_FORGET] = sizeof(struct chan_learn),
+	[CHAN_STATIC_BEGIN] = sizeof(struct chan_static_begin),
+	[CHAN_STATIC_ELEM] = sizeof(struct chan_static_elem),
+	[CHAN_STATIC_COMMIT] = sizeof(struct chan_static_commit),
+	[CHAN_RESULT] = sizeof(struct chan_result),
+	[CHAN_READY] = sizeof(struct chan_ready),
+};
+
+static const char *const chan_names[CHAN_TYPE_MAX] = {
+	[CHAN_NONE] = "none",
+	[CHAN_SOCKET_REQ] = "socket_req",
+	[CHAN_SOCKET_REP] = "socket_rep",
+	[CHAN_LEARN] = "learn",
+	[CHAN_FORGET] = "forget",
+	[CHAN_STATIC_BEGIN] = "static_begin",
+	[CHAN_STATIC_ELEM] = "static_elem",
+	[CHAN_STATIC_COMMIT] = "static_commit",
+	[CHAN_RESULT] = "result",
+	[CHAN_READY] = "ready",
+};
+
+/* Name of a message type for logs. */
+const char *
+chan_type_name(unsigned type)
+{
+	if (type >= CHAN_TYPE_MAX)
+		return "unknown";
+	return chan_names[type];
+}
+
+/* Table size of a type, 0 if unknown. */
+size_t
+chan_msg_size(unsigned type)
+{
+	if (type >= CHAN_TYPE_MAX)
+		return 0;
+	return chan_sizes[type];
+}
+
+static bool
+chan_family_ok(unsigned family)
+{
+	return family == AF_INET || family == AF_INET6;
+}
+
+static bool
+chan_is_zero(const uint8_t *p, size_t n)
+{
+	uint8_t acc = 0;
+
+	for (size_t i = 0; i < n; i++)
+		acc |= p[i];
+	return acc == 0;
+}
+
+/* The worker may only send requests; the parent only replies. */
+static bool
+chan_side_ok(unsigned type, enum chan_side side)
+{
+	switch (type) {
+	case CHAN_SOCKET_REP:
+	case CHAN_RESULT:
+		return side == CHAN_TO_WORKER;
+	default:
+		return side == CHAN_TO_PARENT;
+	}
+}
+
+bool
+chan_validate(const void *buf, size_t len, enum chan_side side, const char **why)
+{
+	struct chan_hdr hdr;
+	union chan_msg m;
+
+	*why = "ok";
+	if (len < sizeof(hdr)) {
+		*why = "short message";
+		return false;
+	}
+	memcpy(&hdr, buf, sizeof(hdr));
+	if (hdr.type == CHAN_NONE || hdr.type >= CHAN_TYPE_MAX) {
+		*why = "unknown message type";
+		return false;
+	}
+	if (len != chan_sizes[hdr.type]) {
+		*why = "message size does not match its type";
+		return false;
+	}
+	if (!chan_side_ok(hdr.type, side)) {
+		*why = "message type not allowed in this direction";
+		return false;
+	}
+	if (hdr.id == 0) {
+		*why = "message id 0";
+		return false;
+	}
+	memcpy(&m, buf, len);
+	switch (hdr.type) {
+	case CHAN_SOCKET_REQ:
+		if (hdr.flags != 0 || !chan_family_ok((unsigned)m.socket_req.family) ||
+		    (m.socket_req.socktype != SOCK_DGRAM && m.socket_req.socktype != SOCK_STREAM)) {
+			*why = "socket request out of range";
+			return false;
+		}
+		break;
+	case CHAN_SOCKET_REP:
+		if (m.socket_rep.err < 0) {
+			*why = "negative errno";
+			return false;
+		}
+		break;
+	case CHAN_LEARN:
+	case CHAN_FORGET:
+		if ((hdr.flags & ~CHAN_LEARN_MORE) != 0 || !chan_family_ok(m.learn.family)) {
+			*why = "learn message out of range";
+			return false;
+		}
+		if (m.learn.family == AF_INET && !chan_is_zero(m.learn.addr + 4, 12)) {
+			*why = "IPv4 address with trailing bytes";
+			return false;
+		}
+		if (hdr.type == CHAN_LEARN &&
+		    (m.learn.timeout_s == 0 || m.learn.timeout_s > CHAN_MAX_TIMEOUT_S)) {
+			*why = "learn timeout out of range";
+			return false;
+		}
+		if (hdr.type == CHAN_FORGET && m.learn.timeout_s != 0) {
+			*why = "forget carries a timeout";
+			return false;
+		}
+		break;
+	case CHAN_STATIC_BEGIN:
+		if (hdr.flags != 0 || m.static_begin.count > CHAN_MAX_STATIC_ELEMS ||
+		    m.static_begin.default_allow > 1) {
+			*why = "static set header out of range";
+			return false;
+		}
+		break;
+	case CHAN_STATIC_ELEM: {
+		const struct chan_static_elem *e = &m.static_elem;
+		unsigned maxp = e->family == AF_INET ? 32 : 128;
+
+		if (hdr.flags != 0 || e->allow > 1 || !chan_family_ok(e->family) || e->prefix > maxp ||
+		    e->port_lo > e->port_hi || (e->port_lo == 0 && e->port_hi != 0) ||
+		    (e->family == AF_INET && !chan_is_zero(e->addr + 4, 12))) {
+			*why = "static element out of range";
+			return false;
+		}
+		break;
+	}
+	case CHAN_RESULT:
+		if (m.result.req_type == CHAN_NONE || m.result.req_type >= CHAN_TYPE_MAX ||
+		    m.result.err < 0 || memchr(m.result.msg, '\0', sizeof(m.result.msg)) == NULL) {
+			*why = "result out of range";
+			return false;
+		}
+		break;
+	default:
+		if (hdr.flags != 0) {
+			*why = "unexpected flags";
+			return false;
+		}
+		break;
+	}
+	return true;
+}
+
+/* A close-on-exec SOCK_SEQPACKET socketpair. */
+int
+chan_pair(int sv[2])
+{
+	return socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv);
+}
+
+/* Send one message, attaching passfd by SCM_RIGHTS when >= 0. */
+int
+chan_send(int fd, const void *msg, int passfd)
+{
+	struct chan_hdr hdr;
+	size_t len;
+	struct iovec iov;
+	struct msghdr mh;
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cbuf;
+	ssize_t n;
+
+	memcpy(&hdr, msg, sizeof(hdr));
+	len = chan_msg_size(hdr.type);
+	if (len == 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	iov.iov_base = (void *)msg;
+	iov.iov_len = len;
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	if (passfd >= 0) {
+		struct cmsghdr *cm;
+
+		memset(&cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf.buf;
+		mh.msg_controllen = sizeof(cbuf.buf);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &passfd, sizeof(int));
+	}
+	do {
+		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -1;
+	if ((size_t)n != len) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	return 0;
+}
+
+enum chan_status
+chan_recv(int fd, union chan_msg *out, enum chan_side side, int *passfd, const char **why)
+{
+	/* One byte more than the largest message, to detect oversize ones. */
+	uint8_t buf[sizeof(union chan_msg) + 1];
+	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+	struct msghdr mh;
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
+	} cbuf;
+	ssize_t n;
+	int fd_in = -1;
+	bool bad_cmsg = false;
+
+	*passfd = -1;
+	*why = "ok";
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cbuf.buf;
+	mh.msg_controllen = sizeof(cbuf.buf);
+	do {
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return CHAN_AGAIN;
+		*why = "recv failed";
+		return CHAN_EOF;
+	}
+	if (n == 0)
+		return CHAN_EOF;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm != NULL; cm = CMSG_NXTHDR(&mh, cm)) {
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+			size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < nfd; i++) {
+				int f;
+				memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+				if (fd_in < 0 && i == 0)
+					fd_in = f;
+				else {
+					close(f);
+					bad_cmsg = true;
+				}
+			}
+		} else
+			bad_cmsg = true;
+	}
+	if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0)
+		bad_cmsg = true;
+	if (!chan_validate(buf, (size_t)n, side, why) || bad_cmsg) {
+		if (bad_cmsg)
+			*why = "unexpected or truncated control data";
+		if (fd_in >= 0)
+			close(fd_in);
+		return CHAN_INVALID;
+	}
+	memcpy(out, buf, (size_t)n);
+	/* Only a successful socket reply may carry a descriptor, and it must. */
+	if (out->hdr.type == CHAN_SOCKET_REP && out->socket_rep.err == 0) {
+		if (fd_in < 0) {
+			*why = "socket reply without a descriptor";
+			return CHAN_INVALID;
+		}
+		*passfd = fd_in;
+	} else if (fd_in >= 0) {
+		close(fd_in);
+		*why = "descriptor on a message that carries none";
+		return CHAN_INVALID;
+	}
+	return CHAN_OK;
+}

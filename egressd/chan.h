@@ -1,0 +1,149 @@
+/*
+ * The parent <-> worker channel: a SOCK_SEQPACKET socketpair carrying
+ * fixed-size messages. Every message starts with a chan_hdr; its total size
+ * is fixed per type and checked against a table, and its fields are range
+ * checked, before anything dispatches on it. File descriptors (marked
+ * sockets) travel with CHAN_SOCKET_REP by SCM_RIGHTS.
+ */
+#ifndef EGRESSD_CHAN_H
+#define EGRESSD_CHAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum chan_type {
+	CHAN_NONE = 0,
+	CHAN_SOCKET_REQ,    /* worker -> parent: a marked socket, please */
+	CHAN_SOCKET_REP,    /* parent -> worker: the socket (fd attached) or an errno */
+	CHAN_LEARN,         /* worker -> parent: add a learned address with a timeout */
+	CHAN_FORGET,        /* worker -> parent: remove a learned address */
+	CHAN_STATIC_BEGIN,  /* worker -> parent: a new static rule set follows */
+	CHAN_STATIC_ELEM,   /* worker -> parent: one IP/CIDR rule of that set */
+	CHAN_STATIC_COMMIT, /* worker -> parent: apply the set in one batch */
+	CHAN_RESULT,        /* parent -> worker: outcome of a request, by id */
+	CHAN_READY,         /* worker -> parent: listeners are up, policy applied */
+	CHAN_TYPE_MAX,
+};
+
+/* Limits of a static rule set carried over the channel. */
+#define CHAN_MAX_STATIC_ELEMS 200000
+#define CHAN_MAX_TIMEOUT_S (7 * 24 * 3600)
+#define CHAN_ERRMSG_LEN 128
+
+struct chan_hdr {
+	uint16_t type; /* enum chan_type */
+	uint16_t flags;
+	uint32_t id; /* request id, echoed in the reply; never 0 */
+};
+
+struct chan_socket_req {
+	struct chan_hdr hdr;
+	int32_t family;   /* AF_INET or AF_INET6 */
+	int32_t socktype; /* SOCK_DGRAM or SOCK_STREAM */
+};
+
+struct chan_socket_rep {
+	struct chan_hdr hdr;
+	int32_t err; /* 0, or the errno; an fd is attached iff err == 0 */
+};
+
+/* CHAN_LEARN_MORE in hdr.flags: more learns follow in the same batch. */
+#define CHAN_LEARN_MORE 0x1
+
+struct chan_learn {
+	struct chan_hdr hdr;
+	uint8_t family; /* AF_INET or AF_INET6 */
+	uint8_t pad[3];
+	uint8_t addr[16];
+	uint16_t port;      /* 0: all ports */
+	uint16_t pad2;
+	uint32_t timeout_s; /* 1..CHAN_MAX_TIMEOUT_S (0 for FORGET) */
+};
+
+struct chan_static_begin {
+	struct chan_hdr hdr;
+	uint32_t count;         /* elements that follow */
+	uint8_t default_allow;  /* 1: defaultAction allow */
+	uint8_t pad[3];
+};
+
+struct chan_static_elem {
+	struct chan_hdr hdr;
+	uint8_t allow;  /* 1 allow, 0 deny */
+	uint8_t family; /* AF_INET or AF_INET6 */
+	uint8_t prefix; /* <= 32 or <= 128 */
+	uint8_t pad;
+	uint8_t addr[16];
+	uint16_t port_lo; /* 0/0: all ports */
+	uint16_t port_hi;
+};
+
+struct chan_static_commit {
+	struct chan_hdr hdr;
+};
+
+struct chan_result {
+	struct chan_hdr hdr;
+	uint16_t req_type; /* the type of the request answered */
+	uint16_t pad;
+	int32_t err;       /* 0 on success, else an errno */
+	char msg[CHAN_ERRMSG_LEN]; /* NUL-terminated reason; never carries secrets */
+};
+
+struct chan_ready {
+	struct chan_hdr hdr;
+};
+
+union chan_msg {
+	struct chan_hdr hdr;
+	struct chan_socket_req socket_req;
+	struct chan_socket_rep socket_rep;
+	struct chan_learn learn;
+	struct chan_static_begin static_begin;
+	struct chan_static_elem static_elem;
+	struct chan_static_commit static_commit;
+	struct chan_result result;
+	struct chan_ready ready;
+};
+
+enum chan_status {
+	CHAN_OK = 0,
+	CHAN_AGAIN,   /* nothing to read now */
+	CHAN_EOF,     /* the peer closed */
+	CHAN_INVALID, /* wrong size, unknown type, bad field: the peer is broken */
+};
+
+/* Which side receives a message type; the other side must refuse it. */
+enum chan_side {
+	CHAN_TO_PARENT,
+	CHAN_TO_WORKER,
+};
+
+/* The fixed size of a message type, or 0 for an unknown type. */
+size_t chan_msg_size(unsigned type);
+
+/*
+ * Check a received message: size against the table, type known and meant
+ * for `side`, id not 0, fields in range. Pure. On failure *why says which
+ * check failed (a constant string).
+ */
+bool chan_validate(const void *buf, size_t len, enum chan_side side, const char **why);
+
+/* A SOCK_SEQPACKET pair, close-on-exec. */
+int chan_pair(int sv[2]) __attribute__((warn_unused_result));
+
+/* Send one message (size from the table), with `passfd` attached if >= 0. */
+int chan_send(int fd, const void *msg, int passfd) __attribute__((warn_unused_result));
+
+/*
+ * Receive one message into *out and validate it for `side`. A passed fd,
+ * if any, is returned in *passfd (else -1); an fd that arrives on a
+ * message that may not carry one is closed and the message is INVALID.
+ */
+enum chan_status chan_recv(int fd, union chan_msg *out, enum chan_side side, int *passfd,
+    const char **why) __attribute__((warn_unused_result));
+
+const char *chan_type_name(unsigned type);
+
+#endif

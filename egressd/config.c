@@ -1,0 +1,514 @@
+/*
+ * Configuration loading (parent, before fork). One table of options drives
+ * the config file, the environment, the flags and --help, so a setting has
+ * the same name and validation everywhere. The token is an option like the
+ * others but is never echoed: errors about it name the option only.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <pwd.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <yaml.h>
+
+#include "egressd/config.h"
+
+enum config_type {
+	CT_STR,
+	CT_STRP, /* heap string of any length */
+	CT_BOOL,
+	CT_U16,
+	CT_U32,
+	CT_LONG,
+	CT_MODE,
+	CT_LEVEL,
+};
+
+struct config_opt {
+	const char *name;  /* flag name and config-file key */
+	const char *env;   /* primary environment variable */
+	const char *env2;  /* alternative (our own) variable, or NULL */
+	enum config_type type;
+	size_t off;
+	size_t size;
+	bool secret;       /* never echo the value */
+	const char *help;
+};
+
+#define O(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
+
+static const struct config_opt config_opts[] = {
+	{"mode", "OPENSANDBOX_EGRESS_MODE", "EGRESSD_MODE", CT_MODE, O(mode), false,
+	    "enforcement mode: dns+nft (default, secure) or dns (DNS filtering only)"},
+	{"policy", "EGRESSD_POLICY", NULL, CT_STR, O(policy_file), false,
+	    "YAML policy file (see docs/policy.md); reloaded on SIGHUP and on change"},
+	{"policy-file", "OPENSANDBOX_EGRESS_POLICY_FILE", NULL, CT_STR, O(os_policy_file), false,
+	    "OpenSandbox JSON policy file, loaded at start and rewritten on API changes"},
+	{"rules", "OPENSANDBOX_EGRESS_RULES", NULL, CT_STRP, O(rules_json), false,
+	    "initial policy as OpenSandbox JSON"},
+	{"always-dir", "EGRESSD_ALWAYS_DIR", NULL, CT_STR, O(always_dir), false,
+	    "directory of deny.always and allow.always operator rules"},
+	{"http-addr", "OPENSANDBOX_EGRESS_HTTP_ADDR", NULL, CT_STR, O(http_addr), false,
+	    "control API listen address [host]:port"},
+	{"token", "OPENSANDBOX_EGRESS_TOKEN", NULL, CT_STR, O(token), true,
+	    "control API token, sent in the OPENSANDBOX-EGRESS-AUTH header"},
+	{"insecure-no-token", "EGRESSD_INSECURE_NO_TOKEN", NULL, CT_BOOL, O(insecure_no_token), false,
+	    "allow starting without an API token (warned at every start)"},
+	{"max-rules", "OPENSANDBOX_EGRESS_MAX_RULES", NULL, CT_LONG, O(max_rules), false,
+	    "maximum egress rules in a policy (0: unlimited)"},
+	{"dns-upstream", "OPENSANDBOX_EGRESS_DNS_UPSTREAM", NULL, CT_STR, O(dns_upstream), false,
+	    "upstream DNS servers ip[:port],... (default: /etc/resolv.conf at start)"},
+	{"dns-port", "EGRESSD_DNS_PORT", NULL, CT_U16, O(dns_port), false,
+	    "loopback port of the DNS proxy (port 53 is redirected to it)"},
+	{"mark", "EGRESSD_MARK", NULL, CT_U32, O(mark), false,
+	    "packet mark of the sidecar's own sockets (the only exemption)"},
+	{"worker-user", "EGRESSD_WORKER_USER", NULL, CT_STR, O(worker_user), false,
+	    "worker uid[:gid] or user name (default: user egressd, else uid 65533)"},
+	{"ready-file", "EGRESSD_READY_FILE", NULL, CT_STR, O(ready_file), false,
+	    "file created once enforcement is in place"},
+	{"remove-table-on-exit", "EGRESSD_REMOVE_TABLE_ON_EXIT", NULL, CT_BOOL,
+	    O(remove_table_on_exit), false,
+	    "remove the nft table on a graceful stop (default: keep it, traffic stays blocked)"},
+	{"table", "EGRESSD_TABLE", NULL, CT_STR, O(table), false, "name of the nft inet table"},
+	{"intercept", "OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT", "EGRESSD_INTERCEPT", CT_BOOL,
+	    O(intercept), false, "transparent TLS/HTTP interception (credential vault)"},
+	{"intercept-ports", "EGRESSD_INTERCEPT_PORTS", NULL, CT_STR, O(intercept_ports), false,
+	    "TCP ports redirected to the intercept listener"},
+	{"tls-port", "EGRESSD_TLS_PORT", NULL, CT_U16, O(tls_port), false,
+	    "intercept listener port for TLS"},
+	{"plain-port", "EGRESSD_PLAIN_PORT", NULL, CT_U16, O(plain_port), false,
+	    "intercept listener port for plain HTTP"},
+	{"ca-export", "EGRESSD_CA_EXPORT", NULL, CT_STR, O(ca_export), false,
+	    "where to write the sandbox CA certificate (PEM, 0644)"},
+	{"ca-cert", "EGRESSD_CA_CERT", NULL, CT_STR, O(ca_cert), false,
+	    "operator CA certificate (with --ca-key) for a stable fingerprint"},
+	{"ca-key", "EGRESSD_CA_KEY", NULL, CT_STR, O(ca_key), false, "operator CA private key"},
+	{"upstream-ca", "OPENSANDBOX_EGRESS_MITMPROXY_UPSTREAM_TRUST_DIR", "EGRESSD_UPSTREAM_CA",
+	    CT_STR, O(upstream_ca), false, "trust file or directory for upstream TLS"},
+	{"ssl-insecure", "OPENSANDBOX_EGRESS_MITMPROXY_SSL_INSECURE", NULL, CT_BOOL, O(ssl_insecure),
+	    false, "skip upstream TLS verification (refused while bindings exist)"},
+	{"log-level", "OPENSANDBOX_EGRESS_LOG_LEVEL", "EGRESSD_LOG_LEVEL", CT_LEVEL, O(log_level),
+	    false, "debug, info, warn or error"},
+};
+
+#define CONFIG_NOPTS (sizeof(config_opts) / sizeof(config_opts[0]))
+
+/* Fill in compiled defaults. */
+void
+config_defaults(struct config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->mode = CONFIG_MODE_DNS_NFT;
+	snprintf(c->always_dir, sizeof(c->always_dir), "/var/egress/rules");
+	snprintf(c->http_addr, sizeof(c->http_addr), ":18080");
+	c->max_rules = 4096;
+	c->dns_port = 15353;
+	c->mark = 0x1;
+	snprintf(c->table, sizeof(c->table), "egressd");
+	snprintf(c->intercept_ports, sizeof(c->intercept_ports), "80,443");
+	c->tls_port = 15443;
+	c->plain_port = 15080;
+	snprintf(c->ca_export, sizeof(c->ca_export), "/run/egressd/ca.pem");
+	c->log_level = LOG_INFO;
+}
+
+const char *
+config_mode_name(enum config_mode m)
+{
+	return m == CONFIG_MODE_DNS ? "dns" : "dns+nft";
+}
+
+static bool
+config_parse_bool(const char *v, bool *out)
+{
+	static const char *const yes[] = {"1", "true", "yes", "on"};
+	static const char *const no[] = {"0", "false", "no", "off", ""};
+
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+		if (strcasecmp(v, yes[i]) == 0) {
+			*out = true;
+			return true;
+		}
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+		if (strcasecmp(v, no[i]) == 0) {
+			*out = false;
+			return true;
+		}
+	return false;
+}
+
+/* OpenSandbox mode syntax: tokens from {dns, nft} joined by '+'. */
+static bool
+config_parse_mode(const char *v, enum config_mode *out)
+{
+	char buf[64];
+	bool dns = false, nft = false;
+	char *save = NULL;
+
+	if (strlen(v) >= sizeof(buf))
+		return false;
+	for (size_t i = 0; v[i] != '\0'; i++)
+		buf[i] = (char)tolower((unsigned char)v[i]), buf[i + 1] = '\0';
+	if (v[0] == '\0')
+		return false;
+	for (char *t = strtok_r(buf, "+", &save); t != NULL; t = strtok_r(NULL, "+", &save)) {
+		if (strcmp(t, "dns") == 0)
+			dns = true;
+		else if (strcmp(t, "nft") == 0)
+			nft = true;
+		else
+			return false;
+	}
+	if (!dns)
+		return false;
+	*out = nft ? CONFIG_MODE_DNS_NFT : CONFIG_MODE_DNS;
+	return true;
+}
+
+static int
+config_set(struct config *c, const struct config_opt *o, const char *v, const char *src, char *err,
+    size_t errlen)
+{
+	void *dst = (char *)c + o->off;
+	char *end;
+	unsigned long long u;
+	long l;
+
+	switch (o->type) {
+	case CT_STR:
+		if (strlen(v) >= o->size) {
+			snprintf(err, errlen, "%s %s: value too long (max %zu bytes)", src, o->name,
+			    o->size - 1);
+			return -1;
+		}
+		memcpy(dst, v, strlen(v) + 1);
+		return 0;
+	case CT_STRP: {
+		char *dup = strdup(v);
+		if (dup == NULL) {
+			snprintf(err, errlen, "%s %s: out of memory", src, o->name);
+			return -1;
+		}
+		free(*(char **)dst);
+		*(char **)dst = dup;
+		return 0;
+	}
+	case CT_BOOL:
+		if (!config_parse_bool(v, dst))
+			goto bad;
+		return 0;
+	case CT_U16:
+	case CT_U32:
+		errno = 0;
+		u = strtoull(v, &end, 0);
+		if (errno != 0 || end == v || *end != '\0' || v[0] == '-' ||
+		    u > (o->type == CT_U16 ? 65535ULL : 0xffffffffULL))
+			goto bad;
+		if (o->type == CT_U16)
+			*(uint16_t *)dst = (uint16_t)u;
+		else
+			*(uint32_t *)dst = (uint32_t)u;
+		return 0;
+	case CT_LONG:
+		errno = 0;
+		l = strtol(v, &end, 10);
+		if (errno != 0 || end == v || *end != '\0' || l < 0)
+			goto bad;
+		*(long *)dst = l;
+		return 0;
+	case CT_MODE:
+		if (!config_parse_mode(v, dst))
+			goto bad;
+		return 0;
+	case CT_LEVEL:
+		if (!log_parse_level(v, dst))
+			goto bad;
+		return 0;
+	}
+bad:
+	if (o->secret)
+		snprintf(err, errlen, "%s %s: invalid value", src, o->name);
+	else
+		snprintf(err, errlen, "%s %s: invalid value \"%.64s\"", src, o->name, v);
+	return -1;
+}
+
+static const struct config_opt *
+config_find(const char *name)
+{
+	for (size_t i = 0; i < CONFIG_NOPTS; i++)
+		if (strcmp(config_opts[i].name, name) == 0)
+			return &config_opts[i];
+	return NULL;
+}
+
+/* Config file: a flat YAML mapping of option names to scalars. */
+static int
+config_from_file(struct config *c, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	yaml_parser_t p;
+	yaml_event_t ev;
+	char key[64] = "";
+	bool have_key = false, done = false;
+	int depth = 0, rc = -1;
+
+	if (f == NULL) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	yaml_parser_initialize(&p);
+	yaml_parser_set_input_file(&p, f);
+	while (!done) {
+		if (!yaml_parser_parse(&p, &ev)) {
+			snprintf(err, errlen, "%s:%zu:%zu: %s", path, p.problem_mark.line + 1,
+			    p.problem_mark.column + 1, p.problem ? p.problem : "parse error");
+			goto out;
+		}
+		switch (ev.type) {
+		case YAML_MAPPING_START_EVENT:
+			if (++depth > 1) {
+				snprintf(err, errlen, "%s:%zu:%zu: nested mappings are not options",
+				    path, ev.start_mark.line + 1, ev.start_mark.column + 1);
+				yaml_event_delete(&ev);
+				goto out;
+			}
+			break;
+		case YAML_MAPPING_END_EVENT:
+			depth--;
+			break;
+		case YAML_SEQUENCE_START_EVENT:
+			snprintf(err, errlen, "%s:%zu:%zu: %s: lists are not supported here", path,
+			    ev.start_mark.line + 1, ev.start_mark.column + 1, have_key ? key : "?");
+			yaml_event_delete(&ev);
+			goto out;
+		case YAML_SCALAR_EVENT: {
+			const char *v = (const char *)ev.data.scalar.value;
+			if (!have_key) {
+				if (config_find(v) == NULL || strlen(v) >= sizeof(key)) {
+					snprintf(err, errlen, "%s:%zu:%zu: unknown option \"%.64s\"", path,
+					    ev.start_mark.line + 1, ev.start_mark.column + 1, v);
+					yaml_event_delete(&ev);
+					goto out;
+				}
+				snprintf(key, sizeof(key), "%s", v);
+				have_key = true;
+			} else {
+				char src[PATH_MAX + 32];
+				snprintf(src, sizeof(src), "%s:%zu:%zu:", path, ev.start_mark.line + 1,
+				    ev.start_mark.column + 1);
+				if (config_set(c, config_find(key), v, src, err, errlen) != 0) {
+					yaml_event_delete(&ev);
+					goto out;
+				}
+				have_key = false;
+			}
+			break;
+		}
+		case YAML_STREAM_END_EVENT:
+			done = true;
+			break;
+		default:
+			break;
+		}
+		yaml_event_delete(&ev);
+	}
+	rc = 0;
+out:
+	yaml_parser_delete(&p);
+	fclose(f);
+	return rc;
+}
+
+/* Apply environment variables; an empty variable counts as unset. */
+int
+config_from_env(struct config *c, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < CONFIG_NOPTS; i++) {
+		const struct config_opt *o = &config_opts[i];
+		const char *names[2] = {o->env, o->env2};
+		for (size_t k = 0; k < 2; k++) {
+			const char *v;
+			char src[96];
+			if (names[k] == NULL || (v = getenv(names[k])) == NULL || v[0] == '\0')
+				continue;
+			snprintf(src, sizeof(src), "environment %s (option", names[k]);
+			if (config_set(c, o, v, src, err, errlen) != 0) {
+				size_t n = strlen(err);
+				snprintf(err + n, errlen - n, ")");
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+int
+config_load(struct config *c, int argc, char **argv, char *err, size_t errlen)
+{
+	struct option lopts[CONFIG_NOPTS + 2];
+	const char *file = getenv("EGRESSD_CONFIG");
+	int ch, idx;
+
+	/* The config file comes first so that env and flags override it. */
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+			file = argv[i + 1];
+		else if (strncmp(argv[i], "--config=", 9) == 0)
+			file = argv[i] + 9;
+	}
+	if (file != NULL && file[0] != '\0') {
+		snprintf(c->config_file, sizeof(c->config_file), "%s", file);
+		if (config_from_file(c, file, err, errlen) != 0)
+			return -1;
+	}
+	if (config_from_env(c, err, errlen) != 0)
+		return -1;
+
+	for (size_t i = 0; i < CONFIG_NOPTS; i++) {
+		lopts[i].name = config_opts[i].name;
+		lopts[i].has_arg = config_opts[i].type == CT_BOOL ? optional_argument : required_argument;
+		lopts[i].flag = NULL;
+		lopts[i].val = 0x100 + (int)i;
+	}
+	lopts[CONFIG_NOPTS] = (struct option){"config", required_argument, NULL, 'c'};
+	lopts[CONFIG_NOPTS + 1] = (struct option){NULL, 0, NULL, 0};
+	optind = 0;
+	opterr = 0;
+	/* getopt wants argv[0]; our argv starts at the first option. */
+	{
+		char *av[argc + 2];
+		av[0] = (char *)"egressd";
+		for (int i = 0; i < argc; i++)
+			av[i + 1] = argv[i];
+		av[argc + 1] = NULL;
+		while ((ch = getopt_long(argc + 1, av, "", lopts, &idx)) != -1) {
+			const struct config_opt *o;
+			if (ch == 'c')
+				continue;
+			if (ch < 0x100 || ch >= 0x100 + (int)CONFIG_NOPTS) {
+				snprintf(err, errlen, "unknown or incomplete option \"%.64s\" (see --help)",
+				    av[optind - 1]);
+				return -1;
+			}
+			o = &config_opts[ch - 0x100];
+			if (config_set(c, o, optarg ? optarg : "true", "option --", err, errlen) != 0)
+				return -1;
+		}
+		if (optind < argc + 1) {
+			snprintf(err, errlen, "unexpected argument \"%.64s\" (see --help)", av[optind]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+config_check(const struct config *c, char *err, size_t errlen)
+{
+	if (c->token[0] == '\0' && !c->insecure_no_token) {
+		snprintf(err, errlen,
+		    "no API token: set OPENSANDBOX_EGRESS_TOKEN (or --token), or opt out explicitly "
+		    "with EGRESSD_INSECURE_NO_TOKEN=1 (anyone on the shared loopback could then "
+		    "change the policy)");
+		return -1;
+	}
+	if (c->mark == 0) {
+		snprintf(err, errlen, "mark must not be 0");
+		return -1;
+	}
+	if (c->dns_port == 0 || c->tls_port == 0 || c->plain_port == 0) {
+		snprintf(err, errlen, "listener ports must not be 0");
+		return -1;
+	}
+	if ((c->ca_cert[0] == '\0') != (c->ca_key[0] == '\0')) {
+		snprintf(err, errlen, "ca-cert and ca-key must be given together");
+		return -1;
+	}
+	return 0;
+}
+
+int
+config_worker_ids(const struct config *c, uid_t *uid, gid_t *gid, char *err, size_t errlen)
+{
+	const char *u = c->worker_user;
+	char *end;
+	unsigned long v;
+
+	if (u[0] == '\0') {
+		struct passwd *pw = getpwnam("egressd");
+		if (pw != NULL) {
+			*uid = pw->pw_uid;
+			*gid = pw->pw_gid;
+		} else {
+			*uid = CONFIG_DEFAULT_WORKER_ID;
+			*gid = CONFIG_DEFAULT_WORKER_ID;
+		}
+		return 0;
+	}
+	if (isdigit((unsigned char)u[0])) {
+		errno = 0;
+		v = strtoul(u, &end, 10);
+		if (errno != 0 || v == 0 || v >= 0xffffffffUL)
+			goto bad;
+		*uid = (uid_t)v;
+		*gid = (gid_t)v;
+		if (*end == ':') {
+			const char *g = end + 1;
+			errno = 0;
+			v = strtoul(g, &end, 10);
+			if (errno != 0 || end == g || v == 0 || v >= 0xffffffffUL)
+				goto bad;
+			*gid = (gid_t)v;
+		}
+		if (*end != '\0')
+			goto bad;
+		return 0;
+	} else {
+		struct passwd *pw = getpwnam(u);
+		if (pw == NULL) {
+			snprintf(err, errlen, "worker-user: no user \"%.32s\"", u);
+			return -1;
+		}
+		if (pw->pw_uid == 0)
+			goto bad;
+		*uid = pw->pw_uid;
+		*gid = pw->pw_gid;
+		return 0;
+	}
+bad:
+	snprintf(err, errlen, "worker-user: \"%.32s\" is not uid[:gid] (non-zero) or a user name", u);
+	return -1;
+}
+
+void
+config_usage(FILE *out)
+{
+	struct config d;
+
+	config_defaults(&d);
+	fprintf(out,
+	    "usage: egressd [options]              run the sidecar (needs CAP_NET_ADMIN)\n"
+	    "       egressd check [-v] FILE...     validate policy files\n"
+	    "       egressd explain FILE QUERY     explain a decision (name, ip:port, "
+	    "'METHOD https://host/path')\n"
+	    "       egressd test FILE CASES.yaml   run table-driven policy expectations\n"
+	    "       egressd --version | --help | --features\n\n"
+	    "Options (flag / environment variable; flags win over the environment, which\n"
+	    "wins over --config FILE, a YAML mapping of option names):\n"
+	    "  --config FILE  (EGRESSD_CONFIG)\n");
+	for (size_t i = 0; i < CONFIG_NOPTS; i++) {
+		const struct config_opt *o = &config_opts[i];
+		fprintf(out, "  --%s%s  (%s%s%s)\n      %s\n", o->name,
+		    o->type == CT_BOOL ? "[=BOOL]" : "=VALUE", o->env, o->env2 ? ", " : "",
+		    o->env2 ? o->env2 : "", o->help);
+	}
+	fprintf(out, "\nDefaults: mode=%s http-addr=%s dns-port=%u mark=0x%x max-rules=%ld "
+	    "intercept-ports=%s tls-port=%u plain-port=%u ca-export=%s table=%s\n",
+	    config_mode_name(d.mode), d.http_addr, d.dns_port, d.mark, d.max_rules,
+	    d.intercept_ports, d.tls_port, d.plain_port, d.ca_export, d.table);
+}

@@ -1,0 +1,1023 @@
+/*
+ * DNS proxy (worker process). Every query of the workload arrives here by
+ * the nft redirect of port 53. A denied name is answered NXDOMAIN locally
+ * with no upstream packet (a query is itself an exfiltration channel). An
+ * allowed name is resolved with a fresh query of ours (new id, only the
+ * question, our EDNS) through c-ares, whose sockets are marked ones from
+ * the parent. Answer addresses that point inside (loopback, link-local,
+ * metadata, ourselves, optionally private ranges) are removed; the rest are
+ * learned by the parent, and only once it has acknowledged them does the
+ * client get its answer. The decision is made on the name the client
+ * asked for; CNAME targets are followed for the answer but not re-checked.
+ */
+#include <arpa/inet.h>
+#include <ares.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "egressd/dnsproxy.h"
+#include "egressd/dnswire.h"
+#include "egressd/learnmap.h"
+#include "egressd/log.h"
+#include "egressd/wchan.h"
+#include "egressd/wstate.h"
+#include "policy/policy.h"
+
+#define DNSPROXY_MAX_LOCAL 32
+#define DNSPROXY_MAX_ARES_FDS 64
+#define DNSPROXY_UDP_BURST 64
+
+enum dnsproxy_kind {
+	DNSQ_UDP,
+	DNSQ_TCP,
+};
+
+struct dnsproxy_pool {
+	int fds[DNSPROXY_POOL];
+	int n;
+	int pending; /* requests to the parent in flight */
+};
+
+struct dnsproxy_aresfd {
+	int fd; /* -1: free */
+	struct event *ev;
+};
+
+struct dnstcp;
+
+struct dnsq {
+	struct dnsproxy *d;
+	enum dnsproxy_kind kind;
+	struct dnswire_query q;
+	int udpfd;
+	struct sockaddr_storage peer;
+	socklen_t peerlen;
+	struct dnstcp *tcp;
+	struct timespec start;
+	uint8_t *reply;
+	size_t reply_len;
+	struct chan_learn learns[DNSPROXY_MAX_LEARN];
+	size_t nlearn;
+	uint32_t learn_id;
+	uint16_t ports[DNSPROXY_MAX_LEARN];
+	size_t nports;
+	size_t naddrs_ok; /* addresses accepted so far by the predicate */
+	size_t max_addrs;
+	bool block_private;
+	struct policy *policy; /* the policy the decision was made with */
+};
+
+struct dnstcp {
+	struct dnsproxy *d;
+	struct bufferevent *bev;
+	int refs;
+	bool closed;
+	int inflight;
+};
+
+struct dnsproxy {
+	struct wstate *ws;
+	ares_channel ch;
+	bool ares_ok;
+	struct event *ev_timer;
+	struct dnsproxy_aresfd afds[DNSPROXY_MAX_ARES_FDS];
+	int udp[2];
+	struct event *ev_udp[2];
+	struct evconnlistener *tcp[2];
+	struct dnsproxy_pool pool[2][2]; /* [v6][stream] */
+	struct policy_addr local[DNSPROXY_MAX_LOCAL];
+	size_t nlocal;
+	size_t inflight;
+	size_t ntcp;
+	bool want_v4, want_v6;
+	void (*ready_cb)(void *arg);
+	void *ready_arg;
+	bool ready_sent;
+};
+
+static void dnsproxy_pool_fill(struct dnsproxy *d);
+static void dnsproxy_ares_timer(struct dnsproxy *d);
+
+static double
+dnsproxy_elapsed(const struct timespec *a)
+{
+	struct timespec b;
+
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return (double)(b.tv_sec - a->tv_sec) + (double)(b.tv_nsec - a->tv_nsec) / 1e9;
+}
+
+/* --- Address classification ------------------------------------------ */
+
+static bool
+dnsproxy_v4_inner(const uint8_t *a, bool block_private)
+{
+	uint32_t v = ((uint32_t)a[0] << 24) | ((uint32_t)a[1] << 16) | ((uint32_t)a[2] << 8) | a[3];
+
+	if ((v >> 24) == 0 || (v >> 24) == 127)      /* this network, loopback */
+		return true;
+	if ((v >> 16) == 0xa9fe)                      /* 169.254/16 link-local, metadata */
+		return true;
+	if ((v >> 28) >= 0xe)                         /* multicast, reserved, broadcast */
+		return true;
+	if (v == 0x646464c8) /* 100.100.100.200 metadata (Alibaba) */
+		return true;
+	if (block_private &&
+	    ((v >> 24) == 10 || (v >> 20) == 0xac1 || (v >> 16) == 0xc0a8 || (v >> 22) == 0x191))
+		return true; /* 10/8, 172.16/12, 192.168/16, 100.64/10 */
+	return false;
+}
+
+static bool
+dnsproxy_v6_inner(const uint8_t *a, bool block_private)
+{
+	static const uint8_t zero[16];
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
+	static const uint8_t ec2[16] = {0xfd, 0, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54};
+
+	if (memcmp(a, zero, 15) == 0 && (a[15] == 0 || a[15] == 1)) /* ::, ::1 */
+		return true;
+	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0)
+		return dnsproxy_v4_inner(a + 12, block_private);
+	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80) /* fe80::/10 link-local */
+		return true;
+	if (a[0] == 0xff) /* multicast */
+		return true;
+	if (memcmp(a, ec2, 16) == 0) /* AWS IPv6 metadata */
+		return true;
+	if (block_private && ((a[0] & 0xfe) == 0xfc || (a[0] == 0xfe && (a[1] & 0xc0) == 0xc0)))
+		return true; /* fc00::/7 ULA, fec0::/10 site-local */
+	return false;
+}
+
+bool
+dnsproxy_addr_ok(const struct dnsproxy *d, int family, const unsigned char *addr,
+    bool block_private)
+{
+	struct policy_addr pa;
+
+	if (family == AF_INET ? dnsproxy_v4_inner(addr, block_private)
+	                      : dnsproxy_v6_inner(addr, block_private))
+		return false;
+	/* Never hand out one of the sidecar's own addresses. */
+	policy_addr_from_bytes(family, addr, &pa);
+	for (size_t i = 0; d != NULL && i < d->nlocal; i++)
+		if (d->local[i].family == pa.family &&
+		    memcmp(d->local[i].bytes, pa.bytes, pa.family == AF_INET ? 4 : 16) == 0)
+			return false;
+	return true;
+}
+
+static void
+dnsproxy_local_addrs(struct dnsproxy *d)
+{
+	struct ifaddrs *ifa, *i;
+
+	if (getifaddrs(&ifa) != 0)
+		return;
+	for (i = ifa; i != NULL && d->nlocal < DNSPROXY_MAX_LOCAL; i = i->ifa_next) {
+		if (i->ifa_addr == NULL)
+			continue;
+		if (i->ifa_addr->sa_family == AF_INET)
+			policy_addr_from_bytes(AF_INET,
+			    (const uint8_t *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr,
+			    &d->local[d->nlocal++]);
+		else if (i->ifa_addr->sa_family == AF_INET6)
+			policy_addr_from_bytes(AF_INET6,
+			    (const uint8_t *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
+			    &d->local[d->nlocal++]);
+	}
+	freeifaddrs(ifa);
+}
+
+/* --- Marked socket pool ----------------------------------------------- */
+
+struct dnsproxy_sockreq {
+	struct dnsproxy *d;
+	int v6, stream;
+};
+
+static void
+dnsproxy_sock_cb(const union chan_msg *reply, int fd, void *arg)
+{
+	struct dnsproxy_sockreq *r = arg;
+	struct dnsproxy *d = r->d;
+	struct dnsproxy_pool *p = &d->pool[r->v6][r->stream];
+
+	p->pending--;
+	if (fd < 0 || reply->socket_rep.err != 0) {
+		log_msg(LOG_ERROR, "dns", "socket_error", "parent could not create a marked socket: %s",
+		    strerror(reply->socket_rep.err));
+	} else if (p->n < DNSPROXY_POOL) {
+		p->fds[p->n++] = fd;
+	} else
+		close(fd);
+	free(r);
+	if (!d->ready_sent) {
+		bool ok = true;
+		for (int v6 = 0; v6 < 2; v6++)
+			if ((v6 ? d->want_v6 : d->want_v4) && d->pool[v6][0].n == 0)
+				ok = false;
+		if (ok) {
+			d->ready_sent = true;
+			d->ready_cb(d->ready_arg);
+		}
+	}
+}
+
+static void
+dnsproxy_pool_fill(struct dnsproxy *d)
+{
+	for (int v6 = 0; v6 < 2; v6++) {
+		if (!(v6 ? d->want_v6 : d->want_v4))
+			continue;
+		for (int st = 0; st < 2; st++) {
+			struct dnsproxy_pool *p = &d->pool[v6][st];
+			while (p->n + p->pending < DNSPROXY_POOL) {
+				struct chan_socket_req m;
+				struct dnsproxy_sockreq *r = calloc(1, sizeof(*r));
+
+				if (r == NULL)
+					return;
+				r->d = d;
+				r->v6 = v6;
+				r->stream = st;
+				memset(&m, 0, sizeof(m));
+				m.hdr.type = CHAN_SOCKET_REQ;
+				m.hdr.id = wchan_id(d->ws->chan);
+				m.family = v6 ? AF_INET6 : AF_INET;
+				m.socktype = st ? SOCK_STREAM : SOCK_DGRAM;
+				if (wchan_request(d->ws->chan, &m, dnsproxy_sock_cb, r) != 0) {
+					free(r);
+					return;
+				}
+				p->pending++;
+			}
+		}
+	}
+}
+
+/* c-ares asks for a socket: hand out a marked one from the pool. */
+static ares_socket_t
+dnsproxy_asocket(int family, int type, int protocol, void *arg)
+{
+	struct dnsproxy *d = arg;
+	int v6 = family == AF_INET6;
+	int st = (type & 0xf) == SOCK_STREAM;
+	struct dnsproxy_pool *p;
+	int fd;
+
+	if (family != AF_INET && family != AF_INET6) {
+		errno = EAFNOSUPPORT;
+		return ARES_SOCKET_BAD;
+	}
+	p = &d->pool[v6][st];
+	if (p->n == 0) {
+		/* Never fall back to an unmarked socket: it would be redirected to us. */
+		log_msg(LOG_WARN, "dns", "socket_pool_empty", "no marked socket ready");
+		dnsproxy_pool_fill(d);
+		errno = EAGAIN;
+		return ARES_SOCKET_BAD;
+	}
+	fd = p->fds[--p->n];
+	dnsproxy_pool_fill(d);
+	return fd;
+}
+
+static int
+dnsproxy_aclose(ares_socket_t fd, void *arg)
+{
+	return close(fd);
+}
+
+static int
+dnsproxy_aconnect(ares_socket_t fd, const struct sockaddr *sa, ares_socklen_t len, void *arg)
+{
+	return connect(fd, sa, len);
+}
+
+static ares_ssize_t
+dnsproxy_arecvfrom(ares_socket_t fd, void *buf, size_t len, int flags, struct sockaddr *sa,
+    ares_socklen_t *salen, void *arg)
+{
+	return recvfrom(fd, buf, len, flags, sa, salen);
+}
+
+static ares_ssize_t
+dnsproxy_asendv(ares_socket_t fd, const struct iovec *iov, int n, void *arg)
+{
+	return writev(fd, iov, n);
+}
+
+static const struct ares_socket_functions dnsproxy_sockfns = {
+	.asocket = dnsproxy_asocket,
+	.aclose = dnsproxy_aclose,
+	.aconnect = dnsproxy_aconnect,
+	.arecvfrom = dnsproxy_arecvfrom,
+	.asendv = dnsproxy_asendv,
+};
+
+/* --- c-ares in the event loop ----------------------------------------- */
+
+static void
+dnsproxy_ares_io_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dnsproxy *d = arg;
+
+	ares_process_fd(d->ch, (what & EV_READ) ? fd : ARES_SOCKET_BAD,
+	    (what & EV_WRITE) ? fd : ARES_SOCKET_BAD);
+	dnsproxy_ares_timer(d);
+}
+
+static void
+dnsproxy_ares_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dnsproxy *d = arg;
+
+	ares_process_fd(d->ch, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
+	dnsproxy_ares_timer(d);
+}
+
+static void
+dnsproxy_ares_timer(struct dnsproxy *d)
+{
+	struct timeval tv, *t;
+
+	t = ares_timeout(d->ch, NULL, &tv);
+	if (t == NULL)
+		evtimer_del(d->ev_timer);
+	else
+		evtimer_add(d->ev_timer, t);
+}
+
+static void
+dnsproxy_sock_state_cb(void *arg, ares_socket_t fd, int readable, int writable)
+{
+	struct dnsproxy *d = arg;
+	struct dnsproxy_aresfd *slot = NULL, *free_slot = NULL;
+	short what = (readable ? EV_READ : 0) | (writable ? EV_WRITE : 0);
+
+	for (int i = 0; i < DNSPROXY_MAX_ARES_FDS; i++) {
+		if (d->afds[i].fd == fd)
+			slot = &d->afds[i];
+		else if (d->afds[i].fd < 0 && free_slot == NULL)
+			free_slot = &d->afds[i];
+	}
+	if (slot != NULL) {
+		event_free(slot->ev);
+		slot->ev = NULL;
+		slot->fd = -1;
+	}
+	if (what == 0)
+		return;
+	if (slot == NULL)
+		slot = free_slot;
+	if (slot == NULL) {
+		log_msg(LOG_ERROR, "dns", "ares_fds", "too many upstream sockets");
+		return;
+	}
+	slot->fd = fd;
+	slot->ev = event_new(d->ws->base, fd, what | EV_PERSIST, dnsproxy_ares_io_cb, d);
+	event_add(slot->ev, NULL);
+}
+
+/* --- Replies ---------------------------------------------------------- */
+
+static void
+dnstcp_unref(struct dnstcp *t)
+{
+	if (--t->refs > 0)
+		return;
+	if (t->bev != NULL)
+		bufferevent_free(t->bev);
+	t->d->ntcp--;
+	free(t);
+}
+
+static void
+dnsq_send(struct dnsq *dq, const uint8_t *buf, size_t len)
+{
+	if (dq->kind == DNSQ_UDP) {
+		if (sendto(dq->udpfd, buf, len, 0, (struct sockaddr *)&dq->peer, dq->peerlen) < 0)
+			log_msg(LOG_DEBUG, "dns", "send_error", "%s", strerror(errno));
+	} else if (!dq->tcp->closed) {
+		uint8_t pfx[2] = {(uint8_t)(len >> 8), (uint8_t)len};
+		struct evbuffer *out = bufferevent_get_output(dq->tcp->bev);
+		evbuffer_add(out, pfx, 2);
+		evbuffer_add(out, buf, len);
+	}
+}
+
+static void
+dnsq_free(struct dnsq *dq)
+{
+	if (dq->kind == DNSQ_TCP) {
+		struct dnstcp *t = dq->tcp;
+		t->inflight--;
+		/* Resume a client that was paused at the pipelining bound. */
+		if (!t->closed && evbuffer_get_length(bufferevent_get_input(t->bev)) >= 2)
+			bufferevent_trigger(t->bev, EV_READ,
+			    BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+		dnstcp_unref(t);
+	}
+	dq->d->inflight--;
+	policy_free(dq->policy);
+	free(dq->reply);
+	free(dq);
+}
+
+static void
+dnsq_finish_rcode(struct dnsq *dq, uint8_t rcode)
+{
+	uint8_t buf[DNSWIRE_HDR_LEN + DNSWIRE_MAX_QUESTION + 16];
+	size_t n;
+
+	if (rcode == DNSWIRE_RCODE_SERVFAIL)
+		dq->d->ws->metrics.dns_servfail++;
+	if (dnswire_build_error(&dq->q, rcode, buf, sizeof(buf), &n) == 0)
+		dnsq_send(dq, buf, n);
+	metrics_observe(&dq->d->ws->metrics.dns_latency, dnsproxy_elapsed(&dq->start));
+	dnsq_free(dq);
+}
+
+static void
+dnsq_learned_cb(const union chan_msg *reply, int fd, void *arg)
+{
+	struct dnsq *dq = arg;
+
+	if (reply->result.err != 0) {
+		/* Fail closed: an address the kernel does not know is not given out. */
+		dq->d->ws->metrics.nft_errors++;
+		log_msg(LOG_ERROR, "dns", "learn_error", "parent could not learn: %s",
+		    reply->result.msg);
+		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
+		return;
+	}
+	dq->d->ws->metrics.dns_learned += dq->nlearn;
+	dnsq_send(dq, dq->reply, dq->reply_len);
+	metrics_observe(&dq->d->ws->metrics.dns_latency, dnsproxy_elapsed(&dq->start));
+	dnsq_free(dq);
+}
+
+/* Predicate for dnswire: inner addresses never, and no more than we can learn. */
+static bool
+dnsq_addr_pred(int family, const uint8_t *addr, void *arg)
+{
+	struct dnsq *dq = arg;
+
+	if (!dnsproxy_addr_ok(dq->d, family, addr, dq->block_private)) {
+		char txt[INET6_ADDRSTRLEN];
+		struct log_line l;
+
+		dq->d->ws->metrics.dns_filtered_addrs++;
+		inet_ntop(family, addr, txt, sizeof(txt));
+		log_begin(&l, LOG_WARN, "dns", "dns_filter");
+		log_str(&l, "name", dq->q.name);
+		log_str(&l, "addr", txt);
+		log_str(&l, "why", "inner address (loopback, link-local, metadata, own or private)");
+		log_end(&l);
+		return false;
+	}
+	if (dq->naddrs_ok >= dq->max_addrs)
+		return false;
+	dq->naddrs_ok++;
+	return true;
+}
+
+static void
+dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
+{
+	struct dnsq *dq = arg;
+	struct dnsproxy *d = dq->d;
+	struct dnswire_answer res;
+	const struct policy_dns *pd = policy_dns(dq->policy);
+	size_t cap = dq->kind == DNSQ_TCP ? DNSWIRE_MAX_MSG : dq->q.udp_size;
+	size_t maxlen = cap;
+	uint16_t up_id;
+	struct timespec now;
+
+	if (status == ARES_EDESTRUCTION) {
+		dnsq_free(dq);
+		return;
+	}
+	if (status != ARES_SUCCESS || abuf == NULL || alen < DNSWIRE_HDR_LEN) {
+		struct log_line l;
+		log_begin(&l, LOG_WARN, "dns", "dns_upstream_fail");
+		log_str(&l, "name", dq->q.name);
+		log_str(&l, "error", ares_strerror(status));
+		log_end(&l);
+		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
+		return;
+	}
+	up_id = (uint16_t)((abuf[0] << 8) | abuf[1]);
+	dq->reply = malloc(cap);
+	if (dq->reply == NULL) {
+		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
+		return;
+	}
+	if (dnswire_filter_answer(abuf, (size_t)alen, up_id, &dq->q, dnsq_addr_pred, dq, maxlen,
+	        dq->reply, cap, &dq->reply_len, &res) != DNSWIRE_OK) {
+		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
+		return;
+	}
+	/* Learn every kept address for every port scope, clamped lifetime. */
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	dq->nlearn = 0;
+	for (size_t i = 0; i < res.naddrs; i++) {
+		uint32_t ttl = res.addrs[i].ttl;
+		if (ttl < pd->ttl_min)
+			ttl = pd->ttl_min;
+		if (ttl > pd->ttl_max)
+			ttl = pd->ttl_max;
+		for (size_t k = 0; k < dq->nports && dq->nlearn < DNSPROXY_MAX_LEARN; k++) {
+			struct chan_learn *l = &dq->learns[dq->nlearn++];
+			memset(l, 0, sizeof(*l));
+			l->hdr.type = CHAN_LEARN;
+			l->family = (uint8_t)res.addrs[i].family;
+			memcpy(l->addr, res.addrs[i].addr, res.addrs[i].family == AF_INET ? 4 : 16);
+			l->port = dq->ports[k];
+			l->timeout_s = ttl;
+			if (learnmap_add(d->ws->learned, dq->q.name, l->family, l->addr, l->port,
+			        now.tv_sec + ttl) != 0) {
+				log_msg(LOG_ERROR, "dns", "learn_full", "learned map full");
+				dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
+				return;
+			}
+		}
+	}
+	if (res.naddrs > 0) {
+		struct log_line l;
+		char txt[INET6_ADDRSTRLEN];
+		log_begin(&l, LOG_INFO, "dns", "learn");
+		log_str(&l, "name", dq->q.name);
+		log_uint(&l, "addrs", res.naddrs);
+		inet_ntop(res.addrs[0].family, res.addrs[0].addr, txt, sizeof(txt));
+		log_str(&l, "first", txt);
+		log_uint(&l, "ttl", dq->learns[0].timeout_s);
+		log_end(&l);
+	}
+	if (dq->nlearn == 0) {
+		dnsq_send(dq, dq->reply, dq->reply_len);
+		metrics_observe(&d->ws->metrics.dns_latency, dnsproxy_elapsed(&dq->start));
+		dnsq_free(dq);
+		return;
+	}
+	dq->learn_id = wchan_id(d->ws->chan);
+	for (size_t i = 0; i < dq->nlearn; i++) {
+		dq->learns[i].hdr.id = dq->learn_id;
+		dq->learns[i].hdr.flags = i + 1 < dq->nlearn ? CHAN_LEARN_MORE : 0;
+		if (i + 1 < dq->nlearn) {
+			if (wchan_send(d->ws->chan, &dq->learns[i]) != 0) {
+				dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
+				return;
+			}
+		} else if (wchan_request(d->ws->chan, &dq->learns[i], dnsq_learned_cb, dq) != 0) {
+			dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
+			return;
+		}
+	}
+}
+
+/* --- Queries ---------------------------------------------------------- */
+
+/* Expand the allowed port ranges of the deciding rule into learn scopes. */
+static bool
+dnsq_ports(struct dnsq *dq, const struct policy_decision *dec)
+{
+	dq->nports = 0;
+	if (dec->ports == NULL || dec->nports == 0) {
+		dq->ports[dq->nports++] = 0;
+		return true;
+	}
+	for (size_t i = 0; i < dec->nports; i++)
+		for (uint32_t p = dec->ports[i].lo; p <= dec->ports[i].hi; p++) {
+			if (dq->nports >= DNSPROXY_MAX_LEARN)
+				return false;
+			dq->ports[dq->nports++] = (uint16_t)p;
+		}
+	return true;
+}
+
+static void
+dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *dq)
+{
+	struct wstate *ws = d->ws;
+	struct policy_decision dec;
+	size_t used;
+	uint8_t qbuf[DNSWIRE_HDR_LEN + DNSWIRE_MAX_QUESTION + 16];
+	size_t qlen;
+	enum dnswire_status st;
+	struct log_line l;
+
+	clock_gettime(CLOCK_MONOTONIC, &dq->start);
+	d->inflight++;
+	dq->d = d;
+	ws->metrics.dns_queries++;
+	st = dnswire_parse_query(pkt, len, &dq->q, &used);
+	if (st != DNSWIRE_OK) {
+		ws->metrics.dns_formerr++;
+		if (dq->q.hdr_valid) {
+			dnsq_finish_rcode(dq, DNSWIRE_RCODE_FORMERR);
+			return;
+		}
+		dnsq_free(dq); /* not even a header: drop */
+		return;
+	}
+	if (d->inflight > DNSPROXY_MAX_INFLIGHT || !d->ares_ok) {
+		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
+		return;
+	}
+	dq->policy = policy_ref(ws->policy);
+	policy_decide_name(dq->policy, dq->q.name, &dec);
+	if (dec.action != POLICY_ALLOW || dq->q.opcode != 0) {
+		ws->metrics.dns_denied++;
+		log_begin(&l, LOG_INFO, "dns", "dns_deny");
+		log_str(&l, "name", dq->q.name);
+		log_uint(&l, "qtype", dq->q.qtype);
+		log_str(&l, "origin", policy_origin_str(dec.origin));
+		log_str(&l, "rule", dec.target);
+		log_str(&l, "why", dq->q.opcode != 0 ? "opcode not QUERY" : dec.why);
+		log_end(&l);
+		dnsq_finish_rcode(dq, DNSWIRE_RCODE_NXDOMAIN);
+		return;
+	}
+	if (!dnsq_ports(dq, &dec)) {
+		log_msg(LOG_ERROR, "dns", "ports", "rule port ranges too wide to learn per port");
+		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
+		return;
+	}
+	dq->max_addrs = DNSPROXY_MAX_LEARN / dq->nports;
+	dq->block_private = policy_dns(dq->policy)->filter_private;
+	ws->metrics.dns_allowed++;
+	log_begin(&l, LOG_DEBUG, "dns", "dns_allow");
+	log_str(&l, "name", dq->q.name);
+	log_uint(&l, "qtype", dq->q.qtype);
+	log_str(&l, "rule", dec.target);
+	log_end(&l);
+	/* A fresh query: only the question, our flags; c-ares sets a new id. */
+	if (dnswire_build_query(0, dq->q.name, dq->q.qtype, dq->q.qclass, qbuf, sizeof(qbuf),
+	        &qlen) != 0) {
+		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
+		return;
+	}
+	ares_send(d->ch, qbuf, (int)qlen, dnsq_answer_cb, dq);
+	dnsproxy_ares_timer(d);
+}
+
+static void
+dnsproxy_udp_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dnsproxy *d = arg;
+
+	for (int i = 0; i < DNSPROXY_UDP_BURST; i++) {
+		uint8_t buf[DNSWIRE_MAX_MSG];
+		struct dnsq *dq;
+		struct sockaddr_storage peer;
+		socklen_t plen = sizeof(peer);
+		ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&peer, &plen);
+
+		if (n < 0)
+			return;
+		dq = calloc(1, sizeof(*dq));
+		if (dq == NULL)
+			return;
+		dq->kind = DNSQ_UDP;
+		dq->udpfd = fd;
+		dq->peer = peer;
+		dq->peerlen = plen;
+		dnsproxy_query(d, buf, (size_t)n, dq);
+	}
+}
+
+static void
+dnstcp_close(struct dnstcp *t)
+{
+	if (t->closed)
+		return;
+	t->closed = true;
+	bufferevent_disable(t->bev, EV_READ | EV_WRITE);
+	dnstcp_unref(t);
+}
+
+static void
+dnstcp_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct dnstcp *t = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	while (!t->closed) {
+		size_t avail = evbuffer_get_length(in);
+		uint8_t *p;
+		const uint8_t *msg;
+		size_t mlen, used;
+		struct dnsq *dq;
+
+		if (avail < 2)
+			return;
+		p = evbuffer_pullup(in, avail < DNSWIRE_MAX_MSG + 2 ? (ssize_t)avail : DNSWIRE_MAX_MSG + 2);
+		switch (dnswire_tcp_frame(p, avail < DNSWIRE_MAX_MSG + 2 ? avail : DNSWIRE_MAX_MSG + 2,
+		    &msg, &mlen, &used)) {
+		case DNSWIRE_NEED_MORE:
+			return;
+		case DNSWIRE_OK:
+			break;
+		default:
+			dnstcp_close(t);
+			return;
+		}
+		if (t->inflight >= 16) {
+			/* Pipelining is bounded; resume when answers drain. */
+			return;
+		}
+		dq = calloc(1, sizeof(*dq));
+		if (dq == NULL) {
+			dnstcp_close(t);
+			return;
+		}
+		dq->kind = DNSQ_TCP;
+		dq->tcp = t;
+		t->refs++;
+		t->inflight++;
+		dnsproxy_query(t->d, msg, mlen, dq);
+		evbuffer_drain(in, used);
+	}
+}
+
+static void
+dnstcp_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	dnstcp_close(arg);
+}
+
+static void
+dnsproxy_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa, int salen,
+    void *arg)
+{
+	struct dnsproxy *d = arg;
+	struct dnstcp *t;
+	struct timeval idle = {DNSPROXY_TCP_IDLE_S, 0};
+
+	if (d->ntcp >= DNSPROXY_MAX_TCP || (t = calloc(1, sizeof(*t))) == NULL) {
+		close(fd);
+		return;
+	}
+	t->d = d;
+	t->refs = 1;
+	t->bev = bufferevent_socket_new(d->ws->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (t->bev == NULL) {
+		close(fd);
+		free(t);
+		return;
+	}
+	d->ntcp++;
+	bufferevent_setcb(t->bev, dnstcp_read_cb, NULL, dnstcp_event_cb, t);
+	bufferevent_set_timeouts(t->bev, &idle, &idle);
+	bufferevent_setwatermark(t->bev, EV_READ, 0, DNSWIRE_MAX_MSG + 2);
+	bufferevent_enable(t->bev, EV_READ | EV_WRITE);
+}
+
+/* --- Setup ------------------------------------------------------------ */
+
+static int
+dnsproxy_upstreams(struct dnsproxy *d, struct ares_addr_port_node *nodes, size_t *n, char *err,
+    size_t errlen)
+{
+	char buf[1024];
+	const char *spec = d->ws->cfg->dns_upstream;
+
+	*n = 0;
+	if (spec[0] == '\0') {
+		/* From resolv.conf, captured once at start. */
+		FILE *f = fopen("/etc/resolv.conf", "r");
+		char line[512];
+		size_t o = 0;
+
+		buf[0] = '\0';
+		if (f == NULL) {
+			snprintf(err, errlen, "no upstream: /etc/resolv.conf: %s", strerror(errno));
+			return -1;
+		}
+		while (fgets(line, sizeof(line), f) != NULL) {
+			char ns[256];
+			if (sscanf(line, " nameserver %255s", ns) == 1 && o + strlen(ns) + 2 < sizeof(buf))
+				o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s%s", o ? "," : "", ns);
+		}
+		fclose(f);
+	} else
+		snprintf(buf, sizeof(buf), "%s", spec);
+
+	char *save = NULL;
+	for (char *t = strtok_r(buf, ", ", &save); t != NULL; t = strtok_r(NULL, ", ", &save)) {
+		struct ares_addr_port_node *nd;
+		char host[128];
+		unsigned port = 53;
+		char *end;
+
+		if (*n >= DNSPROXY_MAX_UPSTREAMS)
+			break;
+		nd = &nodes[*n];
+		memset(nd, 0, sizeof(*nd));
+		if (t[0] == '[') {
+			char *rb = strchr(t, ']');
+			if (rb == NULL || (size_t)(rb - t - 1) >= sizeof(host))
+				goto bad;
+			memcpy(host, t + 1, (size_t)(rb - t - 1));
+			host[rb - t - 1] = '\0';
+			if (rb[1] == ':') {
+				port = (unsigned)strtoul(rb + 2, &end, 10);
+				if (*end != '\0')
+					goto bad;
+			} else if (rb[1] != '\0')
+				goto bad;
+		} else if (strchr(t, ':') != NULL && strchr(t, ':') == strrchr(t, ':')) {
+			char *c = strchr(t, ':');
+			if ((size_t)(c - t) >= sizeof(host))
+				goto bad;
+			memcpy(host, t, (size_t)(c - t));
+			host[c - t] = '\0';
+			port = (unsigned)strtoul(c + 1, &end, 10);
+			if (*end != '\0')
+				goto bad;
+		} else
+			snprintf(host, sizeof(host), "%s", t);
+		if (port == 0 || port > 65535)
+			goto bad;
+		if (inet_pton(AF_INET, host, &nd->addr.addr4) == 1) {
+			nd->family = AF_INET;
+			d->want_v4 = true;
+		} else if (inet_pton(AF_INET6, host, &nd->addr.addr6) == 1) {
+			nd->family = AF_INET6;
+			d->want_v6 = true;
+		} else
+			goto bad;
+		nd->udp_port = (int)port;
+		nd->tcp_port = (int)port;
+		if (*n > 0)
+			nodes[*n - 1].next = nd;
+		(*n)++;
+		continue;
+	bad:
+		snprintf(err, errlen, "invalid DNS upstream \"%.64s\" (want ip, ip:port or [ip6]:port)",
+		    t);
+		return -1;
+	}
+	if (*n == 0) {
+		snprintf(err, errlen, "no DNS upstream configured (resolv.conf or "
+		    "OPENSANDBOX_EGRESS_DNS_UPSTREAM)");
+		return -1;
+	}
+	return 0;
+}
+
+static int
+dnsproxy_listen(struct dnsproxy *d, int v6, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int one = 1;
+	int fd;
+
+	memset(&ss, 0, sizeof(ss));
+	if (v6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_addr = in6addr_loopback;
+		s6->sin6_port = htons(d->ws->cfg->dns_port);
+		sl = sizeof(*s6);
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		s4->sin_family = AF_INET;
+		s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		s4->sin_port = htons(d->ws->cfg->dns_port);
+		sl = sizeof(*s4);
+	}
+	fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		goto fail;
+	if (v6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, sl) != 0) {
+		close(fd);
+		goto fail;
+	}
+	d->udp[v6] = fd;
+	d->ev_udp[v6] = event_new(d->ws->base, fd, EV_READ | EV_PERSIST, dnsproxy_udp_cb, d);
+	event_add(d->ev_udp[v6], NULL);
+	d->tcp[v6] = evconnlistener_new_bind(d->ws->base, dnsproxy_accept_cb, d,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC |
+	        (v6 ? LEV_OPT_BIND_IPV6ONLY : 0),
+	    64, (struct sockaddr *)&ss, (int)sl);
+	if (d->tcp[v6] == NULL)
+		goto fail;
+	return 0;
+fail:
+	snprintf(err, errlen, "DNS listener on %s port %u: %s", v6 ? "[::1]" : "127.0.0.1",
+	    d->ws->cfg->dns_port, strerror(errno));
+	return -1;
+}
+
+struct dnsproxy *
+dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg, char *err, size_t errlen)
+{
+	struct dnsproxy *d = calloc(1, sizeof(*d));
+	struct ares_options opts;
+	struct ares_addr_port_node nodes[DNSPROXY_MAX_UPSTREAMS];
+	size_t nnodes;
+	int rc;
+
+	if (d == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	d->ws = ws;
+	d->ready_cb = ready_cb;
+	d->ready_arg = arg;
+	d->udp[0] = d->udp[1] = -1;
+	for (int i = 0; i < DNSPROXY_MAX_ARES_FDS; i++)
+		d->afds[i].fd = -1;
+	dnsproxy_local_addrs(d);
+	if (dnsproxy_upstreams(d, nodes, &nnodes, err, errlen) != 0)
+		goto fail;
+	rc = ares_library_init(ARES_LIB_INIT_ALL);
+	if (rc != ARES_SUCCESS) {
+		snprintf(err, errlen, "c-ares init: %s", ares_strerror(rc));
+		goto fail;
+	}
+	memset(&opts, 0, sizeof(opts));
+	opts.sock_state_cb = dnsproxy_sock_state_cb;
+	opts.sock_state_cb_data = d;
+	opts.timeout = 2000;
+	opts.tries = 2;
+	opts.flags = ARES_FLAG_NOCHECKRESP; /* NXDOMAIN/REFUSED answers are relayed, not retried */
+	rc = ares_init_options(&d->ch, &opts,
+	    ARES_OPT_SOCK_STATE_CB | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS);
+	if (rc != ARES_SUCCESS) {
+		snprintf(err, errlen, "c-ares: %s", ares_strerror(rc));
+		goto fail;
+	}
+	d->ares_ok = true;
+	ares_set_socket_functions(d->ch, &dnsproxy_sockfns, d);
+	rc = ares_set_servers_ports(d->ch, nodes);
+	if (rc != ARES_SUCCESS) {
+		snprintf(err, errlen, "c-ares servers: %s", ares_strerror(rc));
+		goto fail;
+	}
+	d->ev_timer = evtimer_new(ws->base, dnsproxy_ares_timeout_cb, d);
+	if (dnsproxy_listen(d, 0, err, errlen) != 0 || dnsproxy_listen(d, 1, err, errlen) != 0)
+		goto fail;
+	dnsproxy_pool_fill(d);
+	{
+		struct log_line l;
+		char txt[INET6_ADDRSTRLEN];
+		log_begin(&l, LOG_INFO, "dns", "dns_listen");
+		log_uint(&l, "port", ws->cfg->dns_port);
+		log_uint(&l, "upstreams", nnodes);
+		inet_ntop(nodes[0].family, &nodes[0].addr, txt, sizeof(txt));
+		log_str(&l, "upstream", txt);
+		log_end(&l);
+	}
+	return d;
+fail:
+	dnsproxy_free(d);
+	return NULL;
+}
+
+void
+dnsproxy_free(struct dnsproxy *d)
+{
+	if (d == NULL)
+		return;
+	if (d->ares_ok)
+		ares_destroy(d->ch); /* runs callbacks with ARES_EDESTRUCTION */
+	for (int i = 0; i < DNSPROXY_MAX_ARES_FDS; i++)
+		if (d->afds[i].ev != NULL)
+			event_free(d->afds[i].ev);
+	for (int v6 = 0; v6 < 2; v6++) {
+		if (d->ev_udp[v6] != NULL)
+			event_free(d->ev_udp[v6]);
+		if (d->udp[v6] >= 0)
+			close(d->udp[v6]);
+		if (d->tcp[v6] != NULL)
+			evconnlistener_free(d->tcp[v6]);
+		for (int st = 0; st < 2; st++)
+			for (int i = 0; i < d->pool[v6][st].n; i++)
+				close(d->pool[v6][st].fds[i]);
+	}
+	if (d->ev_timer != NULL)
+		event_free(d->ev_timer);
+	free(d);
+}

@@ -1,0 +1,41 @@
+/*
+ * The DNS proxy (worker): answers the workload's queries on loopback,
+ * refuses denied names locally, resolves allowed ones with a fresh query
+ * through c-ares over marked sockets, and has the parent learn the answer
+ * addresses before the client sees them.
+ */
+#ifndef EGRESSD_DNSPROXY_H
+#define EGRESSD_DNSPROXY_H
+
+#include <stdbool.h>
+
+struct wstate;
+struct dnsproxy;
+
+/* Upstream servers at most (resolv.conf or OPENSANDBOX_EGRESS_DNS_UPSTREAM). */
+#define DNSPROXY_MAX_UPSTREAMS 8
+/* Queries in flight at most; more get SERVFAIL. */
+#define DNSPROXY_MAX_INFLIGHT 4096
+/* TCP clients at most, and their idle timeout. */
+#define DNSPROXY_MAX_TCP 256
+#define DNSPROXY_TCP_IDLE_S 10
+/* Marked sockets kept ready per family and type for c-ares. */
+#define DNSPROXY_POOL 4
+/* Learned elements per answer (addresses x port scopes). */
+#define DNSPROXY_MAX_LEARN 64
+
+/*
+ * Bind the listeners (127.0.0.1 and ::1, UDP and TCP, on cfg->dns_port),
+ * set up c-ares with the upstream servers and start filling the socket
+ * pool. `ready_cb` is called once the first marked sockets arrived.
+ */
+struct dnsproxy *dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg,
+    char *err, size_t errlen);
+
+void dnsproxy_free(struct dnsproxy *d);
+
+/* Whether the answer address may be learned and given to the workload. */
+bool dnsproxy_addr_ok(const struct dnsproxy *d, int family, const unsigned char *addr,
+    bool block_private);
+
+#endif

@@ -1,0 +1,176 @@
+/*
+ * Parent-side adapter from validated channel messages to nftrules
+ * (parent process only). It converts, never trusts: every element was
+ * range-checked by chan_validate() and is converted field by field.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "egressd/enforce.h"
+#include "egressd/nftrules.h"
+
+struct enforce {
+	struct nftrules *nft;
+	bool dns_only; /* mode dns: no IP enforcement, default accept */
+};
+
+/* Parse "80,443" into redirects to the plain and TLS listener ports. */
+static int
+enforce_ports(const struct config *cfg, struct nftrules_config *nc, char *err, size_t errlen)
+{
+	char buf[sizeof(cfg->intercept_ports)];
+	char *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", cfg->intercept_ports);
+	nc->nintercept = 0;
+	for (char *t = strtok_r(buf, ", ", &save); t != NULL; t = strtok_r(NULL, ", ", &save)) {
+		char *end;
+		unsigned long v = strtoul(t, &end, 10);
+
+		if (*end != '\0' || v == 0 || v > 65535 || nc->nintercept >= NFTRULES_MAX_INTERCEPT) {
+			snprintf(err, errlen, "intercept-ports: bad port list \"%s\"",
+			    cfg->intercept_ports);
+			return -1;
+		}
+		nc->intercept_ports[nc->nintercept].port = (uint16_t)v;
+		/* Port 80 and any non-TLS port configured as such go to the plain listener. */
+		nc->intercept_ports[nc->nintercept].to_port = v == 80 ? cfg->plain_port : cfg->tls_port;
+		nc->nintercept++;
+	}
+	return 0;
+}
+
+/* Prepare the nft writer from the configuration. */
+struct enforce *
+enforce_open(const struct config *cfg, char *err, size_t errlen)
+{
+	struct nftrules_config nc;
+	struct enforce *e;
+
+	nftrules_config_default(&nc);
+	if (strlen(cfg->table) >= sizeof(nc.table)) {
+		snprintf(err, errlen, "table name too long");
+		return NULL;
+	}
+	snprintf(nc.table, sizeof(nc.table), "%s", cfg->table);
+	nc.mark = cfg->mark;
+	nc.dns_port = cfg->dns_port;
+	nc.intercept = cfg->intercept;
+	if (enforce_ports(cfg, &nc, err, errlen) != 0)
+		return NULL;
+	e = calloc(1, sizeof(*e));
+	if (e == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	e->dns_only = cfg->mode == CONFIG_MODE_DNS;
+	e->nft = nftrules_open(&nc, err, errlen);
+	if (e->nft == NULL) {
+		free(e);
+		return NULL;
+	}
+	return e;
+}
+
+int
+enforce_install(struct enforce *e, char *err, size_t errlen)
+{
+	struct nftrules_static st = {
+		.rules = NULL,
+		.nrules = 0,
+		.default_action = e->dns_only ? NFTRULES_ALLOW : NFTRULES_DENY,
+	};
+
+	if (nftrules_install(e->nft, &st) != 0) {
+		snprintf(err, errlen, "%s", nftrules_error(e->nft));
+		return -1;
+	}
+	return 0;
+}
+
+int
+enforce_static(struct enforce *e, const struct chan_static_elem *elems, size_t n,
+    bool default_allow, char *err, size_t errlen)
+{
+	struct nftrules_rule *rules = NULL;
+	struct nftrules_static st;
+	int rc;
+
+	/* In dns mode IP rules are not enforced (OpenSandbox semantics, warned at start). */
+	if (e->dns_only) {
+		n = 0;
+		default_allow = true;
+	}
+	if (n > NFTRULES_MAX_RULES) {
+		snprintf(err, errlen, "%zu IP rules exceed the nft limit of %d", n,
+		    NFTRULES_MAX_RULES);
+		return -1;
+	}
+	if (n > 0 && (rules = calloc(n, sizeof(*rules))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		rules[i].action = elems[i].allow ? NFTRULES_ALLOW : NFTRULES_DENY;
+		rules[i].family = elems[i].family;
+		memcpy(rules[i].addr, elems[i].addr, 16);
+		rules[i].prefix_len = elems[i].prefix;
+		rules[i].port_lo = elems[i].port_lo;
+		rules[i].port_hi = elems[i].port_hi;
+	}
+	st.rules = rules;
+	st.nrules = n;
+	st.default_action = default_allow ? NFTRULES_ALLOW : NFTRULES_DENY;
+	rc = nftrules_update_static(e->nft, &st);
+	if (rc != 0)
+		snprintf(err, errlen, "%s", nftrules_error(e->nft));
+	free(rules);
+	return rc;
+}
+
+int
+enforce_learn(struct enforce *e, const struct chan_learn *l, size_t n, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (nftrules_learn(e->nft, l[i].family, l[i].addr, l[i].port,
+		        (uint64_t)l[i].timeout_s * 1000) != 0) {
+			snprintf(err, errlen, "%s", nftrules_error(e->nft));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+enforce_forget(struct enforce *e, const struct chan_learn *l, size_t n, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (nftrules_forget(e->nft, l[i].family, l[i].addr, l[i].port) != 0) {
+			snprintf(err, errlen, "%s", nftrules_error(e->nft));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+enforce_remove(struct enforce *e, char *err, size_t errlen)
+{
+	if (nftrules_remove_table(e->nft) != 0) {
+		snprintf(err, errlen, "%s", nftrules_error(e->nft));
+		return -1;
+	}
+	return 0;
+}
+
+void
+enforce_close(struct enforce *e)
+{
+	if (e == NULL)
+		return;
+	nftrules_close(e->nft);
+	free(e);
+}

@@ -1,0 +1,44 @@
+/*
+ * Enforcement backend of the parent: the nft table (egressd/nftrules.c)
+ * driven from validated channel messages. Only the parent calls it.
+ */
+#ifndef EGRESSD_ENFORCE_H
+#define EGRESSD_ENFORCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "egressd/chan.h"
+#include "egressd/config.h"
+
+struct enforce;
+
+/* Open netlink and prepare; nothing is installed yet. NULL on error. */
+struct enforce *enforce_open(const struct config *cfg, char *err, size_t errlen);
+
+/*
+ * Install the whole table in one batch: default deny with no rules yet,
+ * the DNS redirect and, when interception is on, the intercept redirect.
+ * Fails closed: an error means egressd must not start.
+ */
+int enforce_install(struct enforce *e, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+/* Replace the static IP/CIDR sets and default action in one batch. */
+int enforce_static(struct enforce *e, const struct chan_static_elem *elems, size_t n,
+    bool default_allow, char *err, size_t errlen) __attribute__((warn_unused_result));
+
+/* Add (or refresh) learned addresses with their timeouts, in one batch. */
+int enforce_learn(struct enforce *e, const struct chan_learn *l, size_t n, char *err,
+    size_t errlen) __attribute__((warn_unused_result));
+
+/* Remove learned addresses, in one batch; absent ones are not an error. */
+int enforce_forget(struct enforce *e, const struct chan_learn *l, size_t n, char *err,
+    size_t errlen) __attribute__((warn_unused_result));
+
+/* Delete the table (graceful stop with remove-table-on-exit). */
+int enforce_remove(struct enforce *e, char *err, size_t errlen);
+
+void enforce_close(struct enforce *e);
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * egressd entry point: the policy CLI (check, explain, test) or the
+ * sidecar itself (parent_run), configured from a file, the environment
+ * and flags.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "egressd/config.h"
+#include "egressd/log.h"
+#include "egressd/parent.h"
+#include "policy/cli.h"
+#include "version.h"
+
+/* What this build implements, for scripts and the exfil suite. */
+#define EGRESSD_FEATURES "dns nft"
+
+int
+main(int argc, char **argv)
+{
+	struct config cfg;
+	char err[1024];
+
+	if (argc >= 2 && (strcmp(argv[1], "check") == 0 || strcmp(argv[1], "explain") == 0 ||
+	                     strcmp(argv[1], "test") == 0)) {
+		log_init("cli", LOG_WARN, 2);
+		return policycli_main(argc - 1, argv + 1);
+	}
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-V") == 0) {
+			printf("egressd %s\n", EGRESSD_VERSION);
+			return 0;
+		}
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			config_usage(stdout);
+			return 0;
+		}
+		if (strcmp(argv[i], "--features") == 0) {
+			printf("%s\n", EGRESSD_FEATURES);
+			return 0;
+		}
+	}
+	config_defaults(&cfg);
+	if (config_load(&cfg, argc - 1, argv + 1, err, sizeof(err)) != 0 ||
+	    config_check(&cfg, err, sizeof(err)) != 0) {
+		fprintf(stderr, "egressd: %s\n", err);
+		return 2;
+	}
+	log_init("parent", cfg.log_level, 2);
+	return parent_run(&cfg);
+}

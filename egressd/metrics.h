@@ -1,0 +1,51 @@
+/*
+ * Worker counters and latency histograms, served as Prometheus text on
+ * GET /metrics. Plain integers: the worker is single-threaded.
+ */
+#ifndef EGRESSD_METRICS_H
+#define EGRESSD_METRICS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct evbuffer;
+
+#define METRICS_NBUCKETS 12
+
+struct metrics_hist {
+	uint64_t buckets[METRICS_NBUCKETS]; /* cumulative at format time */
+	uint64_t count;
+	double sum; /* seconds */
+};
+
+struct metrics {
+	uint64_t dns_queries;
+	uint64_t dns_allowed;
+	uint64_t dns_denied;
+	uint64_t dns_servfail;
+	uint64_t dns_formerr;
+	uint64_t dns_filtered_addrs; /* answer addresses removed (rebinding, metadata...) */
+	uint64_t dns_learned;        /* addresses added to the learned sets */
+	uint64_t nft_errors;
+	uint64_t policy_applies;
+	uint64_t policy_failures;
+	uint64_t api_requests;
+	uint64_t api_auth_failures;
+	uint64_t conn_accepted;
+	uint64_t conn_rejected;
+	uint64_t conn_passthrough;
+	uint64_t conn_terminated;
+	uint64_t inject_total;
+	uint64_t redact_total;
+	struct metrics_hist dns_latency;
+	struct metrics_hist api_latency;
+};
+
+/* Record one observation in seconds. */
+void metrics_observe(struct metrics_hist *h, double seconds);
+
+/* Append the Prometheus text exposition to out. */
+int metrics_format(const struct metrics *m, const char *mode, uint64_t revision, bool ready,
+    uint64_t learned_entries, struct evbuffer *out);
+
+#endif

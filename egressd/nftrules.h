@@ -1,0 +1,92 @@
+/*
+ * nftrules: the egressd nftables table (inet), written through libnftnl and
+ * libmnl from the privileged parent. Every change is one atomic batch whose
+ * ACKs are all read and matched to their requests.
+ */
+#ifndef EGRESSD_NFTRULES_H
+#define EGRESSD_NFTRULES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NFTRULES_TABLE_DEFAULT "egressd"
+#define NFTRULES_MAX_TABLE_NAME 32   /* NFT_TABLE_MAXNAMELEN is 256; ours is short */
+#define NFTRULES_MAX_INTERCEPT 8     /* intercepted TCP ports */
+#define NFTRULES_MAX_RULES 65536     /* static IP rules per install/update */
+#define NFTRULES_ERRLEN 256
+#define NFTRULES_MARK_DEFAULT 0x1
+#define NFTRULES_DNS_PORT_DEFAULT 15353
+
+enum nftrules_action {
+	NFTRULES_ALLOW,
+	NFTRULES_DENY,
+};
+
+/* One static IP/CIDR rule; port_lo = port_hi = 0 means all ports. */
+struct nftrules_rule {
+	enum nftrules_action action;
+	int family;	  /* AF_INET or AF_INET6 */
+	uint8_t addr[16]; /* network order; the first 4 bytes for AF_INET */
+	uint8_t prefix_len;
+	uint16_t port_lo; /* host order, inclusive */
+	uint16_t port_hi;
+};
+
+/* The static part of the policy: IP rules and the default action. */
+struct nftrules_static {
+	const struct nftrules_rule *rules; /* borrowed for the call */
+	size_t nrules;
+	enum nftrules_action default_action;
+};
+
+/* A TCP destination port redirected to a local listener port. */
+struct nftrules_redirect {
+	uint16_t port;
+	uint16_t to_port;
+};
+
+struct nftrules_config {
+	char table[NFTRULES_MAX_TABLE_NAME];
+	uint32_t mark;	   /* the sidecar's own sockets carry this SO_MARK */
+	uint16_t dns_port; /* local DNS proxy port that port 53 goes to */
+	bool intercept;	   /* redirect intercept ports to the vault */
+	size_t nintercept;
+	struct nftrules_redirect intercept_ports[NFTRULES_MAX_INTERCEPT];
+};
+
+struct nftrules;
+
+/* Defaults: table egressd, mark 0x1, DNS 15353, 443->15443 and 80->15080 off. */
+void nftrules_config_default(struct nftrules_config *cfg);
+
+/* Open a NETLINK_NETFILTER socket; NULL and err filled on failure. Owned. */
+struct nftrules *nftrules_open(const struct nftrules_config *cfg, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+/* Replace the whole table (delete if present, create, fill) atomically. */
+int nftrules_install(struct nftrules *n, const struct nftrules_static *st)
+    __attribute__((warn_unused_result));
+
+/* Refill allow/deny sets and rebuild the filter chain; learned sets kept. */
+int nftrules_update_static(struct nftrules *n, const struct nftrules_static *st)
+    __attribute__((warn_unused_result));
+
+/* Add (or refresh) a learned address; port 0 = all ports. timeout in ms. */
+int nftrules_learn(struct nftrules *n, int family, const uint8_t *addr, uint16_t port,
+    uint64_t timeout_ms) __attribute__((warn_unused_result));
+
+/* Remove a learned address; absent is not an error. */
+int nftrules_forget(struct nftrules *n, int family, const uint8_t *addr, uint16_t port)
+    __attribute__((warn_unused_result));
+
+/* Delete the table; absent is not an error. */
+int nftrules_remove_table(struct nftrules *n) __attribute__((warn_unused_result));
+
+/* The last error message (valid until the next call on n). */
+const char *nftrules_error(const struct nftrules *n);
+
+/* Close the socket and free n (accepts NULL). The table stays in place. */
+void nftrules_close(struct nftrules *n);
+
+#endif

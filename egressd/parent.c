@@ -1,0 +1,593 @@
+/*
+ * The privileged parent process. It keeps CAP_NET_ADMIN, installs the nft
+ * table before anything else runs, then forks the worker and serves it:
+ * marked sockets (the only way the worker's own traffic is exempted) and
+ * validated nft changes. It parses no network input: everything it acts
+ * on is a fixed-size channel message that passed chan_validate(), and a
+ * message that does not is fatal for the worker, never obeyed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "egressd/chan.h"
+#include "egressd/enforce.h"
+#include "egressd/log.h"
+#include "egressd/parent.h"
+#include "egressd/privsep.h"
+#include "egressd/worker.h"
+
+/* Restart backoff of a crashed worker. */
+#define PARENT_BACKOFF_MIN_MS 100
+#define PARENT_BACKOFF_MAX_MS 10000
+/* A worker that lived this long resets the backoff. */
+#define PARENT_STABLE_S 30
+/* Grace between SIGTERM and SIGKILL of the worker on shutdown. */
+#define PARENT_STOP_GRACE_MS 700
+/* Learned addresses batched into one netlink transaction. */
+#define PARENT_MAX_LEARN_BATCH 64
+
+struct parent {
+	struct config *cfg;
+	struct event_base *base;
+	struct enforce *enf;
+	uid_t wuid;
+	gid_t wgid;
+
+	pid_t worker;
+	int chanfd;
+	struct event *ev_chan;
+	time_t started;
+	unsigned backoff_ms;
+	struct event *ev_restart;
+	struct event *ev_kill;
+	bool stopping;
+	bool ready;
+
+	/* A static rule set being received. */
+	struct chan_static_elem *st_elems;
+	uint32_t st_want;
+	uint32_t st_have;
+	uint32_t st_id;
+	bool st_open;
+	bool st_default_allow;
+
+	/* Learned addresses being batched. */
+	struct chan_learn learns[PARENT_MAX_LEARN_BATCH];
+	size_t nlearn;
+	unsigned learn_type;
+};
+
+static void parent_spawn(struct parent *p);
+
+static void
+parent_static_reset(struct parent *p)
+{
+	free(p->st_elems);
+	p->st_elems = NULL;
+	p->st_want = p->st_have = 0;
+	p->st_open = false;
+}
+
+static void
+parent_ready_file(struct parent *p, bool present)
+{
+	const char *path = p->cfg->ready_file;
+	int fd;
+
+	if (path[0] == '\0')
+		return;
+	if (!present) {
+		unlink(path);
+		return;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0) {
+		log_msg(LOG_ERROR, "proc", "ready_file", "cannot create ready file: %s",
+		    strerror(errno));
+		return;
+	}
+	if (write(fd, "ready\n", 6) != 6)
+		log_msg(LOG_ERROR, "proc", "ready_file", "short write to ready file");
+	close(fd);
+}
+
+/* Kill the worker for a protocol violation: it may be compromised. */
+static void
+parent_violation(struct parent *p, const char *why)
+{
+	struct log_line l;
+
+	log_begin(&l, LOG_ERROR, "proc", "chan_violation");
+	log_str(&l, "why", why);
+	log_int(&l, "worker", p->worker);
+	log_end(&l);
+	if (p->worker > 0)
+		kill(p->worker, SIGKILL);
+	if (p->ev_chan != NULL) {
+		event_free(p->ev_chan);
+		p->ev_chan = NULL;
+	}
+	if (p->chanfd >= 0) {
+		close(p->chanfd);
+		p->chanfd = -1;
+	}
+	parent_static_reset(p);
+	p->nlearn = 0;
+}
+
+static void
+parent_reply(struct parent *p, uint32_t id, unsigned req_type, int err, const char *msg)
+{
+	struct chan_result r;
+
+	memset(&r, 0, sizeof(r));
+	r.hdr.type = CHAN_RESULT;
+	r.hdr.id = id;
+	r.req_type = (uint16_t)req_type;
+	r.err = err;
+	snprintf(r.msg, sizeof(r.msg), "%s", msg ? msg : "");
+	if (chan_send(p->chanfd, &r, -1) != 0)
+		log_msg(LOG_WARN, "proc", "chan_send", "reply failed: %s", strerror(errno));
+}
+
+/* Marked-socket factory: the worker's upstream sockets carry our mark. */
+static void
+parent_socket(struct parent *p, const struct chan_socket_req *req)
+{
+	struct chan_socket_rep rep;
+	int fd, err = 0;
+	uint32_t mark = p->cfg->mark;
+
+	memset(&rep, 0, sizeof(rep));
+	rep.hdr.type = CHAN_SOCKET_REP;
+	rep.hdr.id = req->hdr.id;
+	fd = socket(req->family, req->socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		err = errno;
+	else if (setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)) != 0) {
+		err = errno;
+		close(fd);
+		fd = -1;
+	}
+	rep.err = err;
+	if (chan_send(p->chanfd, &rep, fd) != 0)
+		log_msg(LOG_WARN, "proc", "chan_send", "socket reply failed: %s", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
+static void
+parent_learn_flush(struct parent *p, uint32_t id)
+{
+	char err[256] = "";
+	int rc;
+
+	if (p->learn_type == CHAN_LEARN)
+		rc = enforce_learn(p->enf, p->learns, p->nlearn, err, sizeof(err));
+	else
+		rc = enforce_forget(p->enf, p->learns, p->nlearn, err, sizeof(err));
+	if (rc != 0)
+		log_msg(LOG_ERROR, "nft", "nft_error", "%s", err);
+	parent_reply(p, id, p->learn_type, rc == 0 ? 0 : EIO, rc == 0 ? "" : err);
+	p->nlearn = 0;
+}
+
+static void
+parent_learn(struct parent *p, const struct chan_learn *l)
+{
+	if (p->nlearn > 0 && p->learn_type != l->hdr.type) {
+		parent_violation(p, "learn and forget mixed in one batch");
+		return;
+	}
+	if (p->nlearn >= PARENT_MAX_LEARN_BATCH) {
+		parent_violation(p, "learn batch too long");
+		return;
+	}
+	p->learn_type = l->hdr.type;
+	p->learns[p->nlearn++] = *l;
+	if ((l->hdr.flags & CHAN_LEARN_MORE) == 0)
+		parent_learn_flush(p, l->hdr.id);
+}
+
+static void
+parent_static(struct parent *p, const union chan_msg *m)
+{
+	char err[256] = "";
+
+	switch (m->hdr.type) {
+	case CHAN_STATIC_BEGIN:
+		if (p->st_open) {
+			parent_violation(p, "static set begun twice");
+			return;
+		}
+		p->st_elems = calloc(m->static_begin.count ? m->static_begin.count : 1,
+		    sizeof(*p->st_elems));
+		if (p->st_elems == NULL) {
+			parent_reply(p, m->hdr.id, CHAN_STATIC_COMMIT, ENOMEM, "out of memory");
+			return;
+		}
+		p->st_open = true;
+		p->st_want = m->static_begin.count;
+		p->st_have = 0;
+		p->st_id = m->hdr.id;
+		p->st_default_allow = m->static_begin.default_allow;
+		return;
+	case CHAN_STATIC_ELEM:
+		if (!p->st_open || m->hdr.id != p->st_id || p->st_have >= p->st_want) {
+			parent_violation(p, "static element outside its set");
+			return;
+		}
+		p->st_elems[p->st_have++] = m->static_elem;
+		return;
+	case CHAN_STATIC_COMMIT:
+		if (!p->st_open || m->hdr.id != p->st_id || p->st_have != p->st_want) {
+			parent_violation(p, "static commit does not match its set");
+			return;
+		}
+		if (enforce_static(p->enf, p->st_elems, p->st_have, p->st_default_allow, err,
+		        sizeof(err)) != 0) {
+			log_msg(LOG_ERROR, "nft", "nft_error", "%s", err);
+			parent_reply(p, m->hdr.id, CHAN_STATIC_COMMIT, EIO, err);
+		} else {
+			struct log_line l;
+			log_begin(&l, LOG_INFO, "nft", "nft_apply");
+			log_uint(&l, "elements", p->st_have);
+			log_bool(&l, "default_allow", p->st_default_allow);
+			log_end(&l);
+			parent_reply(p, m->hdr.id, CHAN_STATIC_COMMIT, 0, "");
+		}
+		parent_static_reset(p);
+		return;
+	}
+}
+
+static void
+parent_dispatch(struct parent *p, const union chan_msg *m)
+{
+	switch (m->hdr.type) {
+	case CHAN_SOCKET_REQ:
+		parent_socket(p, &m->socket_req);
+		break;
+	case CHAN_LEARN:
+	case CHAN_FORGET:
+		parent_learn(p, &m->learn);
+		break;
+	case CHAN_STATIC_BEGIN:
+	case CHAN_STATIC_ELEM:
+	case CHAN_STATIC_COMMIT:
+		parent_static(p, m);
+		break;
+	case CHAN_READY:
+		if (!p->ready) {
+			struct log_line l;
+			p->ready = true;
+			parent_ready_file(p, true);
+			log_begin(&l, LOG_INFO, "proc", "ready");
+			log_str(&l, "mode", config_mode_name(p->cfg->mode));
+			log_end(&l);
+		}
+		break;
+	default:
+		/* chan_validate() refuses every other type in this direction. */
+		parent_violation(p, "unexpected message type");
+		break;
+	}
+}
+
+static void
+parent_chan_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct parent *p = arg;
+
+	/* Bounded per wakeup so that signals are served under load. */
+	for (int i = 0; i < 256 && p->chanfd >= 0; i++) {
+		union chan_msg m;
+		int passfd;
+		const char *why;
+
+		switch (chan_recv(p->chanfd, &m, CHAN_TO_PARENT, &passfd, &why)) {
+		case CHAN_AGAIN:
+			return;
+		case CHAN_EOF:
+			event_free(p->ev_chan);
+			p->ev_chan = NULL;
+			close(p->chanfd);
+			p->chanfd = -1;
+			return;
+		case CHAN_INVALID:
+			parent_violation(p, why);
+			return;
+		case CHAN_OK:
+			parent_dispatch(p, &m);
+			break;
+		}
+	}
+}
+
+static void
+parent_restart_cb(evutil_socket_t fd, short what, void *arg)
+{
+	parent_spawn(arg);
+}
+
+static void
+parent_worker_gone(struct parent *p, int status)
+{
+	struct log_line l;
+	bool stable = time(NULL) - p->started >= PARENT_STABLE_S;
+
+	log_begin(&l, p->stopping ? LOG_INFO : LOG_ERROR, "proc", "worker_exit");
+	log_int(&l, "pid", p->worker);
+	if (WIFEXITED(status))
+		log_int(&l, "status", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		log_int(&l, "signal", WTERMSIG(status));
+	log_end(&l);
+	p->worker = -1;
+	if (p->ev_chan != NULL) {
+		event_free(p->ev_chan);
+		p->ev_chan = NULL;
+	}
+	if (p->chanfd >= 0) {
+		close(p->chanfd);
+		p->chanfd = -1;
+	}
+	parent_static_reset(p);
+	p->nlearn = 0;
+	if (p->ready) {
+		/* The nft table stays: a dead worker means no egress, never open egress. */
+		p->ready = false;
+		parent_ready_file(p, false);
+	}
+	if (p->stopping) {
+		event_base_loopbreak(p->base);
+		return;
+	}
+	if (stable)
+		p->backoff_ms = PARENT_BACKOFF_MIN_MS;
+	{
+		struct timeval tv = {p->backoff_ms / 1000, (p->backoff_ms % 1000) * 1000};
+		log_msg(LOG_WARN, "proc", "worker_restart", "restarting the worker in %u ms",
+		    p->backoff_ms);
+		evtimer_add(p->ev_restart, &tv);
+	}
+	p->backoff_ms *= 2;
+	if (p->backoff_ms > PARENT_BACKOFF_MAX_MS)
+		p->backoff_ms = PARENT_BACKOFF_MAX_MS;
+}
+
+static void
+parent_sigchld_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct parent *p = arg;
+	int status;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (pid == p->worker)
+			parent_worker_gone(p, status);
+	}
+}
+
+static void
+parent_kill_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct parent *p = arg;
+
+	if (p->worker > 0) {
+		log_msg(LOG_WARN, "proc", "worker_kill", "worker did not stop in time");
+		kill(p->worker, SIGKILL);
+	}
+}
+
+static void
+parent_sigterm_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct parent *p = arg;
+	struct timeval tv = {0, PARENT_STOP_GRACE_MS * 1000};
+
+	if (p->stopping)
+		return;
+	p->stopping = true;
+	log_msg(LOG_INFO, "proc", "stop", "stopping on signal %d", (int)sig);
+	evtimer_del(p->ev_restart);
+	if (p->worker <= 0) {
+		event_base_loopbreak(p->base);
+		return;
+	}
+	kill(p->worker, SIGTERM);
+	evtimer_add(p->ev_kill, &tv);
+}
+
+static void
+parent_sighup_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct parent *p = arg;
+
+	log_msg(LOG_INFO, "proc", "reload", "SIGHUP: asking the worker to reload");
+	if (p->worker > 0)
+		kill(p->worker, SIGHUP);
+}
+
+/* In the child: forget the parent's loop without touching its kernel state. */
+static void
+parent_child_reset(int keepfd)
+{
+	sigset_t all;
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	for (int s = 1; s < NSIG; s++)
+		sigaction(s, &sa, NULL);
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	/* The event base's epoll and signal fds are the parent's: close our copies. */
+	for (int fd = 3; fd < 1024; fd++)
+		if (fd != keepfd)
+			close(fd);
+}
+
+static void
+parent_spawn(struct parent *p)
+{
+	int sv[2];
+	pid_t pid;
+
+	if (chan_pair(sv) != 0) {
+		log_msg(LOG_ERROR, "proc", "spawn", "socketpair: %s", strerror(errno));
+		goto retry;
+	}
+	pid = fork();
+	if (pid < 0) {
+		log_msg(LOG_ERROR, "proc", "spawn", "fork: %s", strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		goto retry;
+	}
+	if (pid == 0) {
+		char err[256];
+
+		parent_child_reset(sv[1]);
+		log_set_role("worker");
+		if (privsep_drop(p->wuid, p->wgid, err, sizeof(err)) != 0) {
+			log_msg(LOG_ERROR, "proc", "privdrop", "%s", err);
+			_exit(70);
+		}
+		_exit(worker_main(p->cfg, sv[1]));
+	}
+	close(sv[1]);
+	if (fcntl(sv[0], F_SETFL, O_NONBLOCK) != 0) {
+		log_msg(LOG_ERROR, "proc", "spawn", "fcntl: %s", strerror(errno));
+	}
+	p->worker = pid;
+	p->chanfd = sv[0];
+	p->started = time(NULL);
+	p->ev_chan = event_new(p->base, sv[0], EV_READ | EV_PERSIST, parent_chan_cb, p);
+	event_add(p->ev_chan, NULL);
+	{
+		struct log_line l;
+		log_begin(&l, LOG_INFO, "proc", "worker_start");
+		log_int(&l, "pid", pid);
+		log_uint(&l, "uid", p->wuid);
+		log_uint(&l, "gid", p->wgid);
+		log_end(&l);
+	}
+	return;
+retry: {
+	struct timeval tv = {1, 0};
+	evtimer_add(p->ev_restart, &tv);
+}
+}
+
+int
+parent_run(struct config *cfg)
+{
+	struct parent p;
+	char err[512];
+	struct event *sigs[4];
+	int rc = 0;
+
+	memset(&p, 0, sizeof(p));
+	p.cfg = cfg;
+	p.chanfd = -1;
+	p.worker = -1;
+	p.backoff_ms = PARENT_BACKOFF_MIN_MS;
+
+	if (!privsep_has_cap(CAP_NET_ADMIN)) {
+		fprintf(stderr,
+		    "egressd: missing capability CAP_NET_ADMIN. egressd programs nftables and marks "
+		    "its own sockets, so it must be granted NET_ADMIN: run it as root, or in a "
+		    "container with 'capabilities: add: [NET_ADMIN]' (Kubernetes securityContext) "
+		    "or '--cap-add NET_ADMIN' (docker/podman), or give the binary the file "
+		    "capability (setcap cap_net_admin+ep egressd).\n");
+		return 77;
+	}
+	if (privsep_harden() != 0) {
+		log_msg(LOG_ERROR, "proc", "startup", "cannot disable core dumps: %s", strerror(errno));
+		return 1;
+	}
+	if (config_worker_ids(cfg, &p.wuid, &p.wgid, err, sizeof(err)) != 0) {
+		log_msg(LOG_ERROR, "proc", "startup", "%s", err);
+		return 1;
+	}
+	if (cfg->insecure_no_token && cfg->token[0] == '\0')
+		log_msg(LOG_WARN, "api", "insecure_no_token",
+		    "starting WITHOUT an API token: anyone on the sandbox loopback can change the "
+		    "policy; set OPENSANDBOX_EGRESS_TOKEN");
+	if (cfg->mode == CONFIG_MODE_DNS)
+		log_msg(LOG_WARN, "nft", "mode_dns",
+		    "mode dns: only DNS is filtered; direct IP connections, DoH and DoT are NOT "
+		    "blocked. Use dns+nft (the default) for enforcement");
+	/* Fail closed: nothing runs until the table is in place. */
+	p.enf = enforce_open(cfg, err, sizeof(err));
+	if (p.enf == NULL || enforce_install(p.enf, err, sizeof(err)) != 0) {
+		log_msg(LOG_ERROR, "nft", "nft_error", "cannot install enforcement: %s", err);
+		if (p.enf != NULL)
+			enforce_close(p.enf);
+		return 1;
+	}
+	log_msg(LOG_INFO, "nft", "nft_install", "table inet %s installed (%s)", cfg->table,
+	    config_mode_name(cfg->mode));
+	parent_ready_file(&p, false);
+
+	p.base = event_base_new();
+	if (p.base == NULL) {
+		log_msg(LOG_ERROR, "proc", "startup", "event_base_new failed");
+		enforce_close(p.enf);
+		return 1;
+	}
+	p.ev_restart = evtimer_new(p.base, parent_restart_cb, &p);
+	p.ev_kill = evtimer_new(p.base, parent_kill_cb, &p);
+	sigs[0] = evsignal_new(p.base, SIGCHLD, parent_sigchld_cb, &p);
+	sigs[1] = evsignal_new(p.base, SIGTERM, parent_sigterm_cb, &p);
+	sigs[2] = evsignal_new(p.base, SIGINT, parent_sigterm_cb, &p);
+	sigs[3] = evsignal_new(p.base, SIGHUP, parent_sighup_cb, &p);
+	for (int i = 0; i < 4; i++)
+		event_add(sigs[i], NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	parent_spawn(&p);
+	event_base_dispatch(p.base);
+
+	if (p.worker > 0) {
+		int status;
+		kill(p.worker, SIGKILL);
+		waitpid(p.worker, &status, 0);
+	}
+	parent_ready_file(&p, false);
+	if (cfg->remove_table_on_exit) {
+		if (enforce_remove(p.enf, err, sizeof(err)) != 0) {
+			log_msg(LOG_ERROR, "nft", "nft_error", "table removal failed: %s", err);
+			rc = 1;
+		} else
+			log_msg(LOG_INFO, "nft", "nft_remove", "table removed on exit");
+	} else
+		log_msg(LOG_INFO, "nft", "nft_keep",
+		    "table kept on exit: egress stays blocked until egressd runs again");
+	for (int i = 0; i < 4; i++)
+		event_free(sigs[i]);
+	event_free(p.ev_restart);
+	event_free(p.ev_kill);
+	if (p.ev_chan != NULL)
+		event_free(p.ev_chan);
+	if (p.chanfd >= 0)
+		close(p.chanfd);
+	parent_static_reset(&p);
+	event_base_free(p.base);
+	enforce_close(p.enf);
+	return rc;
+}

@@ -1,0 +1,44 @@
+/*
+ * The worker's end of the channel: sends requests to the parent and calls
+ * back when the matching reply (by id) arrives.
+ */
+#ifndef EGRESSD_WCHAN_H
+#define EGRESSD_WCHAN_H
+
+#include <stdint.h>
+
+#include <event2/event.h>
+
+#include "egressd/chan.h"
+
+struct wchan;
+
+/* Reply callback: `reply` is borrowed for the call; `fd` is owned (-1 if none). */
+typedef void (*wchan_reply_cb)(const union chan_msg *reply, int fd, void *arg);
+
+/* Called when the channel breaks: the worker must exit. */
+typedef void (*wchan_dead_cb)(const char *why, void *arg);
+
+/* Pending requests at most; more is a worker bug and is refused. */
+#define WCHAN_MAX_PENDING 4096
+
+struct wchan *wchan_new(struct event_base *base, int fd, wchan_dead_cb dead, void *arg);
+void wchan_free(struct wchan *w);
+
+/* A fresh non-zero request id. */
+uint32_t wchan_id(struct wchan *w);
+
+/*
+ * Send `msg` (its hdr.id must come from wchan_id()) and call `cb` with the
+ * reply. 0, or -1 if the channel is broken or too many are pending.
+ */
+int wchan_request(struct wchan *w, const void *msg, wchan_reply_cb cb, void *arg)
+    __attribute__((warn_unused_result));
+
+/* Send a message that has no reply of its own (static elements, ready). */
+int wchan_send(struct wchan *w, const void *msg) __attribute__((warn_unused_result));
+
+/* Forget a pending request whose requester is gone; its reply is dropped. */
+void wchan_cancel(struct wchan *w, uint32_t id);
+
+#endif

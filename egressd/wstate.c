@@ -1,0 +1,448 @@
+/*
+ * Worker state and policy lifecycle (worker process). A policy change is
+ * compiled into static IP/CIDR elements, sent to the parent as one set and
+ * applied by it in one nft batch; the worker swaps to the new policy only
+ * when the parent says it is in force, so the DNS proxy never answers
+ * under a policy the kernel does not enforce. An invalid source leaves the
+ * previous policy in force.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "egressd/api.h"
+#include "egressd/dnsproxy.h"
+#include "egressd/learnmap.h"
+#include "egressd/log.h"
+#include "egressd/wchan.h"
+#include "egressd/wstate.h"
+#include "policy/policy.h"
+
+/* How often the policy and always files are checked for changes. */
+#define WSTATE_WATCH_S 2
+
+struct wstate_apply {
+	struct wstate_apply *next;
+	struct wstate *ws;
+	struct policy *p;
+	wstate_applied_cb cb;
+	void *arg;
+	uint32_t id;
+	struct chan_static_elem *elems;
+	size_t nelems, cap;
+};
+
+static void wstate_apply_next(struct wstate *ws);
+
+static int
+wstate_elem_cb(const struct policy_rule_info *r, void *arg)
+{
+	struct wstate_apply *a = arg;
+	size_t need = r->nports ? r->nports : 1;
+
+	if (a->nelems + need > a->cap) {
+		size_t ncap = a->cap ? a->cap * 2 : 64;
+		struct chan_static_elem *n;
+		while (ncap < a->nelems + need)
+			ncap *= 2;
+		if (ncap > CHAN_MAX_STATIC_ELEMS ||
+		    (n = realloc(a->elems, ncap * sizeof(*n))) == NULL)
+			return -1;
+		a->elems = n;
+		a->cap = ncap;
+	}
+	for (size_t i = 0; i < need; i++) {
+		struct chan_static_elem *e = &a->elems[a->nelems++];
+		memset(e, 0, sizeof(*e));
+		e->hdr.type = CHAN_STATIC_ELEM;
+		e->allow = r->action == POLICY_ALLOW;
+		e->family = (uint8_t)r->addr->family;
+		e->prefix = r->addr->prefix;
+		memcpy(e->addr, r->addr->bytes, r->addr->family == AF_INET ? 4 : 16);
+		if (r->nports) {
+			e->port_lo = r->ports[i].lo;
+			e->port_hi = r->ports[i].hi;
+		}
+	}
+	return 0;
+}
+
+static void
+wstate_apply_done(struct wstate *ws, struct wstate_apply *a, int err, const char *msg)
+{
+	ws->applying = a->next;
+	if (ws->applying == NULL)
+		ws->queue_tail = NULL;
+	if (a->cb != NULL)
+		a->cb(err, msg, a->arg);
+	policy_free(a->p);
+	free(a->elems);
+	free(a);
+	wstate_apply_next(ws);
+}
+
+struct wstate_forget_ctx {
+	struct wstate *ws;
+	const struct policy *p;
+	size_t forgotten;
+};
+
+/* Keep a learned entry while its name is still allowed on that port scope. */
+static bool
+wstate_keep_learned(const struct learnmap_entry *e, void *arg)
+{
+	struct wstate_forget_ctx *c = arg;
+	struct policy_decision dec;
+
+	policy_decide_name(c->p, e->name, &dec);
+	if (dec.action != POLICY_ALLOW)
+		return false;
+	if (e->port == 0)
+		return dec.nports == 0;
+	return policy_ports_contain(dec.ports, dec.nports, e->port);
+}
+
+static void
+wstate_forget_cb(const struct learnmap_entry *e, void *arg)
+{
+	struct wstate_forget_ctx *c = arg;
+	struct chan_learn m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = CHAN_FORGET;
+	m.hdr.id = wchan_id(c->ws->chan);
+	m.family = (uint8_t)e->family;
+	memcpy(m.addr, e->addr, e->family == AF_INET ? 4 : 16);
+	m.port = e->port;
+	/* The reply only confirms; nothing waits on it. */
+	if (wchan_request(c->ws->chan, &m, NULL, NULL) == 0)
+		wchan_cancel(c->ws->chan, m.hdr.id);
+	c->forgotten++;
+}
+
+static void
+wstate_static_cb(const union chan_msg *reply, int fd, void *arg)
+{
+	struct wstate_apply *a = arg;
+	struct wstate *ws = a->ws;
+	struct wstate_forget_ctx fc = {.ws = ws, .p = a->p, .forgotten = 0};
+	struct log_line l;
+
+	if (reply->result.err != 0) {
+		ws->metrics.policy_failures++;
+		ws->metrics.nft_errors++;
+		log_begin(&l, LOG_ERROR, "policy", "policy_reject");
+		log_str(&l, "why", reply->result.msg);
+		log_end(&l);
+		wstate_apply_done(ws, a, EIO, reply->result.msg);
+		return;
+	}
+	policy_free(ws->policy);
+	ws->policy = policy_ref(a->p);
+	ws->revision++;
+	ws->metrics.policy_applies++;
+	/* Learned addresses of names that stay allowed are kept (no flush). */
+	learnmap_prune(ws->learned, wstate_keep_learned, wstate_forget_cb, &fc);
+	log_begin(&l, LOG_INFO, "policy", "policy_apply");
+	log_uint(&l, "revision", ws->revision);
+	log_str(&l, "default", policy_action_str(policy_default_action(a->p)));
+	log_uint(&l, "rules", policy_rule_count(a->p, POLICY_ORIGIN_USER));
+	log_uint(&l, "deny_always", policy_rule_count(a->p, POLICY_ORIGIN_DENY_ALWAYS));
+	log_uint(&l, "allow_always", policy_rule_count(a->p, POLICY_ORIGIN_ALLOW_ALWAYS));
+	log_uint(&l, "ip_elements", a->nelems);
+	log_uint(&l, "forgotten", fc.forgotten);
+	log_end(&l);
+	wstate_apply_done(ws, a, 0, "");
+}
+
+static void
+wstate_apply_next(struct wstate *ws)
+{
+	struct wstate_apply *a = ws->applying;
+	struct chan_static_begin b;
+	struct chan_static_commit c;
+
+	if (a == NULL || a->id != 0)
+		return;
+	if (policy_foreach_addr(a->p, wstate_elem_cb, a) != 0) {
+		wstate_apply_done(ws, a, E2BIG, "too many IP/CIDR elements");
+		return;
+	}
+	a->id = wchan_id(ws->chan);
+	memset(&b, 0, sizeof(b));
+	b.hdr.type = CHAN_STATIC_BEGIN;
+	b.hdr.id = a->id;
+	b.count = (uint32_t)a->nelems;
+	b.default_allow = policy_default_action(a->p) == POLICY_ALLOW;
+	if (wchan_send(ws->chan, &b) != 0)
+		goto broken;
+	for (size_t i = 0; i < a->nelems; i++) {
+		a->elems[i].hdr.id = a->id;
+		if (wchan_send(ws->chan, &a->elems[i]) != 0)
+			goto broken;
+	}
+	memset(&c, 0, sizeof(c));
+	c.hdr.type = CHAN_STATIC_COMMIT;
+	c.hdr.id = a->id;
+	if (wchan_request(ws->chan, &c, wstate_static_cb, a) != 0)
+		goto broken;
+	return;
+broken:
+	wstate_apply_done(ws, a, EPIPE, "channel to the parent is broken");
+}
+
+void
+wstate_apply(struct wstate *ws, struct policy *p, wstate_applied_cb cb, void *arg)
+{
+	struct wstate_apply *a = calloc(1, sizeof(*a));
+
+	if (a == NULL) {
+		policy_free(p);
+		if (cb != NULL)
+			cb(ENOMEM, "out of memory", arg);
+		return;
+	}
+	a->ws = ws;
+	a->p = p;
+	a->cb = cb;
+	a->arg = arg;
+	if (ws->queue_tail != NULL)
+		ws->queue_tail->next = a;
+	else
+		ws->applying = a;
+	ws->queue_tail = a;
+	wstate_apply_next(ws);
+}
+
+struct policy *
+wstate_with_always(struct wstate *ws, const struct policy *user, char *err, size_t errlen)
+{
+	char deny[PATH_MAX + 16], allow[PATH_MAX + 16];
+	struct policy_err pe;
+	struct policy *p;
+
+	snprintf(deny, sizeof(deny), "%s/deny.always", ws->cfg->always_dir);
+	snprintf(allow, sizeof(allow), "%s/allow.always", ws->cfg->always_dir);
+	memset(&pe, 0, sizeof(pe));
+	p = policy_with_always_files(user, deny, allow, &pe);
+	if (p == NULL)
+		policy_err_format(&pe, err, errlen);
+	return p;
+}
+
+/* The user policy from the configured sources, in OpenSandbox order. */
+static struct policy *
+wstate_load_user(struct wstate *ws, bool at_start, char *err, size_t errlen)
+{
+	const struct config *cfg = ws->cfg;
+	struct policy_err pe;
+	struct policy *p;
+
+	memset(&pe, 0, sizeof(pe));
+	if (cfg->policy_file[0] != '\0') {
+		p = policy_from_yaml_file(cfg->policy_file, NULL, &pe);
+		if (p == NULL)
+			policy_err_format(&pe, err, errlen);
+		return p;
+	}
+	if (cfg->os_policy_file[0] != '\0') {
+		FILE *f = fopen(cfg->os_policy_file, "r");
+		if (f != NULL) {
+			char *buf = malloc(1 << 22);
+			size_t n = buf ? fread(buf, 1, (1 << 22) - 1, f) : 0;
+			fclose(f);
+			if (buf != NULL && n > 0) {
+				p = policy_from_json(buf, n, NULL, &pe);
+				free(buf);
+				if (p != NULL)
+					return p;
+				/* OpenSandbox: an invalid file falls back to the env policy. */
+				log_msg(LOG_WARN, "policy", "policy_file_invalid",
+				    "ignoring invalid policy file %s: %s:%u:%u: %s", cfg->os_policy_file,
+				    pe.file, pe.line, pe.col, pe.msg);
+			} else
+				free(buf);
+		}
+	}
+	if (cfg->rules_json != NULL && cfg->rules_json[0] != '\0') {
+		p = policy_from_json(cfg->rules_json, strlen(cfg->rules_json), NULL, &pe);
+		if (p == NULL)
+			policy_err_format(&pe, err, errlen);
+		return p;
+	}
+	if (!at_start && ws->policy != NULL)
+		return policy_ref(ws->policy);
+	return policy_new_deny_all();
+}
+
+static void
+wstate_reload_cb(int err, const char *msg, void *arg)
+{
+	if (err != 0)
+		log_msg(LOG_ERROR, "policy", "policy_reload", "reload refused, previous policy stays: %s",
+		    msg);
+}
+
+void
+wstate_reload(struct wstate *ws, const char *why)
+{
+	char err[512] = "";
+	struct policy *user, *eff;
+
+	log_msg(LOG_INFO, "policy", "policy_reload", "reloading (%s)", why);
+	/* Without a YAML file the API owns the user rules: only the always files reload. */
+	if (ws->cfg->policy_file[0] != '\0')
+		user = wstate_load_user(ws, false, err, sizeof(err));
+	else
+		user = policy_ref(ws->policy);
+	if (user == NULL) {
+		ws->metrics.policy_failures++;
+		log_msg(LOG_ERROR, "policy", "policy_invalid", "previous policy stays: %s", err);
+		return;
+	}
+	eff = wstate_with_always(ws, user, err, sizeof(err));
+	policy_free(user);
+	if (eff == NULL) {
+		ws->metrics.policy_failures++;
+		log_msg(LOG_ERROR, "policy", "policy_invalid", "previous policy stays: %s", err);
+		return;
+	}
+	wstate_apply(ws, eff, wstate_reload_cb, NULL);
+}
+
+static void
+wstate_stamp(const char *path, struct wstate_stamp *st)
+{
+	struct stat sb;
+
+	if (path[0] == '\0' || stat(path, &sb) != 0) {
+		memset(st, 0, sizeof(*st));
+		return;
+	}
+	st->mtime_ns = (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+	st->size = (long long)sb.st_size;
+	st->ino = (long long)sb.st_ino;
+}
+
+static bool
+wstate_stamps(struct wstate *ws)
+{
+	char deny[PATH_MAX + 16], allow[PATH_MAX + 16];
+	struct wstate_stamp now[3];
+	bool changed;
+
+	snprintf(deny, sizeof(deny), "%s/deny.always", ws->cfg->always_dir);
+	snprintf(allow, sizeof(allow), "%s/allow.always", ws->cfg->always_dir);
+	wstate_stamp(ws->cfg->policy_file, &now[0]);
+	wstate_stamp(deny, &now[1]);
+	wstate_stamp(allow, &now[2]);
+	changed = memcmp(now, ws->stamps, sizeof(now)) != 0;
+	memcpy(ws->stamps, now, sizeof(now));
+	return changed;
+}
+
+static void
+wstate_watch_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct wstate *ws = arg;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	learnmap_expire(ws->learned, ts.tv_sec);
+	if (wstate_stamps(ws))
+		wstate_reload(ws, "file changed");
+}
+
+static void
+wstate_dns_ready_cb(void *arg)
+{
+	struct wstate *ws = arg;
+	struct chan_ready r;
+
+	memset(&r, 0, sizeof(r));
+	r.hdr.type = CHAN_READY;
+	r.hdr.id = wchan_id(ws->chan);
+	if (wchan_send(ws->chan, &r) != 0)
+		return;
+	ws->ready = true;
+	log_msg(LOG_INFO, "proc", "worker_ready", "enforcement and DNS proxy in place");
+}
+
+static void
+wstate_first_cb(int err, const char *msg, void *arg)
+{
+	struct wstate *ws = arg;
+	char e[512];
+
+	if (err != 0) {
+		log_msg(LOG_ERROR, "policy", "policy_invalid", "initial policy not applied: %s", msg);
+		ws->exit_code = 1;
+		event_base_loopbreak(ws->base);
+		return;
+	}
+	ws->dns = dnsproxy_new(ws, wstate_dns_ready_cb, ws, e, sizeof(e));
+	if (ws->dns == NULL) {
+		log_msg(LOG_ERROR, "dns", "dns_error", "%s", e);
+		ws->exit_code = 1;
+		event_base_loopbreak(ws->base);
+		return;
+	}
+}
+
+int
+wstate_start(struct wstate *ws)
+{
+	char err[512] = "";
+	struct policy *user, *eff;
+	struct timeval tv = {WSTATE_WATCH_S, 0};
+
+	ws->learned = learnmap_new();
+	if (ws->learned == NULL)
+		return -1;
+	/* Bad initial configuration is fatal: egressd must not run half-configured. */
+	user = wstate_load_user(ws, true, err, sizeof(err));
+	if (user == NULL) {
+		log_msg(LOG_ERROR, "policy", "policy_invalid", "%s", err);
+		return -1;
+	}
+	eff = wstate_with_always(ws, user, err, sizeof(err));
+	policy_free(user);
+	if (eff == NULL) {
+		log_msg(LOG_ERROR, "policy", "policy_invalid", "%s", err);
+		return -1;
+	}
+	ws->policy = policy_new_deny_all();
+	wstate_stamps(ws);
+	ws->ev_watch = event_new(ws->base, -1, EV_PERSIST, wstate_watch_cb, ws);
+	event_add(ws->ev_watch, &tv);
+	ws->api = api_new(ws, err, sizeof(err));
+	if (ws->api == NULL) {
+		log_msg(LOG_ERROR, "api", "api_error", "%s", err);
+		policy_free(eff);
+		return -1;
+	}
+	wstate_apply(ws, eff, wstate_first_cb, ws);
+	return 0;
+}
+
+void
+wstate_stop(struct wstate *ws)
+{
+	while (ws->applying != NULL) {
+		struct wstate_apply *a = ws->applying;
+		ws->applying = a->next;
+		policy_free(a->p);
+		free(a->elems);
+		free(a);
+	}
+	api_free(ws->api);
+	dnsproxy_free(ws->dns);
+	if (ws->ev_watch != NULL)
+		event_free(ws->ev_watch);
+	learnmap_free(ws->learned);
+	policy_free(ws->policy);
+}

@@ -1,0 +1,72 @@
+/*
+ * The worker's shared state: the active policy, the learned-address map,
+ * the services (DNS proxy, control API) and the counters. Policy changes
+ * go through wstate_apply(), which pushes the static nft sets to the
+ * parent and swaps the policy only once the parent has applied them.
+ */
+#ifndef EGRESSD_WSTATE_H
+#define EGRESSD_WSTATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <event2/event.h>
+
+#include "egressd/config.h"
+#include "egressd/metrics.h"
+
+struct policy;
+struct wchan;
+struct dnsproxy;
+struct learnmap;
+struct api;
+
+struct wstate_apply;
+
+struct wstate {
+	const struct config *cfg;
+	struct event_base *base;
+	struct wchan *chan;
+	int exit_code;
+
+	struct policy *policy; /* active, with the always rules */
+	uint64_t revision;     /* bumped on every applied change */
+	bool ready;            /* enforcement and listeners are in place */
+	struct wstate_apply *applying; /* in flight, FIFO */
+	struct wstate_apply *queue_tail;
+
+	struct learnmap *learned;
+	struct dnsproxy *dns;
+	struct api *api;
+	struct metrics metrics;
+	struct event *ev_watch; /* policy and always files */
+	struct wstate_stamp {
+		long long mtime_ns, size, ino;
+	} stamps[3];
+};
+
+/* Called once the change is applied (err 0) or refused (err != 0, msg says why). */
+typedef void (*wstate_applied_cb)(int err, const char *msg, void *arg);
+
+/* Load the initial policy, apply it, start the services, report ready. */
+int wstate_start(struct wstate *ws) __attribute__((warn_unused_result));
+
+/* Stop the services and free the state. */
+void wstate_stop(struct wstate *ws);
+
+/*
+ * Make `p` the active policy (takes the reference): the parent applies its
+ * static sets first; only then the worker swaps, forgets learned addresses
+ * of names no longer allowed, and calls cb. On failure the previous policy
+ * stays and cb gets the reason. Changes are applied one at a time, in order.
+ */
+void wstate_apply(struct wstate *ws, struct policy *p, wstate_applied_cb cb, void *arg);
+
+/* Re-read the policy sources (SIGHUP, file change); invalid keeps the old. */
+void wstate_reload(struct wstate *ws, const char *why);
+
+/* Build the effective policy from a user policy: add the always files. */
+struct policy *wstate_with_always(struct wstate *ws, const struct policy *user, char *err,
+    size_t errlen);
+
+#endif
