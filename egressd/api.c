@@ -85,7 +85,9 @@ api_error(struct evhttp_request *req, int code, const char *reason, const char *
 	int n = snprintf(buf, sizeof(buf), "%s\n", msg);
 
 	api_reply(req, code, reason, "text/plain; charset=utf-8", buf,
-	    n < 0 ? 0 : (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+	    n < 0                     ? 0
+	    : (size_t)n < sizeof(buf) ? (size_t)n
+	                              : sizeof(buf) - 1);
 }
 
 static void
@@ -223,7 +225,8 @@ api_policy_status(struct api *a, const struct policy *p, bool with_mode)
 	json_object_set_new(j, "status", json_string("ok"));
 	json_object_set_new(j, "mode", json_string(policy_mode(p)));
 	if (with_mode)
-		json_object_set_new(j, "enforcementMode", json_string(config_mode_name(a->ws->cfg->mode)));
+		json_object_set_new(
+		    j, "enforcementMode", json_string(config_mode_name(a->ws->cfg->mode)));
 	return j;
 }
 
@@ -289,7 +292,8 @@ api_applied_cb(int err, const char *msg, void *arg)
 
 	if (err == 0 && api_persist(a, a->ws->policy, perr, sizeof(perr)) != 0)
 		log_msg(LOG_ERROR, "api", "persist_error", "%s", perr);
-	log_begin(&l, err ? LOG_ERROR : LOG_INFO, "api", err ? "policy_update_failed" : "policy_update");
+	log_begin(
+	    &l, err ? LOG_ERROR : LOG_INFO, "api", err ? "policy_update_failed" : "policy_update");
 	log_uint(&l, "revision", a->ws->revision);
 	log_str(&l, "mode", policy_mode(a->ws->policy));
 	log_uint(&l, "rules", policy_rule_count(a->ws->policy, POLICY_ORIGIN_USER));
@@ -305,8 +309,8 @@ api_applied_cb(int err, const char *msg, void *arg)
 		} else {
 			json_t *j = api_policy_status(a, a->ws->policy, pd->kind != 1);
 			if (pd->kind == 1)
-				json_object_set_new(j, "reason",
-				    json_string("policy reset to default deny-all"));
+				json_object_set_new(
+				    j, "reason", json_string("policy reset to default deny-all"));
 			api_json(pd->req, 200, "OK", j);
 			json_decref(j);
 		}
@@ -494,7 +498,8 @@ api_gencb(struct evhttp_request *req, void *arg)
 			api_error(req, 503, "Service Unavailable", "enforcement not ready");
 		return;
 	}
-	if (strcmp(path, "/credential-vault") == 0 || strncmp(path, "/credential-vault/", 18) == 0) {
+	if (strcmp(path, "/credential-vault") == 0 ||
+	    strncmp(path, "/credential-vault/", 18) == 0) {
 		api_vault(a, req);
 		return;
 	}
@@ -564,7 +569,8 @@ api_new(struct wstate *ws, char *err, size_t errlen)
 	if (a->auth)
 		api_hash(ws->cfg->token, strlen(ws->cfg->token), a->token_hash);
 	if (api_addr(ws->cfg->http_addr, host, sizeof(host), &port) != 0) {
-		snprintf(err, errlen, "http-addr: \"%.64s\" is not [host]:port", ws->cfg->http_addr);
+		snprintf(
+		    err, errlen, "http-addr: \"%.64s\" is not [host]:port", ws->cfg->http_addr);
 		free(a);
 		return NULL;
 	}
@@ -578,7 +584,8 @@ api_new(struct wstate *ws, char *err, size_t errlen)
 	evhttp_set_max_headers_size(a->http, 16384);
 	evhttp_set_timeout(a->http, 30);
 	evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
-	    EVHTTP_REQ_PATCH | EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS);
+	                                        EVHTTP_REQ_PATCH | EVHTTP_REQ_DELETE |
+	                                        EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS);
 	evhttp_set_gencb(a->http, api_gencb, a);
 	if (evhttp_bind_socket(a->http, host, port) != 0) {
 		snprintf(err, errlen, "cannot listen on %s:%u: %s", host, port, strerror(errno));

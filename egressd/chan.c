@@ -16,28 +16,28 @@
 
 /* Size of each message type; 0 marks an unknown type. */
 static const size_t chan_sizes[CHAN_TYPE_MAX] = {
-	[CHAN_SOCKET_REQ] = sizeof(struct chan_socket_req),
-	[CHAN_SOCKET_REP] = sizeof(struct chan_socket_rep),
-	[CHAN_LEARN] = sizeof(struct chan_learn),
-	[CHAN_FORGET] = sizeof(struct chan_learn),
-	[CHAN_STATIC_BEGIN] = sizeof(struct chan_static_begin),
-	[CHAN_STATIC_ELEM] = sizeof(struct chan_static_elem),
-	[CHAN_STATIC_COMMIT] = sizeof(struct chan_static_commit),
-	[CHAN_RESULT] = sizeof(struct chan_result),
-	[CHAN_READY] = sizeof(struct chan_ready),
+    [CHAN_SOCKET_REQ] = sizeof(struct chan_socket_req),
+    [CHAN_SOCKET_REP] = sizeof(struct chan_socket_rep),
+    [CHAN_LEARN] = sizeof(struct chan_learn),
+    [CHAN_FORGET] = sizeof(struct chan_learn),
+    [CHAN_STATIC_BEGIN] = sizeof(struct chan_static_begin),
+    [CHAN_STATIC_ELEM] = sizeof(struct chan_static_elem),
+    [CHAN_STATIC_COMMIT] = sizeof(struct chan_static_commit),
+    [CHAN_RESULT] = sizeof(struct chan_result),
+    [CHAN_READY] = sizeof(struct chan_ready),
 };
 
 static const char *const chan_names[CHAN_TYPE_MAX] = {
-	[CHAN_NONE] = "none",
-	[CHAN_SOCKET_REQ] = "socket_req",
-	[CHAN_SOCKET_REP] = "socket_rep",
-	[CHAN_LEARN] = "learn",
-	[CHAN_FORGET] = "forget",
-	[CHAN_STATIC_BEGIN] = "static_begin",
-	[CHAN_STATIC_ELEM] = "static_elem",
-	[CHAN_STATIC_COMMIT] = "static_commit",
-	[CHAN_RESULT] = "result",
-	[CHAN_READY] = "ready",
+    [CHAN_NONE] = "none",
+    [CHAN_SOCKET_REQ] = "socket_req",
+    [CHAN_SOCKET_REP] = "socket_rep",
+    [CHAN_LEARN] = "learn",
+    [CHAN_FORGET] = "forget",
+    [CHAN_STATIC_BEGIN] = "static_begin",
+    [CHAN_STATIC_ELEM] = "static_elem",
+    [CHAN_STATIC_COMMIT] = "static_commit",
+    [CHAN_RESULT] = "result",
+    [CHAN_READY] = "ready",
 };
 
 /* Name of a message type for logs. */
@@ -161,8 +161,9 @@ chan_validate(const void *buf, size_t len, enum chan_side side, const char **why
 		const struct chan_static_elem *e = &m.static_elem;
 		unsigned maxp = e->family == AF_INET ? 32 : 128;
 
-		if (hdr.flags != 0 || e->allow > 1 || !chan_family_ok(e->family) || e->prefix > maxp ||
-		    e->port_lo > e->port_hi || (e->port_lo == 0 && e->port_hi != 0) ||
+		if (hdr.flags != 0 || e->allow > 1 || !chan_family_ok(e->family) ||
+		    e->prefix > maxp || e->port_lo > e->port_hi ||
+		    (e->port_lo == 0 && e->port_hi != 0) ||
 		    (e->family == AF_INET && !chan_is_zero(e->addr + 4, 12))) {
 			*why = "static element out of range";
 			return false;

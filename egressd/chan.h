@@ -56,15 +56,15 @@ struct chan_learn {
 	uint8_t family; /* AF_INET or AF_INET6 */
 	uint8_t pad[3];
 	uint8_t addr[16];
-	uint16_t port;      /* 0: all ports */
+	uint16_t port; /* 0: all ports */
 	uint16_t pad2;
 	uint32_t timeout_s; /* 1..CHAN_MAX_TIMEOUT_S (0 for FORGET) */
 };
 
 struct chan_static_begin {
 	struct chan_hdr hdr;
-	uint32_t count;         /* elements that follow */
-	uint8_t default_allow;  /* 1: defaultAction allow */
+	uint32_t count;        /* elements that follow */
+	uint8_t default_allow; /* 1: defaultAction allow */
 	uint8_t pad[3];
 };
 
@@ -87,7 +87,7 @@ struct chan_result {
 	struct chan_hdr hdr;
 	uint16_t req_type; /* the type of the request answered */
 	uint16_t pad;
-	int32_t err;       /* 0 on success, else an errno */
+	int32_t err;               /* 0 on success, else an errno */
 	char msg[CHAN_ERRMSG_LEN]; /* NUL-terminated reason; never carries secrets */
 };
 

@@ -29,70 +29,69 @@ enum config_type {
 };
 
 struct config_opt {
-	const char *name;  /* flag name and config-file key */
-	const char *env;   /* primary environment variable */
-	const char *env2;  /* alternative (our own) variable, or NULL */
+	const char *name; /* flag name and config-file key */
+	const char *env;  /* primary environment variable */
+	const char *env2; /* alternative (our own) variable, or NULL */
 	enum config_type type;
 	size_t off;
 	size_t size;
-	bool secret;       /* never echo the value */
+	bool secret; /* never echo the value */
 	const char *help;
 };
 
 #define O(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
 
 static const struct config_opt config_opts[] = {
-	{"mode", "OPENSANDBOX_EGRESS_MODE", "EGRESSD_MODE", CT_MODE, O(mode), false,
-	    "enforcement mode: dns+nft (default, secure) or dns (DNS filtering only)"},
-	{"policy", "EGRESSD_POLICY", NULL, CT_STR, O(policy_file), false,
-	    "YAML policy file (see docs/policy.md); reloaded on SIGHUP and on change"},
-	{"policy-file", "OPENSANDBOX_EGRESS_POLICY_FILE", NULL, CT_STR, O(os_policy_file), false,
-	    "OpenSandbox JSON policy file, loaded at start and rewritten on API changes"},
-	{"rules", "OPENSANDBOX_EGRESS_RULES", NULL, CT_STRP, O(rules_json), false,
-	    "initial policy as OpenSandbox JSON"},
-	{"always-dir", "EGRESSD_ALWAYS_DIR", NULL, CT_STR, O(always_dir), false,
-	    "directory of deny.always and allow.always operator rules"},
-	{"http-addr", "OPENSANDBOX_EGRESS_HTTP_ADDR", NULL, CT_STR, O(http_addr), false,
-	    "control API listen address [host]:port"},
-	{"token", "OPENSANDBOX_EGRESS_TOKEN", NULL, CT_STR, O(token), true,
-	    "control API token, sent in the OPENSANDBOX-EGRESS-AUTH header"},
-	{"insecure-no-token", "EGRESSD_INSECURE_NO_TOKEN", NULL, CT_BOOL, O(insecure_no_token), false,
-	    "allow starting without an API token (warned at every start)"},
-	{"max-rules", "OPENSANDBOX_EGRESS_MAX_RULES", NULL, CT_LONG, O(max_rules), false,
-	    "maximum egress rules in a policy (0: unlimited)"},
-	{"dns-upstream", "OPENSANDBOX_EGRESS_DNS_UPSTREAM", NULL, CT_STR, O(dns_upstream), false,
-	    "upstream DNS servers ip[:port],... (default: /etc/resolv.conf at start)"},
-	{"dns-port", "EGRESSD_DNS_PORT", NULL, CT_U16, O(dns_port), false,
-	    "loopback port of the DNS proxy (port 53 is redirected to it)"},
-	{"mark", "EGRESSD_MARK", NULL, CT_U32, O(mark), false,
-	    "packet mark of the sidecar's own sockets (the only exemption)"},
-	{"worker-user", "EGRESSD_WORKER_USER", NULL, CT_STR, O(worker_user), false,
-	    "worker uid[:gid] or user name (default: user egressd, else uid 65533)"},
-	{"ready-file", "EGRESSD_READY_FILE", NULL, CT_STR, O(ready_file), false,
-	    "file created once enforcement is in place"},
-	{"remove-table-on-exit", "EGRESSD_REMOVE_TABLE_ON_EXIT", NULL, CT_BOOL,
-	    O(remove_table_on_exit), false,
-	    "remove the nft table on a graceful stop (default: keep it, traffic stays blocked)"},
-	{"table", "EGRESSD_TABLE", NULL, CT_STR, O(table), false, "name of the nft inet table"},
-	{"intercept", "OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT", "EGRESSD_INTERCEPT", CT_BOOL,
-	    O(intercept), false, "transparent TLS/HTTP interception (credential vault)"},
-	{"intercept-ports", "EGRESSD_INTERCEPT_PORTS", NULL, CT_STR, O(intercept_ports), false,
-	    "TCP ports redirected to the intercept listener"},
-	{"tls-port", "EGRESSD_TLS_PORT", NULL, CT_U16, O(tls_port), false,
-	    "intercept listener port for TLS"},
-	{"plain-port", "EGRESSD_PLAIN_PORT", NULL, CT_U16, O(plain_port), false,
-	    "intercept listener port for plain HTTP"},
-	{"ca-export", "EGRESSD_CA_EXPORT", NULL, CT_STR, O(ca_export), false,
-	    "where to write the sandbox CA certificate (PEM, 0644)"},
-	{"ca-cert", "EGRESSD_CA_CERT", NULL, CT_STR, O(ca_cert), false,
-	    "operator CA certificate (with --ca-key) for a stable fingerprint"},
-	{"ca-key", "EGRESSD_CA_KEY", NULL, CT_STR, O(ca_key), false, "operator CA private key"},
-	{"upstream-ca", "OPENSANDBOX_EGRESS_MITMPROXY_UPSTREAM_TRUST_DIR", "EGRESSD_UPSTREAM_CA",
-	    CT_STR, O(upstream_ca), false, "trust file or directory for upstream TLS"},
-	{"ssl-insecure", "OPENSANDBOX_EGRESS_MITMPROXY_SSL_INSECURE", NULL, CT_BOOL, O(ssl_insecure),
-	    false, "skip upstream TLS verification (refused while bindings exist)"},
-	{"log-level", "OPENSANDBOX_EGRESS_LOG_LEVEL", "EGRESSD_LOG_LEVEL", CT_LEVEL, O(log_level),
-	    false, "debug, info, warn or error"},
+    {"mode", "OPENSANDBOX_EGRESS_MODE", "EGRESSD_MODE", CT_MODE, O(mode), false,
+        "enforcement mode: dns+nft (default, secure) or dns (DNS filtering only)"},
+    {"policy", "EGRESSD_POLICY", NULL, CT_STR, O(policy_file), false,
+        "YAML policy file (see docs/policy.md); reloaded on SIGHUP and on change"},
+    {"policy-file", "OPENSANDBOX_EGRESS_POLICY_FILE", NULL, CT_STR, O(os_policy_file), false,
+        "OpenSandbox JSON policy file, loaded at start and rewritten on API changes"},
+    {"rules", "OPENSANDBOX_EGRESS_RULES", NULL, CT_STRP, O(rules_json), false,
+        "initial policy as OpenSandbox JSON"},
+    {"always-dir", "EGRESSD_ALWAYS_DIR", NULL, CT_STR, O(always_dir), false,
+        "directory of deny.always and allow.always operator rules"},
+    {"http-addr", "OPENSANDBOX_EGRESS_HTTP_ADDR", NULL, CT_STR, O(http_addr), false,
+        "control API listen address [host]:port"},
+    {"token", "OPENSANDBOX_EGRESS_TOKEN", NULL, CT_STR, O(token), true,
+        "control API token, sent in the OPENSANDBOX-EGRESS-AUTH header"},
+    {"insecure-no-token", "EGRESSD_INSECURE_NO_TOKEN", NULL, CT_BOOL, O(insecure_no_token), false,
+        "allow starting without an API token (warned at every start)"},
+    {"max-rules", "OPENSANDBOX_EGRESS_MAX_RULES", NULL, CT_LONG, O(max_rules), false,
+        "maximum egress rules in a policy (0: unlimited)"},
+    {"dns-upstream", "OPENSANDBOX_EGRESS_DNS_UPSTREAM", NULL, CT_STR, O(dns_upstream), false,
+        "upstream DNS servers ip[:port],... (default: /etc/resolv.conf at start)"},
+    {"dns-port", "EGRESSD_DNS_PORT", NULL, CT_U16, O(dns_port), false,
+        "loopback port of the DNS proxy (port 53 is redirected to it)"},
+    {"mark", "EGRESSD_MARK", NULL, CT_U32, O(mark), false,
+        "packet mark of the sidecar's own sockets (the only exemption)"},
+    {"worker-user", "EGRESSD_WORKER_USER", NULL, CT_STR, O(worker_user), false,
+        "worker uid[:gid] or user name (default: user egressd, else uid 65533)"},
+    {"ready-file", "EGRESSD_READY_FILE", NULL, CT_STR, O(ready_file), false,
+        "file created once enforcement is in place"},
+    {"remove-table-on-exit", "EGRESSD_REMOVE_TABLE_ON_EXIT", NULL, CT_BOOL, O(remove_table_on_exit),
+        false, "remove the nft table on a graceful stop (default: keep it, traffic stays blocked)"},
+    {"table", "EGRESSD_TABLE", NULL, CT_STR, O(table), false, "name of the nft inet table"},
+    {"intercept", "OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT", "EGRESSD_INTERCEPT", CT_BOOL,
+        O(intercept), false, "transparent TLS/HTTP interception (credential vault)"},
+    {"intercept-ports", "EGRESSD_INTERCEPT_PORTS", NULL, CT_STR, O(intercept_ports), false,
+        "TCP ports redirected to the intercept listener"},
+    {"tls-port", "EGRESSD_TLS_PORT", NULL, CT_U16, O(tls_port), false,
+        "intercept listener port for TLS"},
+    {"plain-port", "EGRESSD_PLAIN_PORT", NULL, CT_U16, O(plain_port), false,
+        "intercept listener port for plain HTTP"},
+    {"ca-export", "EGRESSD_CA_EXPORT", NULL, CT_STR, O(ca_export), false,
+        "where to write the sandbox CA certificate (PEM, 0644)"},
+    {"ca-cert", "EGRESSD_CA_CERT", NULL, CT_STR, O(ca_cert), false,
+        "operator CA certificate (with --ca-key) for a stable fingerprint"},
+    {"ca-key", "EGRESSD_CA_KEY", NULL, CT_STR, O(ca_key), false, "operator CA private key"},
+    {"upstream-ca", "OPENSANDBOX_EGRESS_MITMPROXY_UPSTREAM_TRUST_DIR", "EGRESSD_UPSTREAM_CA",
+        CT_STR, O(upstream_ca), false, "trust file or directory for upstream TLS"},
+    {"ssl-insecure", "OPENSANDBOX_EGRESS_MITMPROXY_SSL_INSECURE", NULL, CT_BOOL, O(ssl_insecure),
+        false, "skip upstream TLS verification (refused while bindings exist)"},
+    {"log-level", "OPENSANDBOX_EGRESS_LOG_LEVEL", "EGRESSD_LOG_LEVEL", CT_LEVEL, O(log_level),
+        false, "debug, info, warn or error"},
 };
 
 #define CONFIG_NOPTS (sizeof(config_opts) / sizeof(config_opts[0]))
@@ -290,7 +289,8 @@ config_from_file(struct config *c, const char *path, char *err, size_t errlen)
 			const char *v = (const char *)ev.data.scalar.value;
 			if (!have_key) {
 				if (config_find(v) == NULL || strlen(v) >= sizeof(key)) {
-					snprintf(err, errlen, "%s:%zu:%zu: unknown option \"%.64s\"", path,
+					snprintf(err, errlen,
+					    "%s:%zu:%zu: unknown option \"%.64s\"", path,
 					    ev.start_mark.line + 1, ev.start_mark.column + 1, v);
 					yaml_event_delete(&ev);
 					goto out;
@@ -299,8 +299,8 @@ config_from_file(struct config *c, const char *path, char *err, size_t errlen)
 				have_key = true;
 			} else {
 				char src[PATH_MAX + 32];
-				snprintf(src, sizeof(src), "%s:%zu:%zu:", path, ev.start_mark.line + 1,
-				    ev.start_mark.column + 1);
+				snprintf(src, sizeof(src), "%s:%zu:%zu:", path,
+				    ev.start_mark.line + 1, ev.start_mark.column + 1);
 				if (config_set(c, config_find(key), v, src, err, errlen) != 0) {
 					yaml_event_delete(&ev);
 					goto out;
@@ -371,7 +371,8 @@ config_load(struct config *c, int argc, char **argv, char *err, size_t errlen)
 
 	for (size_t i = 0; i < CONFIG_NOPTS; i++) {
 		lopts[i].name = config_opts[i].name;
-		lopts[i].has_arg = config_opts[i].type == CT_BOOL ? optional_argument : required_argument;
+		lopts[i].has_arg =
+		    config_opts[i].type == CT_BOOL ? optional_argument : required_argument;
 		lopts[i].flag = NULL;
 		lopts[i].val = 0x100 + (int)i;
 	}
@@ -391,16 +392,19 @@ config_load(struct config *c, int argc, char **argv, char *err, size_t errlen)
 			if (ch == 'c')
 				continue;
 			if (ch < 0x100 || ch >= 0x100 + (int)CONFIG_NOPTS) {
-				snprintf(err, errlen, "unknown or incomplete option \"%.64s\" (see --help)",
+				snprintf(err, errlen,
+				    "unknown or incomplete option \"%.64s\" (see --help)",
 				    av[optind - 1]);
 				return -1;
 			}
 			o = &config_opts[ch - 0x100];
-			if (config_set(c, o, optarg ? optarg : "true", "option --", err, errlen) != 0)
+			if (config_set(c, o, optarg ? optarg : "true", "option --", err, errlen) !=
+			    0)
 				return -1;
 		}
 		if (optind < argc + 1) {
-			snprintf(err, errlen, "unexpected argument \"%.64s\" (see --help)", av[optind]);
+			snprintf(
+			    err, errlen, "unexpected argument \"%.64s\" (see --help)", av[optind]);
 			return -1;
 		}
 	}
@@ -412,7 +416,8 @@ config_check(const struct config *c, char *err, size_t errlen)
 {
 	if (c->token[0] == '\0' && !c->insecure_no_token) {
 		snprintf(err, errlen,
-		    "no API token: set OPENSANDBOX_EGRESS_TOKEN (or --token), or opt out explicitly "
+		    "no API token: set OPENSANDBOX_EGRESS_TOKEN (or --token), or opt out "
+		    "explicitly "
 		    "with EGRESSD_INSECURE_NO_TOKEN=1 (anyone on the shared loopback could then "
 		    "change the policy)");
 		return -1;
@@ -481,7 +486,8 @@ config_worker_ids(const struct config *c, uid_t *uid, gid_t *gid, char *err, siz
 		return 0;
 	}
 bad:
-	snprintf(err, errlen, "worker-user: \"%.32s\" is not uid[:gid] (non-zero) or a user name", u);
+	snprintf(
+	    err, errlen, "worker-user: \"%.32s\" is not uid[:gid] (non-zero) or a user name", u);
 	return -1;
 }
 
@@ -491,23 +497,23 @@ config_usage(FILE *out)
 	struct config d;
 
 	config_defaults(&d);
-	fprintf(out,
-	    "usage: egressd [options]              run the sidecar (needs CAP_NET_ADMIN)\n"
-	    "       egressd check [-v] FILE...     validate policy files\n"
-	    "       egressd explain FILE QUERY     explain a decision (name, ip:port, "
-	    "'METHOD https://host/path')\n"
-	    "       egressd test FILE CASES.yaml   run table-driven policy expectations\n"
-	    "       egressd --version | --help | --features\n\n"
-	    "Options (flag / environment variable; flags win over the environment, which\n"
-	    "wins over --config FILE, a YAML mapping of option names):\n"
-	    "  --config FILE  (EGRESSD_CONFIG)\n");
+	fprintf(out, "usage: egressd [options]              run the sidecar (needs CAP_NET_ADMIN)\n"
+	             "       egressd check [-v] FILE...     validate policy files\n"
+	             "       egressd explain FILE QUERY     explain a decision (name, ip:port, "
+	             "'METHOD https://host/path')\n"
+	             "       egressd test FILE CASES.yaml   run table-driven policy expectations\n"
+	             "       egressd --version | --help | --features\n\n"
+	             "Options (flag / environment variable; flags win over the environment, which\n"
+	             "wins over --config FILE, a YAML mapping of option names):\n"
+	             "  --config FILE  (EGRESSD_CONFIG)\n");
 	for (size_t i = 0; i < CONFIG_NOPTS; i++) {
 		const struct config_opt *o = &config_opts[i];
 		fprintf(out, "  --%s%s  (%s%s%s)\n      %s\n", o->name,
 		    o->type == CT_BOOL ? "[=BOOL]" : "=VALUE", o->env, o->env2 ? ", " : "",
 		    o->env2 ? o->env2 : "", o->help);
 	}
-	fprintf(out, "\nDefaults: mode=%s http-addr=%s dns-port=%u mark=0x%x max-rules=%ld "
+	fprintf(out,
+	    "\nDefaults: mode=%s http-addr=%s dns-port=%u mark=0x%x max-rules=%ld "
 	    "intercept-ports=%s tls-port=%u plain-port=%u ca-export=%s table=%s\n",
 	    config_mode_name(d.mode), d.http_addr, d.dns_port, d.mark, d.max_rules,
 	    d.intercept_ports, d.tls_port, d.plain_port, d.ca_export, d.table);

@@ -127,11 +127,11 @@ dnsproxy_v4_inner(const uint8_t *a, bool block_private)
 {
 	uint32_t v = ((uint32_t)a[0] << 24) | ((uint32_t)a[1] << 16) | ((uint32_t)a[2] << 8) | a[3];
 
-	if ((v >> 24) == 0 || (v >> 24) == 127)      /* this network, loopback */
+	if ((v >> 24) == 0 || (v >> 24) == 127) /* this network, loopback */
 		return true;
-	if ((v >> 16) == 0xa9fe)                      /* 169.254/16 link-local, metadata */
+	if ((v >> 16) == 0xa9fe) /* 169.254/16 link-local, metadata */
 		return true;
-	if ((v >> 28) >= 0xe)                         /* multicast, reserved, broadcast */
+	if ((v >> 28) >= 0xe) /* multicast, reserved, broadcast */
 		return true;
 	if (v == 0x646464c8) /* 100.100.100.200 metadata (Alibaba) */
 		return true;
@@ -147,7 +147,8 @@ dnsproxy_v6_inner(const uint8_t *a, bool block_private)
 	static const uint8_t zero[16];
 	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
-	static const uint8_t ec2[16] = {0xfd, 0, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54};
+	static const uint8_t ec2[16] = {
+	    0xfd, 0, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54};
 
 	if (memcmp(a, zero, 15) == 0 && (a[15] == 0 || a[15] == 1)) /* ::, ::1 */
 		return true;
@@ -165,8 +166,8 @@ dnsproxy_v6_inner(const uint8_t *a, bool block_private)
 }
 
 bool
-dnsproxy_addr_ok(const struct dnsproxy *d, int family, const unsigned char *addr,
-    bool block_private)
+dnsproxy_addr_ok(
+    const struct dnsproxy *d, int family, const unsigned char *addr, bool block_private)
 {
 	struct policy_addr pa;
 
@@ -220,8 +221,8 @@ dnsproxy_sock_cb(const union chan_msg *reply, int fd, void *arg)
 
 	p->pending--;
 	if (fd < 0 || reply->socket_rep.err != 0) {
-		log_msg(LOG_ERROR, "dns", "socket_error", "parent could not create a marked socket: %s",
-		    strerror(reply->socket_rep.err));
+		log_msg(LOG_ERROR, "dns", "socket_error",
+		    "parent could not create a marked socket: %s", strerror(reply->socket_rep.err));
 	} else if (p->n < DNSPROXY_POOL) {
 		p->fds[p->n++] = fd;
 	} else
@@ -324,11 +325,11 @@ dnsproxy_asendv(ares_socket_t fd, const struct iovec *iov, int n, void *arg)
 }
 
 static const struct ares_socket_functions dnsproxy_sockfns = {
-	.asocket = dnsproxy_asocket,
-	.aclose = dnsproxy_aclose,
-	.aconnect = dnsproxy_aconnect,
-	.arecvfrom = dnsproxy_arecvfrom,
-	.asendv = dnsproxy_asendv,
+    .asocket = dnsproxy_asocket,
+    .aclose = dnsproxy_aclose,
+    .aconnect = dnsproxy_aconnect,
+    .arecvfrom = dnsproxy_arecvfrom,
+    .asendv = dnsproxy_asendv,
 };
 
 /* --- c-ares in the event loop ----------------------------------------- */
@@ -430,8 +431,8 @@ dnsq_free(struct dnsq *dq)
 		t->inflight--;
 		/* Resume a client that was paused at the pipelining bound. */
 		if (!t->closed && evbuffer_get_length(bufferevent_get_input(t->bev)) >= 2)
-			bufferevent_trigger(t->bev, EV_READ,
-			    BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+			bufferevent_trigger(
+			    t->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
 		dnstcp_unref(t);
 	}
 	dq->d->inflight--;
@@ -488,7 +489,8 @@ dnsq_addr_pred(int family, const uint8_t *addr, void *arg)
 		log_begin(&l, LOG_WARN, "dns", "dns_filter");
 		log_str(&l, "name", dq->q.name);
 		log_str(&l, "addr", txt);
-		log_str(&l, "why", "inner address (loopback, link-local, metadata, own or private)");
+		log_str(
+		    &l, "why", "inner address (loopback, link-local, metadata, own or private)");
 		log_end(&l);
 		return false;
 	}
@@ -669,8 +671,8 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 	log_str(&l, "rule", dec.target);
 	log_end(&l);
 	/* A fresh query: only the question, our flags; c-ares sets a new id. */
-	if (dnswire_build_query(0, dq->q.name, dq->q.qtype, dq->q.qclass, qbuf, sizeof(qbuf),
-	        &qlen) != 0) {
+	if (dnswire_build_query(
+	        0, dq->q.name, dq->q.qtype, dq->q.qclass, qbuf, sizeof(qbuf), &qlen) != 0) {
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
 		return;
 	}
@@ -688,7 +690,8 @@ dnsproxy_udp_cb(evutil_socket_t fd, short what, void *arg)
 		struct dnsq *dq;
 		struct sockaddr_storage peer;
 		socklen_t plen = sizeof(peer);
-		ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&peer, &plen);
+		ssize_t n =
+		    recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&peer, &plen);
 
 		if (n < 0)
 			return;
@@ -728,9 +731,11 @@ dnstcp_read_cb(struct bufferevent *bev, void *arg)
 
 		if (avail < 2)
 			return;
-		p = evbuffer_pullup(in, avail < DNSWIRE_MAX_MSG + 2 ? (ssize_t)avail : DNSWIRE_MAX_MSG + 2);
-		switch (dnswire_tcp_frame(p, avail < DNSWIRE_MAX_MSG + 2 ? avail : DNSWIRE_MAX_MSG + 2,
-		    &msg, &mlen, &used)) {
+		p = evbuffer_pullup(
+		    in, avail < DNSWIRE_MAX_MSG + 2 ? (ssize_t)avail : DNSWIRE_MAX_MSG + 2);
+		switch (
+		    dnswire_tcp_frame(p, avail < DNSWIRE_MAX_MSG + 2 ? avail : DNSWIRE_MAX_MSG + 2,
+		        &msg, &mlen, &used)) {
 		case DNSWIRE_NEED_MORE:
 			return;
 		case DNSWIRE_OK:
@@ -764,8 +769,8 @@ dnstcp_event_cb(struct bufferevent *bev, short what, void *arg)
 }
 
 static void
-dnsproxy_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa, int salen,
-    void *arg)
+dnsproxy_accept_cb(
+    struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
 {
 	struct dnsproxy *d = arg;
 	struct dnstcp *t;
@@ -793,8 +798,8 @@ dnsproxy_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockad
 /* --- Setup ------------------------------------------------------------ */
 
 static int
-dnsproxy_upstreams(struct dnsproxy *d, struct ares_addr_port_node *nodes, size_t *n, char *err,
-    size_t errlen)
+dnsproxy_upstreams(
+    struct dnsproxy *d, struct ares_addr_port_node *nodes, size_t *n, char *err, size_t errlen)
 {
 	char buf[1024];
 	const char *spec = d->ws->cfg->dns_upstream;
@@ -813,8 +818,10 @@ dnsproxy_upstreams(struct dnsproxy *d, struct ares_addr_port_node *nodes, size_t
 		}
 		while (fgets(line, sizeof(line), f) != NULL) {
 			char ns[256];
-			if (sscanf(line, " nameserver %255s", ns) == 1 && o + strlen(ns) + 2 < sizeof(buf))
-				o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s%s", o ? "," : "", ns);
+			if (sscanf(line, " nameserver %255s", ns) == 1 &&
+			    o + strlen(ns) + 2 < sizeof(buf))
+				o += (size_t)snprintf(
+				    buf + o, sizeof(buf) - o, "%s%s", o ? "," : "", ns);
 		}
 		fclose(f);
 	} else
@@ -871,12 +878,13 @@ dnsproxy_upstreams(struct dnsproxy *d, struct ares_addr_port_node *nodes, size_t
 		(*n)++;
 		continue;
 	bad:
-		snprintf(err, errlen, "invalid DNS upstream \"%.64s\" (want ip, ip:port or [ip6]:port)",
-		    t);
+		snprintf(err, errlen,
+		    "invalid DNS upstream \"%.64s\" (want ip, ip:port or [ip6]:port)", t);
 		return -1;
 	}
 	if (*n == 0) {
-		snprintf(err, errlen, "no DNS upstream configured (resolv.conf or "
+		snprintf(err, errlen,
+		    "no DNS upstream configured (resolv.conf or "
 		    "OPENSANDBOX_EGRESS_DNS_UPSTREAM)");
 		return -1;
 	}

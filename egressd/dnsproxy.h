@@ -29,13 +29,13 @@ struct dnsproxy;
  * set up c-ares with the upstream servers and start filling the socket
  * pool. `ready_cb` is called once the first marked sockets arrived.
  */
-struct dnsproxy *dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg,
-    char *err, size_t errlen);
+struct dnsproxy *dnsproxy_new(
+    struct wstate *ws, void (*ready_cb)(void *arg), void *arg, char *err, size_t errlen);
 
 void dnsproxy_free(struct dnsproxy *d);
 
 /* Whether the answer address may be learned and given to the workload. */
-bool dnsproxy_addr_ok(const struct dnsproxy *d, int family, const unsigned char *addr,
-    bool block_private);
+bool dnsproxy_addr_ok(
+    const struct dnsproxy *d, int family, const unsigned char *addr, bool block_private);
 
 #endif

@@ -65,7 +65,7 @@ cur_u32(struct dnswire_cur *c, uint32_t *v)
 	if (c->off > c->len || c->len - c->off < 4)
 		return false;
 	*v = (uint32_t)c->p[c->off] << 24 | (uint32_t)c->p[c->off + 1] << 16 |
-	    (uint32_t)c->p[c->off + 2] << 8 | c->p[c->off + 3];
+	     (uint32_t)c->p[c->off + 2] << 8 | c->p[c->off + 3];
 	c->off += 4;
 	return true;
 }
@@ -221,8 +221,8 @@ wire_eq(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
 
 /* Split a TCP stream: a 2-byte length then the message (a view into buf). */
 enum dnswire_status
-dnswire_tcp_frame(const uint8_t *buf, size_t len, const uint8_t **msg, size_t *msg_len,
-    size_t *consumed)
+dnswire_tcp_frame(
+    const uint8_t *buf, size_t len, const uint8_t **msg, size_t *msg_len, size_t *consumed)
 {
 	size_t n;
 
@@ -322,8 +322,8 @@ static void
 out_reply_head(struct dnswire_out *o, const struct dnswire_query *q, uint8_t fl1, uint8_t rcode)
 {
 	out_u16(o, q->id);
-	out_u8(o, (uint8_t)(DNSWIRE_FLAG_QR | (q->opcode & 0x0f) << 3 | (q->rd ? DNSWIRE_FLAG_RD : 0) |
-		      fl1));
+	out_u8(o, (uint8_t)(DNSWIRE_FLAG_QR | (q->opcode & 0x0f) << 3 |
+	                    (q->rd ? DNSWIRE_FLAG_RD : 0) | fl1));
 	out_u8(o, rcode & 0x0f);
 	out_u16(o, q->has_question ? 1 : 0);
 	out_u16(o, 0);
@@ -335,8 +335,8 @@ out_reply_head(struct dnswire_out *o, const struct dnswire_query *q, uint8_t fl1
 
 /* Build an answerless reply with rcode, echoing id/opcode/RD/question of q. */
 int
-dnswire_build_error(const struct dnswire_query *q, uint8_t rcode, uint8_t *out, size_t cap,
-    size_t *out_len)
+dnswire_build_error(
+    const struct dnswire_query *q, uint8_t rcode, uint8_t *out, size_t cap, size_t *out_len)
 {
 	struct dnswire_out o = {out, cap, 0, false};
 
@@ -354,8 +354,8 @@ dnswire_build_error(const struct dnswire_query *q, uint8_t rcode, uint8_t *out, 
 
 /* Build a fresh upstream query: RD, one question, our OPT RR (no options). */
 int
-dnswire_build_query(uint16_t id, const char *name, uint16_t qtype, uint16_t qclass,
-    uint8_t *out, size_t cap, size_t *out_len)
+dnswire_build_query(uint16_t id, const char *name, uint16_t qtype, uint16_t qclass, uint8_t *out,
+    size_t cap, size_t *out_len)
 {
 	struct dnswire_out o = {out, cap, 0, false};
 	size_t n = strlen(name), wl = 0;
@@ -492,8 +492,8 @@ chain_find(uint8_t chain[][DNSWIRE_MAX_NAME_WIRE], const size_t *chain_len, size
 
 /* Header + question only, TC set: the client retries over TCP. */
 static enum dnswire_status
-write_truncated(const struct dnswire_query *q, uint8_t ra, uint8_t rcode, uint8_t *out,
-    size_t cap, size_t *out_len, struct dnswire_answer *res)
+write_truncated(const struct dnswire_query *q, uint8_t ra, uint8_t rcode, uint8_t *out, size_t cap,
+    size_t *out_len, struct dnswire_answer *res)
 {
 	struct dnswire_out o = {out, cap, 0, false};
 
@@ -513,9 +513,9 @@ write_truncated(const struct dnswire_query *q, uint8_t ra, uint8_t rcode, uint8_
 
 /* Parse the upstream reply and write the filtered reply for the client. */
 enum dnswire_status
-dnswire_filter_answer(const uint8_t *pkt, size_t len, uint16_t up_id,
-    const struct dnswire_query *q, dnswire_addr_ok_cb ok_cb, void *arg, size_t max_len,
-    uint8_t *out, size_t cap, size_t *out_len, struct dnswire_answer *res)
+dnswire_filter_answer(const uint8_t *pkt, size_t len, uint16_t up_id, const struct dnswire_query *q,
+    dnswire_addr_ok_cb ok_cb, void *arg, size_t max_len, uint8_t *out, size_t cap, size_t *out_len,
+    struct dnswire_answer *res)
 {
 	struct dnswire_cur c = {pkt, len, 0};
 	struct dnswire_out o = {out, cap, 0, false};
@@ -621,7 +621,8 @@ dnswire_filter_answer(const uint8_t *pkt, size_t len, uint16_t up_id,
 				return DNSWIRE_INVALID;
 			/* Off-chain, refused or beyond the limit: not sent, not learned. */
 			if (chain_find(chain, chain_len, nchain, w, wl) < 0 ||
-			    res->naddrs >= DNSWIRE_MAX_ADDRS || !ok_cb(fam, pkt + rr->rdata_off, arg)) {
+			    res->naddrs >= DNSWIRE_MAX_ADDRS ||
+			    !ok_cb(fam, pkt + rr->rdata_off, arg)) {
 				res->nremoved++;
 				continue;
 			}

@@ -10,15 +10,15 @@
 #include <stdint.h>
 
 #define DNSWIRE_HDR_LEN 12
-#define DNSWIRE_MAX_MSG 65535		/* largest DNS message (TCP frame) */
-#define DNSWIRE_MAX_NAME_WIRE 255	/* RFC 1035 2.3.4, wire form */
-#define DNSWIRE_MAX_NAME 253		/* text form without trailing dot */
+#define DNSWIRE_MAX_MSG 65535     /* largest DNS message (TCP frame) */
+#define DNSWIRE_MAX_NAME_WIRE 255 /* RFC 1035 2.3.4, wire form */
+#define DNSWIRE_MAX_NAME 253      /* text form without trailing dot */
 #define DNSWIRE_MAX_LABEL 63
-#define DNSWIRE_MAX_PTR_HOPS 64		/* compression pointers per name */
-#define DNSWIRE_MAX_RRS 256		/* answer RRs handled per upstream reply */
-#define DNSWIRE_MAX_CNAME_CHAIN 16	/* CNAME hops followed from the qname */
-#define DNSWIRE_MAX_ADDRS 64		/* A/AAAA addresses kept per reply */
-#define DNSWIRE_EDNS_UDP_SIZE 1232	/* advertised in our own OPT RR */
+#define DNSWIRE_MAX_PTR_HOPS 64    /* compression pointers per name */
+#define DNSWIRE_MAX_RRS 256        /* answer RRs handled per upstream reply */
+#define DNSWIRE_MAX_CNAME_CHAIN 16 /* CNAME hops followed from the qname */
+#define DNSWIRE_MAX_ADDRS 64       /* A/AAAA addresses kept per reply */
+#define DNSWIRE_EDNS_UDP_SIZE 1232 /* advertised in our own OPT RR */
 #define DNSWIRE_MAX_QUESTION (DNSWIRE_MAX_NAME_WIRE + 4)
 
 #define DNSWIRE_TYPE_A 1
@@ -40,7 +40,7 @@
 #define DNSWIRE_RCODE_REFUSED 5
 
 enum dnswire_status {
-	DNSWIRE_OK,	   /* parsed; *consumed bytes used */
+	DNSWIRE_OK,        /* parsed; *consumed bytes used */
 	DNSWIRE_NEED_MORE, /* only from dnswire_tcp_frame: read more bytes */
 	DNSWIRE_INVALID,   /* malformed or not acceptable */
 	DNSWIRE_TOO_LARGE, /* exceeds a limit or the output buffer */
@@ -48,13 +48,13 @@ enum dnswire_status {
 
 /* A parsed client query. Filled by dnswire_parse_query. */
 struct dnswire_query {
-	bool hdr_valid;	   /* header readable: a FORMERR reply may be sent */
+	bool hdr_valid;    /* header readable: a FORMERR reply may be sent */
 	bool has_question; /* question parsed (false: FORMERR has qdcount 0) */
 	uint16_t id;
 	uint8_t opcode;
 	bool rd;
 	bool cd;
-	bool has_opt;	   /* an OPT RR was present in the additional section */
+	bool has_opt;      /* an OPT RR was present in the additional section */
 	uint16_t udp_size; /* client's reply size limit: 512 or its EDNS size */
 	uint16_t qtype;
 	uint16_t qclass;
@@ -79,7 +79,7 @@ struct dnswire_answer {
 	bool truncated; /* upstream set TC: reply is header+question with TC */
 	size_t naddrs;
 	struct dnswire_addr addrs[DNSWIRE_MAX_ADDRS];
-	size_t nremoved; /* A/AAAA dropped by the predicate or off the chain */
+	size_t nremoved;  /* A/AAAA dropped by the predicate or off the chain */
 	uint32_t min_ttl; /* over kept addresses; 0 if none */
 };
 

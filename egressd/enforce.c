@@ -30,14 +30,16 @@ enforce_ports(const struct config *cfg, struct nftrules_config *nc, char *err, s
 		char *end;
 		unsigned long v = strtoul(t, &end, 10);
 
-		if (*end != '\0' || v == 0 || v > 65535 || nc->nintercept >= NFTRULES_MAX_INTERCEPT) {
+		if (*end != '\0' || v == 0 || v > 65535 ||
+		    nc->nintercept >= NFTRULES_MAX_INTERCEPT) {
 			snprintf(err, errlen, "intercept-ports: bad port list \"%s\"",
 			    cfg->intercept_ports);
 			return -1;
 		}
 		nc->intercept_ports[nc->nintercept].port = (uint16_t)v;
 		/* Port 80 and any non-TLS port configured as such go to the plain listener. */
-		nc->intercept_ports[nc->nintercept].to_port = v == 80 ? cfg->plain_port : cfg->tls_port;
+		nc->intercept_ports[nc->nintercept].to_port =
+		    v == 80 ? cfg->plain_port : cfg->tls_port;
 		nc->nintercept++;
 	}
 	return 0;
@@ -79,9 +81,9 @@ int
 enforce_install(struct enforce *e, char *err, size_t errlen)
 {
 	struct nftrules_static st = {
-		.rules = NULL,
-		.nrules = 0,
-		.default_action = e->dns_only ? NFTRULES_ALLOW : NFTRULES_DENY,
+	    .rules = NULL,
+	    .nrules = 0,
+	    .default_action = e->dns_only ? NFTRULES_ALLOW : NFTRULES_DENY,
 	};
 
 	if (nftrules_install(e->nft, &st) != 0) {
@@ -105,8 +107,8 @@ enforce_static(struct enforce *e, const struct chan_static_elem *elems, size_t n
 		default_allow = true;
 	}
 	if (n > NFTRULES_MAX_RULES) {
-		snprintf(err, errlen, "%zu IP rules exceed the nft limit of %d", n,
-		    NFTRULES_MAX_RULES);
+		snprintf(
+		    err, errlen, "%zu IP rules exceed the nft limit of %d", n, NFTRULES_MAX_RULES);
 		return -1;
 	}
 	if (n > 0 && (rules = calloc(n, sizeof(*rules))) == NULL) {

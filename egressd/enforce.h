@@ -29,8 +29,8 @@ int enforce_static(struct enforce *e, const struct chan_static_elem *elems, size
     bool default_allow, char *err, size_t errlen) __attribute__((warn_unused_result));
 
 /* Add (or refresh) learned addresses with their timeouts, in one batch. */
-int enforce_learn(struct enforce *e, const struct chan_learn *l, size_t n, char *err,
-    size_t errlen) __attribute__((warn_unused_result));
+int enforce_learn(struct enforce *e, const struct chan_learn *l, size_t n, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
 
 /* Remove learned addresses, in one batch; absent ones are not an error. */
 int enforce_forget(struct enforce *e, const struct chan_learn *l, size_t n, char *err,

@@ -42,7 +42,7 @@ learnmap_same(const struct learnmap_entry *e, const char *name, int family, cons
     uint16_t port)
 {
 	return e->family == family && e->port == port && memcmp(e->addr, addr, 16) == 0 &&
-	    strcmp(e->name, name) == 0;
+	       strcmp(e->name, name) == 0;
 }
 
 /* A new, empty map. */
@@ -77,8 +77,8 @@ learnmap_norm(int family, const uint8_t *addr, uint8_t out[16])
 }
 
 int
-learnmap_add(struct learnmap *m, const char *name, int family, const uint8_t *addr,
-    uint16_t port, time_t expires)
+learnmap_add(struct learnmap *m, const char *name, int family, const uint8_t *addr, uint16_t port,
+    time_t expires)
 {
 	uint8_t a[16];
 	uint32_t h;

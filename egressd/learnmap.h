@@ -22,7 +22,7 @@ struct learnmap_entry {
 	const char *name; /* canonical name asked by the client */
 	int family;
 	uint8_t addr[16];
-	uint16_t port; /* 0: all ports */
+	uint16_t port;  /* 0: all ports */
 	time_t expires; /* CLOCK_MONOTONIC seconds */
 };
 

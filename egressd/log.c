@@ -25,10 +25,10 @@ static int log_fd = 2;
 #define LOG_RESERVE 16
 
 static const char *const log_level_names[] = {
-	[LOG_DEBUG] = "debug",
-	[LOG_INFO] = "info",
-	[LOG_WARN] = "warn",
-	[LOG_ERROR] = "error",
+    [LOG_DEBUG] = "debug",
+    [LOG_INFO] = "info",
+    [LOG_WARN] = "warn",
+    [LOG_ERROR] = "error",
 };
 
 /* Set the process role ("parent", "worker", "cli"), level and output fd. */

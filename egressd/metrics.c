@@ -9,7 +9,18 @@
 
 /* Upper bounds (seconds) of the histogram buckets; the last is +Inf. */
 static const double metrics_bounds[METRICS_NBUCKETS] = {
-	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1e300,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.5,
+    1e300,
 };
 
 /* Count one observation. */
@@ -29,13 +40,12 @@ metrics_observe(struct metrics_hist *h, double seconds)
 static void
 metrics_counter(struct evbuffer *out, const char *name, const char *help, uint64_t v)
 {
-	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
-	    (unsigned long long)v);
+	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name,
+	    name, (unsigned long long)v);
 }
 
 static void
-metrics_hist(struct evbuffer *out, const char *name, const char *help,
-    const struct metrics_hist *h)
+metrics_hist(struct evbuffer *out, const char *name, const char *help, const struct metrics_hist *h)
 {
 	uint64_t cum = 0;
 
@@ -43,14 +53,14 @@ metrics_hist(struct evbuffer *out, const char *name, const char *help,
 	for (int i = 0; i < METRICS_NBUCKETS; i++) {
 		cum += h->buckets[i];
 		if (i == METRICS_NBUCKETS - 1)
-			evbuffer_add_printf(out, "%s_bucket{le=\"+Inf\"} %llu\n", name,
-			    (unsigned long long)cum);
+			evbuffer_add_printf(
+			    out, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
 		else
-			evbuffer_add_printf(out, "%s_bucket{le=\"%g\"} %llu\n", name, metrics_bounds[i],
-			    (unsigned long long)cum);
+			evbuffer_add_printf(out, "%s_bucket{le=\"%g\"} %llu\n", name,
+			    metrics_bounds[i], (unsigned long long)cum);
 	}
-	evbuffer_add_printf(out, "%s_sum %.9f\n%s_count %llu\n", name, h->sum, name,
-	    (unsigned long long)h->count);
+	evbuffer_add_printf(
+	    out, "%s_sum %.9f\n%s_count %llu\n", name, h->sum, name, (unsigned long long)h->count);
 }
 
 int
@@ -61,21 +71,25 @@ metrics_format(const struct metrics *m, const char *mode, uint64_t revision, boo
 	    "# HELP egressd_info Build and mode.\n# TYPE egressd_info gauge\n"
 	    "egressd_info{mode=\"%s\"} 1\n",
 	    mode);
-	evbuffer_add_printf(out, "# HELP egressd_ready Enforcement in place.\n"
-	    "# TYPE egressd_ready gauge\negressd_ready %d\n", ready ? 1 : 0);
-	evbuffer_add_printf(out, "# HELP egressd_policy_revision Applied policy changes.\n"
+	evbuffer_add_printf(out,
+	    "# HELP egressd_ready Enforcement in place.\n"
+	    "# TYPE egressd_ready gauge\negressd_ready %d\n",
+	    ready ? 1 : 0);
+	evbuffer_add_printf(out,
+	    "# HELP egressd_policy_revision Applied policy changes.\n"
 	    "# TYPE egressd_policy_revision gauge\negressd_policy_revision %llu\n",
 	    (unsigned long long)revision);
-	evbuffer_add_printf(out, "# HELP egressd_learned_entries Learned destinations.\n"
+	evbuffer_add_printf(out,
+	    "# HELP egressd_learned_entries Learned destinations.\n"
 	    "# TYPE egressd_learned_entries gauge\negressd_learned_entries %llu\n",
 	    (unsigned long long)learned_entries);
 	metrics_counter(out, "egressd_dns_queries_total", "DNS queries received.", m->dns_queries);
-	metrics_counter(out, "egressd_dns_allowed_total", "DNS queries resolved upstream.",
-	    m->dns_allowed);
-	metrics_counter(out, "egressd_dns_denied_total", "DNS queries denied (NXDOMAIN).",
-	    m->dns_denied);
-	metrics_counter(out, "egressd_dns_servfail_total", "DNS queries answered SERVFAIL.",
-	    m->dns_servfail);
+	metrics_counter(
+	    out, "egressd_dns_allowed_total", "DNS queries resolved upstream.", m->dns_allowed);
+	metrics_counter(
+	    out, "egressd_dns_denied_total", "DNS queries denied (NXDOMAIN).", m->dns_denied);
+	metrics_counter(
+	    out, "egressd_dns_servfail_total", "DNS queries answered SERVFAIL.", m->dns_servfail);
 	metrics_counter(out, "egressd_dns_formerr_total", "Malformed DNS queries.", m->dns_formerr);
 	metrics_counter(out, "egressd_dns_filtered_addresses_total",
 	    "Answer addresses removed (loopback, link-local, metadata, private).",
@@ -83,11 +97,12 @@ metrics_format(const struct metrics *m, const char *mode, uint64_t revision, boo
 	metrics_counter(out, "egressd_dns_learned_total", "Addresses added to the learned sets.",
 	    m->dns_learned);
 	metrics_counter(out, "egressd_nft_errors_total", "Failed nft changes.", m->nft_errors);
-	metrics_counter(out, "egressd_policy_applies_total", "Policy changes applied.",
-	    m->policy_applies);
-	metrics_counter(out, "egressd_policy_failures_total", "Policy changes refused.",
-	    m->policy_failures);
-	metrics_counter(out, "egressd_api_requests_total", "Control API requests.", m->api_requests);
+	metrics_counter(
+	    out, "egressd_policy_applies_total", "Policy changes applied.", m->policy_applies);
+	metrics_counter(
+	    out, "egressd_policy_failures_total", "Policy changes refused.", m->policy_failures);
+	metrics_counter(
+	    out, "egressd_api_requests_total", "Control API requests.", m->api_requests);
 	metrics_counter(out, "egressd_api_auth_failures_total", "Control API auth failures.",
 	    m->api_auth_failures);
 	metrics_counter(out, "egressd_connections_total", "Intercepted connections accepted.",
@@ -99,8 +114,8 @@ metrics_format(const struct metrics *m, const char *mode, uint64_t revision, boo
 	metrics_counter(out, "egressd_connections_terminated_total",
 	    "Connections terminated for credential injection.", m->conn_terminated);
 	metrics_counter(out, "egressd_injections_total", "Credentials injected.", m->inject_total);
-	metrics_counter(out, "egressd_redactions_total", "Secret occurrences masked.",
-	    m->redact_total);
+	metrics_counter(
+	    out, "egressd_redactions_total", "Secret occurrences masked.", m->redact_total);
 	metrics_hist(out, "egressd_dns_latency_seconds", "DNS answer latency.", &m->dns_latency);
 	metrics_hist(out, "egressd_api_latency_seconds", "Control API latency.", &m->api_latency);
 	return 0;

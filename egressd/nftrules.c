@@ -244,7 +244,8 @@ msg_set(struct nftrules_batch *b, const struct nftrules_config *cfg, enum nftrul
 		uint8_t fields[2] = {(uint8_t)alen, 2};
 
 		flags |= NFT_SET_CONCAT;
-		nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, atype << NFTRULES_TYPE_BITS | NFTRULES_TYPE_SERVICE);
+		nftnl_set_set_u32(
+		    s, NFTNL_SET_KEY_TYPE, atype << NFTRULES_TYPE_BITS | NFTRULES_TYPE_SERVICE);
 		nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, alen + 4);
 		nftnl_set_set_data(s, NFTNL_SET_DESC_CONCAT, fields, sizeof(fields));
 	} else {
@@ -252,8 +253,8 @@ msg_set(struct nftrules_batch *b, const struct nftrules_config *cfg, enum nftrul
 		nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, alen);
 	}
 	nftnl_set_set_u32(s, NFTNL_SET_FLAGS, flags);
-	nlh = nftnl_set_nlmsg_build_hdr(p, NFT_MSG_NEWSET, NFPROTO_INET, NLM_F_CREATE | NLM_F_ACK,
-	    b->seq++);
+	nlh = nftnl_set_nlmsg_build_hdr(
+	    p, NFT_MSG_NEWSET, NFPROTO_INET, NLM_F_CREATE | NLM_F_ACK, b->seq++);
 	nftnl_set_nlmsg_build_payload(nlh, s);
 	nftnl_set_free(s);
 	batch_commit(b, nlh, "add set", nftrules_set_name(kind, family));
@@ -299,8 +300,8 @@ addr_inc(uint8_t *a, size_t alen)
 
 /* Add elements for ranges[0..n) of a static set, in chunked messages. */
 static void
-msg_elems(struct nftrules_batch *b, const struct nftrules_config *cfg,
-    enum nftrules_set_kind kind, int family, const struct nftrules_range *r, size_t n)
+msg_elems(struct nftrules_batch *b, const struct nftrules_config *cfg, enum nftrules_set_kind kind,
+    int family, const struct nftrules_range *r, size_t n)
 {
 	size_t alen = fam_alen(family), klen = kind_has_port(kind) ? alen + 4 : alen;
 	size_t i = 0;
@@ -346,12 +347,13 @@ msg_elems(struct nftrules_batch *b, const struct nftrules_config *cfg,
 					break;
 				}
 				nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, end, (uint32_t)alen);
-				nftnl_set_elem_set_u32(e, NFTNL_SET_ELEM_FLAGS, NFT_SET_ELEM_INTERVAL_END);
+				nftnl_set_elem_set_u32(
+				    e, NFTNL_SET_ELEM_FLAGS, NFT_SET_ELEM_INTERVAL_END);
 				nftnl_set_elem_add(s, e);
 			}
 		}
-		nlh = nftnl_set_elem_nlmsg_build_hdr(p, NFT_MSG_NEWSETELEM, NFPROTO_INET,
-		    NLM_F_CREATE | NLM_F_ACK, b->seq++);
+		nlh = nftnl_set_elem_nlmsg_build_hdr(
+		    p, NFT_MSG_NEWSETELEM, NFPROTO_INET, NLM_F_CREATE | NLM_F_ACK, b->seq++);
 		nftnl_set_elems_nlmsg_build_payload(nlh, s);
 		nftnl_set_free(s);
 		batch_commit(b, nlh, "add elements", nftrules_set_name(kind, family));
@@ -403,8 +405,8 @@ ex_meta_eq8(struct nftnl_rule *r, uint32_t key, uint8_t v, bool *oom)
 }
 
 static void
-ex_payload(struct nftnl_rule *r, uint32_t base, uint32_t off, uint32_t len, uint32_t dreg,
-    bool *oom)
+ex_payload(
+    struct nftnl_rule *r, uint32_t base, uint32_t off, uint32_t len, uint32_t dreg, bool *oom)
 {
 	struct nftnl_expr *e = ex(r, "payload", oom);
 
@@ -510,8 +512,8 @@ msg_rule(struct nftrules_batch *b, struct nftnl_rule *r, bool oom, const char *c
 			nftnl_rule_free(r);
 		return;
 	}
-	nlh = nftnl_rule_nlmsg_build_hdr(p, NFT_MSG_NEWRULE, NFPROTO_INET,
-	    NLM_F_CREATE | NLM_F_APPEND | NLM_F_ACK, b->seq++);
+	nlh = nftnl_rule_nlmsg_build_hdr(
+	    p, NFT_MSG_NEWRULE, NFPROTO_INET, NLM_F_CREATE | NLM_F_APPEND | NLM_F_ACK, b->seq++);
 	nftnl_rule_nlmsg_build_payload(nlh, r);
 	nftnl_rule_free(r);
 	batch_commit(b, nlh, "add rule to", chain);
@@ -519,8 +521,8 @@ msg_rule(struct nftrules_batch *b, struct nftnl_rule *r, bool oom, const char *c
 
 /* mark == cfg->mark -> verdict. */
 static void
-rule_mark(struct nftrules_batch *b, const struct nftrules_config *cfg, const char *chain,
-    int verdict)
+rule_mark(
+    struct nftrules_batch *b, const struct nftrules_config *cfg, const char *chain, int verdict)
 {
 	struct nftnl_rule *r = rule_new(cfg, chain);
 	bool oom = r == NULL;
@@ -557,23 +559,23 @@ rule_port(struct nftrules_batch *b, const struct nftrules_config *cfg, const cha
  * in set -> accept or reject. proto 0 matches any L4 protocol.
  */
 static void
-rule_set(struct nftrules_batch *b, const struct nftrules_config *cfg,
-    enum nftrules_set_kind kind, int family, uint8_t proto, bool reject)
+rule_set(struct nftrules_batch *b, const struct nftrules_config *cfg, enum nftrules_set_kind kind,
+    int family, uint8_t proto, bool reject)
 {
 	struct nftnl_rule *r = rule_new(cfg, NFTRULES_CHAIN_FILTER);
 	bool oom = r == NULL;
 	uint32_t alen = (uint32_t)fam_alen(family);
 
 	if (r != NULL) {
-		ex_meta_eq8(r, NFT_META_NFPROTO, family == AF_INET ? NFPROTO_IPV4 : NFPROTO_IPV6,
-		    &oom);
+		ex_meta_eq8(
+		    r, NFT_META_NFPROTO, family == AF_INET ? NFPROTO_IPV4 : NFPROTO_IPV6, &oom);
 		if (proto != 0)
 			ex_meta_eq8(r, NFT_META_L4PROTO, proto, &oom);
 		ex_payload(r, NFT_PAYLOAD_NETWORK_HEADER, family == AF_INET ? 16 : 24, alen,
 		    NFT_REG32_00, &oom);
 		if (kind_has_port(kind))
-			ex_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG32_00 + alen / 4,
-			    &oom);
+			ex_payload(
+			    r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG32_00 + alen / 4, &oom);
 		ex_lookup(r, nftrules_set_name(kind, family), set_id(b, kind, family), &oom);
 		if (reject)
 			ex_reject(r, proto == IPPROTO_TCP, &oom);
@@ -584,8 +586,8 @@ rule_set(struct nftrules_batch *b, const struct nftrules_config *cfg,
 }
 
 static void
-chain_filter_rules(struct nftrules_batch *b, const struct nftrules_config *cfg,
-    enum nftrules_action def)
+chain_filter_rules(
+    struct nftrules_batch *b, const struct nftrules_config *cfg, enum nftrules_action def)
 {
 	static const uint8_t nd[] = {NFTRULES_ICMPV6_RS, NFTRULES_ICMPV6_NS, NFTRULES_ICMPV6_NA};
 	static const int fams[] = {AF_INET, AF_INET6};
@@ -751,8 +753,8 @@ msg_chain(struct nftrules_batch *b, const struct nftrules_config *cfg, const cha
 	nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, NF_INET_LOCAL_OUT);
 	nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, prio);
 	nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, NF_ACCEPT);
-	nlh = nftnl_chain_nlmsg_build_hdr(p, NFT_MSG_NEWCHAIN, NFPROTO_INET,
-	    NLM_F_CREATE | NLM_F_ACK, b->seq++);
+	nlh = nftnl_chain_nlmsg_build_hdr(
+	    p, NFT_MSG_NEWCHAIN, NFPROTO_INET, NLM_F_CREATE | NLM_F_ACK, b->seq++);
 	nftnl_chain_nlmsg_build_payload(nlh, c);
 	nftnl_chain_free(c);
 	batch_commit(b, nlh, "add chain", name);
@@ -793,9 +795,9 @@ range_cmp(const void *a, const void *b)
 	return x->phi < y->phi ? -1 : x->phi > y->phi;
 }
 
-/* Sort; merge overlapping or adjacent address ranges (exact dups for ports). */
+/* Sort; merge overlapping or adjacent address ranges. */
 static size_t
-ranges_normalise(struct nftrules_range *r, size_t n, size_t alen, bool ports)
+ranges_normalise(struct nftrules_range *r, size_t n, size_t alen)
 {
 	size_t out = 0;
 
@@ -807,11 +809,6 @@ ranges_normalise(struct nftrules_range *r, size_t n, size_t alen, bool ports)
 		uint8_t next[16];
 		bool adj;
 
-		if (ports) {
-			if (range_cmp(last, &r[i]) != 0)
-				r[++out] = r[i];
-			continue;
-		}
 		memcpy(next, last->hi, alen);
 		adj = !addr_inc(next, alen) || memcmp(r[i].lo, next, alen) <= 0;
 		if (!adj) {
@@ -824,14 +821,107 @@ ranges_normalise(struct nftrules_range *r, size_t n, size_t alen, bool ports)
 	return out + 1;
 }
 
+static int
+u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Port-scoped ranges made disjoint: the kernel refuses overlapping
+ * elements in a concatenated interval set. Ports are cut at every rule
+ * boundary; within each piece the covering address ranges are merged;
+ * neighbouring pieces with the same addresses are joined again.
+ * Returns an owned array (NULL with *nout 0 when empty or out of memory).
+ */
+static struct nftrules_range *
+ranges_disjoint_ports(
+    const struct nftrules_range *r, size_t n, size_t alen, size_t *nout, bool *oom)
+{
+	uint32_t *bd = calloc(2 * n + 1, sizeof(*bd));
+	struct nftrules_range *tmp = calloc(n + 1, sizeof(*tmp)), *out = NULL;
+	size_t nb = 0, no = 0, cap = 0, prev_start = 0, prev_n = 0;
+	uint32_t prev_end = 0;
+	bool have_prev = false;
+
+	*nout = 0;
+	if (bd == NULL || tmp == NULL)
+		goto nomem;
+	for (size_t i = 0; i < n; i++) {
+		bd[nb++] = r[i].plo;
+		bd[nb++] = (uint32_t)r[i].phi + 1;
+	}
+	qsort(bd, nb, sizeof(*bd), u32_cmp);
+	for (size_t k = 0; k + 1 < nb; k++) {
+		uint32_t a = bd[k], e = bd[k + 1] - 1;
+		size_t m = 0;
+		bool same;
+
+		if (bd[k + 1] == a)
+			continue;
+		for (size_t i = 0; i < n; i++)
+			if (r[i].plo <= a && r[i].phi >= e) {
+				tmp[m] = r[i];
+				tmp[m].plo = tmp[m].phi = 0;
+				m++;
+			}
+		m = ranges_normalise(tmp, m, alen);
+		if (m == 0) {
+			have_prev = false;
+			continue;
+		}
+		same = have_prev && prev_end + 1 == a && prev_n == m;
+		for (size_t j = 0; same && j < m; j++)
+			same = memcmp(out[prev_start + j].lo, tmp[j].lo, 16) == 0 &&
+			       memcmp(out[prev_start + j].hi, tmp[j].hi, 16) == 0;
+		if (same) {
+			for (size_t j = 0; j < m; j++)
+				out[prev_start + j].phi = (uint16_t)e;
+			prev_end = e;
+			continue;
+		}
+		if (cap - no < m) {
+			size_t ncap = (cap + m) * 2;
+			struct nftrules_range *nr = realloc(out, ncap * sizeof(*nr));
+
+			if (nr == NULL)
+				goto nomem;
+			out = nr;
+			cap = ncap;
+		}
+		for (size_t j = 0; j < m; j++) {
+			out[no + j] = tmp[j];
+			out[no + j].plo = (uint16_t)a;
+			out[no + j].phi = (uint16_t)e;
+		}
+		prev_start = no;
+		prev_n = m;
+		prev_end = e;
+		have_prev = true;
+		no += m;
+	}
+	free(bd);
+	free(tmp);
+	*nout = no;
+	return out;
+nomem:
+	free(bd);
+	free(tmp);
+	free(out);
+	*oom = true;
+	return NULL;
+}
+
 /* Validate the rules and emit the elements of the static sets. */
 static void
-static_elems(struct nftrules_batch *b, const struct nftrules_config *cfg,
-    const struct nftrules_static *st)
+static_elems(
+    struct nftrules_batch *b, const struct nftrules_config *cfg, const struct nftrules_static *st)
 {
 	static const int fams[] = {AF_INET, AF_INET6};
-	static const enum nftrules_set_kind kinds[] = {NFTRULES_SET_ALLOW, NFTRULES_SET_DENY,
-	    NFTRULES_SET_ALLOWP, NFTRULES_SET_DENYP};
+	static const enum nftrules_set_kind kinds[] = {
+	    NFTRULES_SET_ALLOW, NFTRULES_SET_DENY, NFTRULES_SET_ALLOWP, NFTRULES_SET_DENYP};
 	struct nftrules_range *r;
 
 	if (st->nrules > NFTRULES_MAX_RULES) {
@@ -860,8 +950,8 @@ static_elems(struct nftrules_batch *b, const struct nftrules_config *cfg,
 			bool ports = kind_has_port(kinds[k]);
 			enum nftrules_action act =
 			    (kinds[k] == NFTRULES_SET_DENY || kinds[k] == NFTRULES_SET_DENYP)
-				? NFTRULES_DENY
-				: NFTRULES_ALLOW;
+			        ? NFTRULES_DENY
+			        : NFTRULES_ALLOW;
 			size_t n = 0;
 
 			for (size_t i = 0; i < st->nrules; i++) {
@@ -873,9 +963,9 @@ static_elems(struct nftrules_batch *b, const struct nftrules_config *cfg,
 				memset(&r[n], 0, sizeof(r[n]));
 				for (size_t by = 0; by < alen; by++) {
 					int bits = (int)x->prefix_len - (int)by * 8;
-					uint8_t mask = bits >= 8 ? 0xff
-						       : bits <= 0 ? 0
-								   : (uint8_t)(0xff << (8 - bits));
+					uint8_t mask = bits >= 8   ? 0xff
+					               : bits <= 0 ? 0
+					                           : (uint8_t)(0xff << (8 - bits));
 
 					r[n].lo[by] = x->addr[by] & mask;
 					r[n].hi[by] = (uint8_t)(r[n].lo[by] | (uint8_t)~mask);
@@ -884,7 +974,18 @@ static_elems(struct nftrules_batch *b, const struct nftrules_config *cfg,
 				r[n].phi = x->port_hi;
 				n++;
 			}
-			n = ranges_normalise(r, n, alen, ports);
+			if (ports) {
+				bool oom = false;
+				struct nftrules_range *d =
+				    ranges_disjoint_ports(r, n, alen, &n, &oom);
+
+				if (oom)
+					batch_fail(b, "out of memory");
+				msg_elems(b, cfg, kinds[k], fams[f], d, n);
+				free(d);
+				continue;
+			}
+			n = ranges_normalise(r, n, alen);
 			msg_elems(b, cfg, kinds[k], fams[f], r, n);
 		}
 	}
@@ -906,8 +1007,8 @@ config_ok(struct nftrules_batch *b, const struct nftrules_config *cfg)
 
 /* Whole table: add+delete+add table, sets, chains, rules, static elements. */
 int
-nftrules_build_install(struct nftrules_batch *b, const struct nftrules_config *cfg,
-    const struct nftrules_static *st)
+nftrules_build_install(
+    struct nftrules_batch *b, const struct nftrules_config *cfg, const struct nftrules_static *st)
 {
 	static const int fams[] = {AF_INET, AF_INET6};
 
@@ -931,8 +1032,8 @@ nftrules_build_install(struct nftrules_batch *b, const struct nftrules_config *c
 
 /* Flush and refill allow/deny sets, flush and refill the filter chain. */
 int
-nftrules_build_update_static(struct nftrules_batch *b, const struct nftrules_config *cfg,
-    const struct nftrules_static *st)
+nftrules_build_update_static(
+    struct nftrules_batch *b, const struct nftrules_config *cfg, const struct nftrules_static *st)
 {
 	static const int fams[] = {AF_INET, AF_INET6};
 
@@ -1186,14 +1287,14 @@ nftrules_update_static(struct nftrules *n, const struct nftrules_static *st)
 
 /* Add (or refresh) a learned address; port 0 = all ports. timeout in ms. */
 int
-nftrules_learn(struct nftrules *n, int family, const uint8_t *addr, uint16_t port,
-    uint64_t timeout_ms)
+nftrules_learn(
+    struct nftrules *n, int family, const uint8_t *addr, uint16_t port, uint64_t timeout_ms)
 {
 	struct nftrules_batch b;
 
 	nftrules_batch_init(&b, n->seq);
-	return finish(n, &b,
-	    nftrules_build_learn(&b, &n->cfg, family, addr, port, timeout_ms, false), 0);
+	return finish(
+	    n, &b, nftrules_build_learn(&b, &n->cfg, family, addr, port, timeout_ms, false), 0);
 }
 
 /* Remove a learned address; absent is not an error. */
@@ -1203,8 +1304,8 @@ nftrules_forget(struct nftrules *n, int family, const uint8_t *addr, uint16_t po
 	struct nftrules_batch b;
 
 	nftrules_batch_init(&b, n->seq);
-	return finish(n, &b, nftrules_build_learn(&b, &n->cfg, family, addr, port, 0, true),
-	    ENOENT);
+	return finish(
+	    n, &b, nftrules_build_learn(&b, &n->cfg, family, addr, port, 0, true), ENOENT);
 }
 
 /* Delete the table; absent is not an error. */

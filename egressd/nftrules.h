@@ -11,9 +11,9 @@
 #include <stdint.h>
 
 #define NFTRULES_TABLE_DEFAULT "egressd"
-#define NFTRULES_MAX_TABLE_NAME 32   /* NFT_TABLE_MAXNAMELEN is 256; ours is short */
-#define NFTRULES_MAX_INTERCEPT 8     /* intercepted TCP ports */
-#define NFTRULES_MAX_RULES 65536     /* static IP rules per install/update */
+#define NFTRULES_MAX_TABLE_NAME 32 /* NFT_TABLE_MAXNAMELEN is 256; ours is short */
+#define NFTRULES_MAX_INTERCEPT 8   /* intercepted TCP ports */
+#define NFTRULES_MAX_RULES 65536   /* static IP rules per install/update */
 #define NFTRULES_ERRLEN 256
 #define NFTRULES_MARK_DEFAULT 0x1
 #define NFTRULES_DNS_PORT_DEFAULT 15353
@@ -26,7 +26,7 @@ enum nftrules_action {
 /* One static IP/CIDR rule; port_lo = port_hi = 0 means all ports. */
 struct nftrules_rule {
 	enum nftrules_action action;
-	int family;	  /* AF_INET or AF_INET6 */
+	int family;       /* AF_INET or AF_INET6 */
 	uint8_t addr[16]; /* network order; the first 4 bytes for AF_INET */
 	uint8_t prefix_len;
 	uint16_t port_lo; /* host order, inclusive */
@@ -48,9 +48,9 @@ struct nftrules_redirect {
 
 struct nftrules_config {
 	char table[NFTRULES_MAX_TABLE_NAME];
-	uint32_t mark;	   /* the sidecar's own sockets carry this SO_MARK */
+	uint32_t mark;     /* the sidecar's own sockets carry this SO_MARK */
 	uint16_t dns_port; /* local DNS proxy port that port 53 goes to */
-	bool intercept;	   /* redirect intercept ports to the vault */
+	bool intercept;    /* redirect intercept ports to the vault */
 	size_t nintercept;
 	struct nftrules_redirect intercept_ports[NFTRULES_MAX_INTERCEPT];
 };

@@ -8,7 +8,7 @@
 
 #include "egressd/nftrules.h"
 
-#define NFTRULES_ELEMS_PER_MSG 256 /* keeps the element nest far below 64 KiB */
+#define NFTRULES_ELEMS_PER_MSG 256   /* keeps the element nest far below 64 KiB */
 #define NFTRULES_MSG_MAX (96 * 1024) /* room reserved for one message */
 #define NFTRULES_WHAT_LEN 48
 

@@ -213,8 +213,8 @@ parent_static(struct parent *p, const union chan_msg *m)
 			parent_violation(p, "static set begun twice");
 			return;
 		}
-		p->st_elems = calloc(m->static_begin.count ? m->static_begin.count : 1,
-		    sizeof(*p->st_elems));
+		p->st_elems =
+		    calloc(m->static_begin.count ? m->static_begin.count : 1, sizeof(*p->st_elems));
 		if (p->st_elems == NULL) {
 			parent_reply(p, m->hdr.id, CHAN_STATIC_COMMIT, ENOMEM, "out of memory");
 			return;
@@ -424,21 +424,26 @@ parent_sighup_cb(evutil_socket_t sig, short what, void *arg)
 
 /* In the child: forget the parent's loop without touching its kernel state. */
 static void
-parent_child_reset(int keepfd)
+parent_child_reset(struct event_base *base, int keepfd)
 {
 	sigset_t all;
 	struct sigaction sa;
 
+	/*
+	 * The event base's epoll and signal fds are shared with the parent:
+	 * close our copies first, so that freeing the base below cannot touch
+	 * the parent's epoll registrations (it only meets closed fds).
+	 */
+	for (int fd = 3; fd < 1024; fd++)
+		if (fd != keepfd)
+			close(fd);
+	event_base_free(base);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = SIG_DFL;
 	for (int s = 1; s < NSIG; s++)
 		sigaction(s, &sa, NULL);
 	sigemptyset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
-	/* The event base's epoll and signal fds are the parent's: close our copies. */
-	for (int fd = 3; fd < 1024; fd++)
-		if (fd != keepfd)
-			close(fd);
 }
 
 static void
@@ -461,7 +466,7 @@ parent_spawn(struct parent *p)
 	if (pid == 0) {
 		char err[256];
 
-		parent_child_reset(sv[1]);
+		parent_child_reset(p->base, sv[1]);
 		log_set_role("worker");
 		if (privsep_drop(p->wuid, p->wgid, err, sizeof(err)) != 0) {
 			log_msg(LOG_ERROR, "proc", "privdrop", "%s", err);
@@ -487,7 +492,7 @@ parent_spawn(struct parent *p)
 		log_end(&l);
 	}
 	return;
-retry: {
+retry : {
 	struct timeval tv = {1, 0};
 	evtimer_add(p->ev_restart, &tv);
 }
@@ -509,7 +514,8 @@ parent_run(struct config *cfg)
 
 	if (!privsep_has_cap(CAP_NET_ADMIN)) {
 		fprintf(stderr,
-		    "egressd: missing capability CAP_NET_ADMIN. egressd programs nftables and marks "
+		    "egressd: missing capability CAP_NET_ADMIN. egressd programs nftables and "
+		    "marks "
 		    "its own sockets, so it must be granted NET_ADMIN: run it as root, or in a "
 		    "container with 'capabilities: add: [NET_ADMIN]' (Kubernetes securityContext) "
 		    "or '--cap-add NET_ADMIN' (docker/podman), or give the binary the file "
@@ -517,7 +523,8 @@ parent_run(struct config *cfg)
 		return 77;
 	}
 	if (privsep_harden() != 0) {
-		log_msg(LOG_ERROR, "proc", "startup", "cannot disable core dumps: %s", strerror(errno));
+		log_msg(
+		    LOG_ERROR, "proc", "startup", "cannot disable core dumps: %s", strerror(errno));
 		return 1;
 	}
 	if (config_worker_ids(cfg, &p.wuid, &p.wgid, err, sizeof(err)) != 0) {

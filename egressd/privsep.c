@@ -76,7 +76,8 @@ privsep_drop(uid_t uid, gid_t gid, char *err, size_t errlen)
 	if (privsep_has_cap(CAP_SETPCAP)) {
 		for (int c = 0; c <= 63; c++) {
 			if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL) {
-				snprintf(err, errlen, "bounding set drop of %d: %s", c, strerror(errno));
+				snprintf(
+				    err, errlen, "bounding set drop of %d: %s", c, strerror(errno));
 				return -1;
 			}
 		}

@@ -262,8 +262,8 @@ wstate_load_user(struct wstate *ws, bool at_start, char *err, size_t errlen)
 					return p;
 				/* OpenSandbox: an invalid file falls back to the env policy. */
 				log_msg(LOG_WARN, "policy", "policy_file_invalid",
-				    "ignoring invalid policy file %s: %s:%u:%u: %s", cfg->os_policy_file,
-				    pe.file, pe.line, pe.col, pe.msg);
+				    "ignoring invalid policy file %s: %s:%u:%u: %s",
+				    cfg->os_policy_file, pe.file, pe.line, pe.col, pe.msg);
 			} else
 				free(buf);
 		}
@@ -283,8 +283,8 @@ static void
 wstate_reload_cb(int err, const char *msg, void *arg)
 {
 	if (err != 0)
-		log_msg(LOG_ERROR, "policy", "policy_reload", "reload refused, previous policy stays: %s",
-		    msg);
+		log_msg(LOG_ERROR, "policy", "policy_reload",
+		    "reload refused, previous policy stays: %s", msg);
 }
 
 void
@@ -379,7 +379,8 @@ wstate_first_cb(int err, const char *msg, void *arg)
 	char e[512];
 
 	if (err != 0) {
-		log_msg(LOG_ERROR, "policy", "policy_invalid", "initial policy not applied: %s", msg);
+		log_msg(
+		    LOG_ERROR, "policy", "policy_invalid", "initial policy not applied: %s", msg);
 		ws->exit_code = 1;
 		event_base_loopbreak(ws->base);
 		return;

@@ -29,9 +29,9 @@ struct wstate {
 	struct wchan *chan;
 	int exit_code;
 
-	struct policy *policy; /* active, with the always rules */
-	uint64_t revision;     /* bumped on every applied change */
-	bool ready;            /* enforcement and listeners are in place */
+	struct policy *policy;         /* active, with the always rules */
+	uint64_t revision;             /* bumped on every applied change */
+	bool ready;                    /* enforcement and listeners are in place */
 	struct wstate_apply *applying; /* in flight, FIFO */
 	struct wstate_apply *queue_tail;
 
@@ -66,7 +66,7 @@ void wstate_apply(struct wstate *ws, struct policy *p, wstate_applied_cb cb, voi
 void wstate_reload(struct wstate *ws, const char *why);
 
 /* Build the effective policy from a user policy: add the always files. */
-struct policy *wstate_with_always(struct wstate *ws, const struct policy *user, char *err,
-    size_t errlen);
+struct policy *wstate_with_always(
+    struct wstate *ws, const struct policy *user, char *err, size_t errlen);
 
 #endif

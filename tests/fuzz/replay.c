@@ -55,7 +55,8 @@ replay_mutate(const uint8_t *in, size_t len, uint32_t seed)
 			break;
 		default: /* set a byte to an edge value */
 			if (n > 0) {
-				static const uint8_t edge[] = {0, 0xff, 0x7f, 0x80, '\r', '\n', '.', '%'};
+				static const uint8_t edge[] = {
+				    0, 0xff, 0x7f, 0x80, '\r', '\n', '.', '%'};
 				buf[replay_rand(&st) % n] = edge[replay_rand(&st) % sizeof(edge)];
 			}
 			break;

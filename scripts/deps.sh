@@ -1,0 +1,40 @@
+#!/bin/bash
+# Install the Debian packages egressd needs to build, test and demo, and
+# only those that are missing: a second run does nothing and is quick.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+
+pkgs=(
+	# build
+	build-essential cmake pkg-config clang-format
+	libssl-dev libevent-dev libc-ares-dev libnftnl-dev libmnl-dev libyaml-dev
+	libjansson-dev libcmocka-dev
+	# run and test
+	nftables iproute2 util-linux dnsmasq-base curl socat dnsutils netcat-openbsd
+	tcpdump openssl python3 python3-dnslib ca-certificates procps valgrind
+)
+if [ -f "$here/tests/exfil/deps.txt" ]; then
+	while read -r p; do
+		p="${p%%#*}"
+		p="$(echo "$p" | tr -d '[:space:]')"
+		[ -n "$p" ] && pkgs+=("$p")
+	done <"$here/tests/exfil/deps.txt"
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing+=("$p")
+	fi
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+	exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+	echo "egress: missing packages: ${missing[*]}; run as root to install them" >&2
+	exit 1
+fi
+echo "egress: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,124 @@
+#!/bin/bash
+# DNS proxy and nft enforcement (issue 4): denied names never reach the
+# upstream, allowed names are learned before the answer, direct IPs,
+# other ports, UDP and IPv6 are refused, inner answers are filtered,
+# learned entries survive policy updates and expire, and a root workload
+# without CAP_NET_ADMIN cannot take the sidecar's mark exemption.
+. "$(dirname "$0")/nslib.sh"
+ns_up
+mkdir -p "$TMP/always"
+ns_dns --address=/api.allowed.test/203.0.113.10 --address=/api.allowed.test/2001:db8::10 \
+	--address=/evil.test/203.0.113.20 --address=/secret.evil.test/203.0.113.20 \
+	--address=/other.allowed.test/203.0.113.11 \
+	--host-record=rebind.allowed.test,127.0.0.1 \
+	--host-record=meta.allowed.test,169.254.169.254 \
+	--host-record=mixed.allowed.test,203.0.113.11 \
+	--address=/short.allowed.test/198.51.100.7
+for a in 203.0.113.10 203.0.113.11 203.0.113.20 198.51.100.7; do
+	ns_tcp_server "$a" 443
+	ns_tcp_server "$a" 8080
+done
+ns_tcp_server 203.0.113.20 22
+ip netns exec "$WAN" socat -T2 TCP6-LISTEN:443,bind=[2001:db8::10],fork,reuseaddr SYSTEM:'echo hello' >/dev/null 2>&1 &
+PIDS+=($!)
+ip netns exec "$WAN" socat -T2 TCP6-LISTEN:443,bind=[2001:db8::20],fork,reuseaddr SYSTEM:'echo hello' >/dev/null 2>&1 &
+PIDS+=($!)
+ns_wait_listen "$WAN" '203.0.113.20:22'
+ns_wait_listen "$WAN" '2001:db8::20\]:443'
+
+cat >"$TMP/policy.json" <<'J'
+{"defaultAction":"deny","egress":[
+ {"action":"allow","target":"api.allowed.test"},
+ {"action":"allow","target":"other.allowed.test"},
+ {"action":"allow","target":"rebind.allowed.test"},
+ {"action":"allow","target":"meta.allowed.test"},
+ {"action":"allow","target":"short.allowed.test"}]}
+J
+ns_egressd OPENSANDBOX_EGRESS_RULES="$(cat "$TMP/policy.json")"
+
+# Marked-socket evidence: count the sidecar's own DNS packets by mark.
+ip netns exec "$SBX" nft -f - <<'N'
+table inet marktest {
+	chain out {
+		type filter hook output priority 10;
+		meta mark 0x1 udp dport 53 counter
+	}
+}
+N
+
+# Before any lookup the allowed host's address is not reachable.
+refute "an allowed name's IP is refused before it was resolved" wconnect 203.0.113.10 443
+
+ans=$(wdig @203.0.113.53 api.allowed.test A)
+check "allowed name resolves through the proxy" grep -q "203.0.113.10" <<<"$ans"
+check "its address is in learned4" nft_has learned4 203.0.113.10
+check "the workload can now connect to it" wconnect 203.0.113.10 443
+check "the sidecar's upstream query carried the mark" bash -c \
+	"ip netns exec $SBX nft list chain inet marktest out | grep -Eq 'packets [1-9]'"
+
+ans=$(wdig @203.0.113.53 secret.evil.test A)
+check "a denied name gets NXDOMAIN" grep -q "NXDOMAIN" <<<"$ans"
+refute "the upstream never saw the denied name" grep -q "secret.evil.test" "$TMP/dns.log"
+ans=$(wdig @203.0.113.53 secret.evil.test TXT)
+check "other qtypes of a denied name get NXDOMAIN too" grep -q "NXDOMAIN" <<<"$ans"
+ans=$(wdig @198.51.100.7 secret.evil.test A)
+check "a hard-coded resolver address is redirected to the proxy" grep -q "NXDOMAIN" <<<"$ans"
+ans=$(ws dig +tcp +time=3 +tries=1 @203.0.113.53 secret.evil.test A 2>&1)
+check "DNS over TCP is proxied and filtered too" grep -q "NXDOMAIN" <<<"$ans"
+ans=$(ws dig +tcp +time=3 +tries=1 +short @203.0.113.53 other.allowed.test A 2>&1)
+check "an allowed name resolves over TCP" grep -q "203.0.113.11" <<<"$ans"
+refute "the upstream never saw any denied name" grep -q "evil.test" "$TMP/dns.log"
+check "dns_deny is logged" grep -q '"event":"dns_deny".*secret.evil.test' "$TMP/egressd.log"
+
+refute "direct IPv4 to a non-allowed address is refused" wconnect 203.0.113.20 443
+refute "direct connection on port 22 is refused" wconnect 203.0.113.20 22
+refute "an allowed address on another port is refused" wconnect 203.0.113.10 22
+refute "UDP to an allowed address (non-DNS) is refused" \
+	ws bash -c 'echo x | socat -T1 - UDP:203.0.113.10:443; exit $?; ' 
+refute "DoT (853) is refused" ws socat -T2 - TCP:203.0.113.10:853,connect-timeout=2
+refute "direct IPv6 to a non-allowed address is refused" \
+	bash -c "ip netns exec $SBX setpriv --reuid 1000 --regid 1000 --clear-groups --inh-caps=-all --bounding-set=-all -- socat -T3 - 'TCP6:[2001:db8::20]:443,connect-timeout=3' </dev/null | grep -q hello"
+ans=$(wdig @203.0.113.53 api.allowed.test AAAA)
+check "AAAA of an allowed name resolves" grep -q "2001:db8::10" <<<"$ans"
+check "its address is in learned6" nft_has learned6 2001:db8::10
+check "IPv6 connect to the learned address works" \
+	bash -c "ip netns exec $SBX setpriv --reuid 1000 --regid 1000 --clear-groups --inh-caps=-all --bounding-set=-all -- socat -T3 - 'TCP6:[2001:db8::10]:443,connect-timeout=3' </dev/null | grep -q hello"
+
+# Rebinding: inner answers are removed and never learned.
+ans=$(wdig @203.0.113.53 rebind.allowed.test A)
+refute "a loopback answer is removed" grep -q "127.0.0.1" <<<"$ans"
+ans=$(wdig @203.0.113.53 meta.allowed.test A)
+refute "a metadata answer is removed" grep -q "169.254.169.254" <<<"$ans"
+refute "the metadata address is never learned" nft_has learned4 169.254.169.254
+check "the filtering is logged" grep -q '"event":"dns_filter"' "$TMP/egressd.log"
+
+# A policy update keeps the learned entries of names that stay allowed.
+out=$(api PATCH /policy '[{"action":"allow","target":"extra.allowed.test"}]')
+check "PATCH /policy answers 200" grep -q '^200$' <<<"$out"
+check "api.allowed.test stays learned after a policy update" nft_has learned4 203.0.113.10
+check "and still connects" wconnect 203.0.113.10 443
+# ...and forgets the ones of names that are no longer allowed.
+wdig @203.0.113.53 other.allowed.test A >/dev/null
+check "other.allowed.test learned" nft_has learned4 203.0.113.11
+out=$(api DELETE /policy '["other.allowed.test"]')
+check "DELETE /policy answers 200" grep -q '^200$' <<<"$out"
+refute "a name removed from the policy loses its learned addresses" nft_has learned4 203.0.113.11
+refute "and cannot be connected to any more" wconnect 203.0.113.11 443
+
+# A root workload without CAP_NET_ADMIN cannot take the mark exemption.
+out=$(ip netns exec "$SBX" setpriv --inh-caps=-all --bounding-set=-all -- $PY -c '
+import socket
+s=socket.socket()
+try:
+    s.setsockopt(socket.SOL_SOCKET, 36, 1)
+    print("MARKED")
+except PermissionError:
+    print("EPERM")' 2>&1)
+check "root without CAP_NET_ADMIN cannot set SO_MARK" grep -q EPERM <<<"$out"
+refute "root without CAP_NET_ADMIN cannot reach a denied IP" \
+	bash -c "ip netns exec $SBX setpriv --inh-caps=-all --bounding-set=-all -- socat -T3 - TCP:203.0.113.20:443,connect-timeout=3 </dev/null | grep -q hello"
+refute "uid switching does not help (uid 999, the worker's)" \
+	bash -c "ip netns exec $SBX setpriv --reuid 999 --regid 999 --clear-groups --inh-caps=-all --bounding-set=-all -- socat -T3 - TCP:203.0.113.20:443,connect-timeout=3 </dev/null | grep -q hello"
+out=$(api GET /policy)
+check "GET /policy reports dns+nft" grep -q '"enforcementMode":"dns+nft"' <<<"$out"
+ns_finish

@@ -1,0 +1,83 @@
+#!/bin/bash
+# Process skeleton (issue 2): privilege separation of parent and worker,
+# refusal to start without CAP_NET_ADMIN or a token, worker restart with
+# the table left in place, and a graceful SIGTERM.
+. "$(dirname "$0")/nslib.sh"
+ns_up
+mkdir -p "$TMP/always"
+
+# Refusals first: no capability, no token.
+out=$(ip netns exec "$SBX" setpriv --inh-caps=-all --bounding-set=-net_admin -- \
+	env OPENSANDBOX_EGRESS_TOKEN=x "$EGRESSD_BIN" 2>&1)
+rc=$?
+check "without CAP_NET_ADMIN egressd exits 77" test "$rc" = 77
+check "and says what to grant" grep -q "NET_ADMIN" <<<"$out"
+refute "and installs no table" ip netns exec "$SBX" nft list table inet egressd
+
+out=$(ip netns exec "$SBX" env -u OPENSANDBOX_EGRESS_TOKEN "$EGRESSD_BIN" 2>&1)
+rc=$?
+check "without a token egressd refuses to start" test "$rc" = 2
+check "and names the variable" grep -q "OPENSANDBOX_EGRESS_TOKEN" <<<"$out"
+
+out=$("$EGRESSD_BIN" --bogus-flag 2>&1)
+check "an unknown flag is a clear error" grep -q "unknown or incomplete option" <<<"$out"
+check "--version prints the version" bash -c "'$EGRESSD_BIN' --version | grep -q '^egressd [0-9]'"
+check "--help lists the OpenSandbox variables" bash -c "'$EGRESSD_BIN' --help | grep -q OPENSANDBOX_EGRESS_HTTP_ADDR"
+
+ns_egressd
+W=$(pgrep -P "$EGRESSD_PID" | head -1)
+check "a worker process runs" test -n "$W"
+check "worker CapEff is 0" grep -q "^CapEff:[[:space:]]*0000000000000000" "/proc/$W/status"
+check "worker CapPrm is 0" grep -q "^CapPrm:[[:space:]]*0000000000000000" "/proc/$W/status"
+check "worker CapBnd is 0" grep -q "^CapBnd:[[:space:]]*0000000000000000" "/proc/$W/status"
+check "worker runs as the configured uid 999" grep -q "^Uid:[[:space:]]*999[[:space:]]*999[[:space:]]*999[[:space:]]*999" "/proc/$W/status"
+check "worker runs as the configured gid 999" grep -q "^Gid:[[:space:]]*999[[:space:]]*999[[:space:]]*999[[:space:]]*999" "/proc/$W/status"
+check "worker has no supplementary groups" grep -q "^Groups:[[:space:]]*$" "/proc/$W/status"
+check "worker has no_new_privs" grep -q "^NoNewPrivs:[[:space:]]*1" "/proc/$W/status"
+check "worker core size limit is 0" grep -q "^Max core file size *0 *0" "/proc/$W/limits"
+check "worker is not dumpable (proc files owned by root)" test "$(stat -c %u "/proc/$W/status")" = 0
+pe=$(awk '/^CapEff/ {print $2}' "/proc/$EGRESSD_PID/status")
+check "parent keeps CAP_NET_ADMIN" test $(( 0x$pe >> 12 & 1 )) = 1
+check "parent core size limit is 0" grep -q "^Max core file size *0 *0" "/proc/$EGRESSD_PID/limits"
+check "the nft table is installed" ip netns exec "$SBX" nft list table inet egressd
+check "log lines are JSON with level, module and event" \
+	$PY -c 'import json,sys
+n=0
+for l in open(sys.argv[1]):
+    if not l.startswith("{"): continue
+    o=json.loads(l); assert {"ts","level","proc","module","event"} <= o.keys(); n+=1
+assert n>3' "$TMP/egressd.log"
+check "healthz is 200 once ready" bash -c "ip netns exec $SBX curl -sf http://127.0.0.1:18080/healthz | grep -qx ok"
+
+# A crashed worker is restarted; the table stays in place meanwhile.
+kill -KILL "$W"
+for i in $(seq 1 60); do
+	W2=$(pgrep -P "$EGRESSD_PID" | head -1)
+	[ -n "$W2" ] && [ "$W2" != "$W" ] && [ -f "$TMP/ready" ] && break
+	sleep 0.05
+done
+check "the parent restarts a killed worker" test -n "$W2" -a "$W2" != "$W"
+check "the restarted worker is ready again" test -f "$TMP/ready"
+check "the table survived the crash" ip netns exec "$SBX" nft list table inet egressd
+check "the restart is logged" grep -q '"event":"worker_restart"' "$TMP/egressd.log"
+
+# SIGTERM stops both processes within a second and keeps the table.
+kill -TERM "$EGRESSD_PID"
+gone=0
+for i in $(seq 1 20); do
+	if ! kill -0 "$EGRESSD_PID" 2>/dev/null && ! kill -0 "$W2" 2>/dev/null; then gone=1; break; fi
+	sleep 0.05
+done
+check "SIGTERM ends parent and worker within a second" test "$gone" = 1
+wait "$EGRESSD_PID"
+check "egressd exits 0 on SIGTERM" test $? = 0
+EGRESSD_PID=""
+check "the table is kept after a graceful stop (traffic stays blocked)" \
+	ip netns exec "$SBX" nft list table inet egressd
+check "the ready file is removed on stop" test ! -e "$TMP/ready"
+
+# With remove-table-on-exit the table goes away.
+ns_egressd EGRESSD_REMOVE_TABLE_ON_EXIT=1
+kill -TERM "$EGRESSD_PID"; wait "$EGRESSD_PID"; EGRESSD_PID=""
+refute "remove-table-on-exit deletes the table" ip netns exec "$SBX" nft list table inet egressd
+ns_finish

@@ -1,0 +1,220 @@
+/* Unit tests of the parent <-> worker channel: the size table, direction
+ * and field checks, and descriptor passing over a real socketpair. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include "egressd/chan.h"
+
+static void
+test_valid_request_passes(void **state)
+{
+	struct chan_socket_req m = {
+	    .hdr = {.type = CHAN_SOCKET_REQ, .id = 7}, .family = AF_INET, .socktype = SOCK_DGRAM};
+	const char *why;
+
+	assert_true(chan_validate(&m, sizeof(m), CHAN_TO_PARENT, &why));
+}
+
+static void
+test_wrong_sizes_refused(void **state)
+{
+	uint8_t buf[sizeof(union chan_msg) + 8];
+	struct chan_socket_req m = {
+	    .hdr = {.type = CHAN_SOCKET_REQ, .id = 7}, .family = AF_INET, .socktype = SOCK_DGRAM};
+	const char *why;
+
+	memset(buf, 0, sizeof(buf));
+	memcpy(buf, &m, sizeof(m));
+	assert_false(chan_validate(buf, sizeof(m) - 1, CHAN_TO_PARENT, &why));
+	assert_string_equal(why, "message size does not match its type");
+	assert_false(chan_validate(buf, sizeof(m) + 1, CHAN_TO_PARENT, &why));
+	assert_false(chan_validate(buf, 3, CHAN_TO_PARENT, &why));
+	assert_string_equal(why, "short message");
+	assert_false(chan_validate(buf, 0, CHAN_TO_PARENT, &why));
+	/* Every type refuses every size but its own. */
+	for (unsigned t = 1; t < CHAN_TYPE_MAX; t++) {
+		struct chan_hdr h = {.type = (uint16_t)t, .id = 1};
+		memcpy(buf, &h, sizeof(h));
+		for (size_t n = 0; n <= sizeof(union chan_msg); n++) {
+			if (n == chan_msg_size(t))
+				continue;
+			assert_false(chan_validate(buf, n, CHAN_TO_PARENT, &why));
+			assert_false(chan_validate(buf, n, CHAN_TO_WORKER, &why));
+		}
+	}
+}
+
+static void
+test_unknown_types_refused(void **state)
+{
+	uint8_t buf[sizeof(union chan_msg)];
+	const char *why;
+	unsigned bad[] = {CHAN_NONE, CHAN_TYPE_MAX, CHAN_TYPE_MAX + 1, 0xffff};
+
+	memset(buf, 0, sizeof(buf));
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct chan_hdr h = {.type = (uint16_t)bad[i], .id = 1};
+		memcpy(buf, &h, sizeof(h));
+		assert_false(
+		    chan_validate(buf, sizeof(struct chan_socket_req), CHAN_TO_PARENT, &why));
+		assert_string_equal(why, "unknown message type");
+		assert_int_equal(chan_msg_size(bad[i]), 0);
+	}
+}
+
+static void
+test_direction_enforced(void **state)
+{
+	struct chan_result r = {.hdr = {.type = CHAN_RESULT, .id = 3}, .req_type = CHAN_LEARN};
+	struct chan_ready rd = {.hdr = {.type = CHAN_READY, .id = 3}};
+	const char *why;
+
+	assert_true(chan_validate(&r, sizeof(r), CHAN_TO_WORKER, &why));
+	/* A worker cannot send the parent a reply, nor the parent a request. */
+	assert_false(chan_validate(&r, sizeof(r), CHAN_TO_PARENT, &why));
+	assert_string_equal(why, "message type not allowed in this direction");
+	assert_false(chan_validate(&rd, sizeof(rd), CHAN_TO_WORKER, &why));
+}
+
+static void
+test_out_of_range_fields_refused(void **state)
+{
+	const char *why;
+	struct chan_socket_req s = {
+	    .hdr = {.type = CHAN_SOCKET_REQ, .id = 1}, .family = AF_UNIX, .socktype = SOCK_DGRAM};
+	struct chan_learn l = {
+	    .hdr = {.type = CHAN_LEARN, .id = 1}, .family = AF_INET, .timeout_s = 60};
+	struct chan_static_elem e = {.hdr = {.type = CHAN_STATIC_ELEM, .id = 1},
+	    .family = AF_INET,
+	    .prefix = 24,
+	    .allow = 1};
+	struct chan_static_begin b = {.hdr = {.type = CHAN_STATIC_BEGIN, .id = 1}, .count = 1};
+	struct chan_result r = {.hdr = {.type = CHAN_RESULT, .id = 1}, .req_type = CHAN_LEARN};
+
+	assert_false(chan_validate(&s, sizeof(s), CHAN_TO_PARENT, &why));
+	s.family = AF_INET6;
+	s.socktype = SOCK_RAW; /* a raw socket would escape the mark model */
+	assert_false(chan_validate(&s, sizeof(s), CHAN_TO_PARENT, &why));
+	s.socktype = SOCK_STREAM;
+	assert_true(chan_validate(&s, sizeof(s), CHAN_TO_PARENT, &why));
+	s.hdr.id = 0; /* id 0 is never valid */
+	assert_false(chan_validate(&s, sizeof(s), CHAN_TO_PARENT, &why));
+	assert_string_equal(why, "message id 0");
+
+	assert_true(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	l.timeout_s = 0;
+	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	l.timeout_s = CHAN_MAX_TIMEOUT_S + 1;
+	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	l.timeout_s = 60;
+	l.addr[7] = 1; /* IPv4 with trailing bytes */
+	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	l.addr[7] = 0;
+	l.hdr.flags = 0x80;
+	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	l.hdr.flags = CHAN_LEARN_MORE;
+	assert_true(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	l.hdr.type = CHAN_FORGET; /* a forget carries no timeout */
+	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+
+	assert_true(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+	e.prefix = 33;
+	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+	e.family = AF_INET6;
+	assert_true(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+	e.prefix = 129;
+	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+	e.prefix = 64;
+	e.port_lo = 443;
+	e.port_hi = 80;
+	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+	e.port_lo = 0;
+	e.port_hi = 80;
+	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+	e.allow = 2;
+	e.port_hi = 0;
+	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+
+	assert_true(chan_validate(&b, sizeof(b), CHAN_TO_PARENT, &why));
+	b.count = CHAN_MAX_STATIC_ELEMS + 1;
+	assert_false(chan_validate(&b, sizeof(b), CHAN_TO_PARENT, &why));
+
+	/* A result message must be NUL-terminated. */
+	assert_true(chan_validate(&r, sizeof(r), CHAN_TO_WORKER, &why));
+	memset(r.msg, 'A', sizeof(r.msg));
+	assert_false(chan_validate(&r, sizeof(r), CHAN_TO_WORKER, &why));
+}
+
+static void
+test_fd_passing(void **state)
+{
+	int sv[2], p[2], fd = -1;
+	union chan_msg m;
+	const char *why;
+	struct chan_socket_rep rep = {.hdr = {.type = CHAN_SOCKET_REP, .id = 9}, .err = 0};
+	struct chan_ready rd = {.hdr = {.type = CHAN_READY, .id = 9}};
+
+	assert_int_equal(chan_pair(sv), 0);
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(chan_send(sv[0], &rep, p[1]), 0);
+	assert_int_equal(chan_recv(sv[1], &m, CHAN_TO_WORKER, &fd, &why), CHAN_OK);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "x", 1), 1);
+	close(fd);
+	/* A descriptor on a message that carries none is refused and closed. */
+	assert_int_equal(chan_send(sv[1], &rd, p[1]), 0);
+	assert_int_equal(chan_recv(sv[0], &m, CHAN_TO_PARENT, &fd, &why), CHAN_INVALID);
+	assert_int_equal(fd, -1);
+	/* A successful socket reply without a descriptor is refused. */
+	assert_int_equal(chan_send(sv[0], &rep, -1), 0);
+	assert_int_equal(chan_recv(sv[1], &m, CHAN_TO_WORKER, &fd, &why), CHAN_INVALID);
+	/* Nothing pending: AGAIN; closed peer: EOF. */
+	assert_int_equal(chan_recv(sv[1], &m, CHAN_TO_WORKER, &fd, &why), CHAN_AGAIN);
+	close(sv[0]);
+	assert_int_equal(chan_recv(sv[1], &m, CHAN_TO_WORKER, &fd, &why), CHAN_EOF);
+	close(sv[1]);
+	close(p[0]);
+	close(p[1]);
+}
+
+static void
+test_oversize_datagram_refused(void **state)
+{
+	int sv[2], fd;
+	uint8_t big[sizeof(union chan_msg) + 32];
+	union chan_msg m;
+	const char *why;
+	struct chan_hdr h = {.type = CHAN_READY, .id = 1};
+
+	memset(big, 0, sizeof(big));
+	memcpy(big, &h, sizeof(h));
+	assert_int_equal(chan_pair(sv), 0);
+	assert_int_equal(send(sv[0], big, sizeof(big), 0), (ssize_t)sizeof(big));
+	assert_int_equal(chan_recv(sv[1], &m, CHAN_TO_PARENT, &fd, &why), CHAN_INVALID);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_valid_request_passes),
+	    cmocka_unit_test(test_wrong_sizes_refused),
+	    cmocka_unit_test(test_unknown_types_refused),
+	    cmocka_unit_test(test_direction_enforced),
+	    cmocka_unit_test(test_out_of_range_fields_refused),
+	    cmocka_unit_test(test_fd_passing),
+	    cmocka_unit_test(test_oversize_datagram_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

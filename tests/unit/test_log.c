@@ -1,0 +1,159 @@
+/* Unit tests of log escaping and line building: network values cannot
+ * forge fields, break the line, or grow it without bound. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "egressd/log.h"
+
+static void
+test_escape_specials(void **state)
+{
+	char out[256];
+	size_t n;
+
+	n = log_escape(out, sizeof(out), "a\"b\\c\nd\re\tf", 11, 256);
+	assert_string_equal(out, "a\\\"b\\\\c\\u000ad\\u000de\\u0009f");
+	assert_int_equal(n, strlen(out));
+	/* NUL and 8-bit bytes become \u00XX: the output is ASCII. */
+	n = log_escape(out, sizeof(out), "x\0y\xff\x80", 5, 256);
+	assert_string_equal(out, "x\\u0000y\\u00ff\\u0080");
+	assert_int_equal(n, strlen(out));
+	n = log_escape(out, sizeof(out), "\x7f", 1, 256);
+	assert_string_equal(out, "\\u007f");
+}
+
+static void
+test_escape_caps_length(void **state)
+{
+	char in[1000], out[2048];
+
+	memset(in, 'a', sizeof(in));
+	log_escape(out, sizeof(out), in, sizeof(in), 10);
+	assert_string_equal(out, "aaaaaaaaaa...");
+	/* A small output buffer is never overrun and says it was cut. */
+	log_escape(out, 8, in, sizeof(in), 1000);
+	assert_true(strlen(out) < 8);
+	assert_non_null(strstr(out, "..."));
+	/* Escapes are never split: 6-byte \u sequences fit whole or not at all. */
+	memset(in, '\n', sizeof(in));
+	log_escape(out, 20, in, sizeof(in), 1000);
+	assert_int_equal((strlen(out) - 3) % 6, 0);
+}
+
+static char *
+capture_line(void (*emit)(void))
+{
+	int p[2];
+	static char buf[LOG_MAX_LINE * 2];
+	ssize_t n;
+
+	assert_int_equal(pipe(p), 0);
+	log_init("test", LOG_DEBUG, p[1]);
+	emit();
+	close(p[1]);
+	n = read(p[0], buf, sizeof(buf) - 1);
+	close(p[0]);
+	assert_true(n > 0);
+	buf[n] = '\0';
+	log_init("test", LOG_INFO, 2);
+	return buf;
+}
+
+static void
+emit_forgery(void)
+{
+	struct log_line l;
+
+	log_begin(&l, LOG_INFO, "dns", "dns_deny");
+	log_str(&l, "name", "evil\",\"event\":\"dns_allow\"}\n{\"x\":\"");
+	log_int(&l, "n", -5);
+	log_bool(&l, "b", true);
+	log_end(&l);
+}
+
+static void
+test_line_cannot_be_forged(void **state)
+{
+	char *s = capture_line(emit_forgery);
+
+	/* One line only, and the injected quote is escaped. */
+	assert_non_null(strchr(s, '\n'));
+	assert_int_equal(strchr(s, '\n') - s, (long)strlen(s) - 1);
+	assert_non_null(strstr(s, "\"event\":\"dns_deny\""));
+	assert_null(strstr(s, "\"event\":\"dns_allow\""));
+	assert_non_null(strstr(s, "evil\\\",\\\"event"));
+	assert_non_null(strstr(s, "\"n\":-5"));
+	assert_non_null(strstr(s, "\"b\":true"));
+	assert_non_null(strstr(s, "\"proc\":\"test\""));
+}
+
+static void
+emit_huge(void)
+{
+	struct log_line l;
+	char v[600];
+
+	memset(v, 'z', sizeof(v));
+	v[sizeof(v) - 1] = '\0';
+	log_begin(&l, LOG_INFO, "api", "big");
+	for (int i = 0; i < 40; i++)
+		log_str(&l, "v", v);
+	log_end(&l);
+}
+
+static void
+test_line_is_bounded(void **state)
+{
+	char *s = capture_line(emit_huge);
+
+	assert_true(strlen(s) <= LOG_MAX_LINE);
+	assert_non_null(strstr(s, "\"cut\":true}\n"));
+	/* Each value was capped at LOG_MAX_VALUE bytes plus "...". */
+	assert_non_null(strstr(s, "zzz...\""));
+}
+
+static void
+emit_debug(void)
+{
+	struct log_line l;
+
+	log_set_level(LOG_WARN);
+	log_begin(&l, LOG_INFO, "x", "hidden");
+	log_end(&l);
+	log_begin(&l, LOG_ERROR, "x", "shown");
+	log_end(&l);
+}
+
+static void
+test_levels_filter(void **state)
+{
+	char *s = capture_line(emit_debug);
+	enum log_level lv;
+
+	assert_null(strstr(s, "hidden"));
+	assert_non_null(strstr(s, "\"level\":\"error\""));
+	assert_true(log_parse_level("WARNING", &lv));
+	assert_int_equal(lv, LOG_WARN);
+	assert_false(log_parse_level("loud", &lv));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_escape_specials),
+	    cmocka_unit_test(test_escape_caps_length),
+	    cmocka_unit_test(test_line_cannot_be_forged),
+	    cmocka_unit_test(test_line_is_bounded),
+	    cmocka_unit_test(test_levels_filter),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
