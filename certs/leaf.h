@@ -1,0 +1,77 @@
+/*
+ * leaf: per-host leaf certificates signed by the sandbox CA, and their LRU
+ * cache. One P-256 key per process; one X509 per canonical host name.
+ */
+#ifndef EGRESSD_CERTS_LEAF_H
+#define EGRESSD_CERTS_LEAF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+
+#include "certs/ca.h"
+
+#define LEAF_WUR __attribute__((warn_unused_result))
+
+/* Limits and defaults (configuration may lower the maxima, never raise). */
+#define LEAF_DEFAULT_CAPACITY 1024
+#define LEAF_MAX_CAPACITY 65536
+#define LEAF_DEFAULT_LIFETIME_SECS (24 * 3600)
+#define LEAF_MIN_LIFETIME_SECS 3600
+#define LEAF_MAX_LIFETIME_SECS (7 * 24 * 3600)
+#define LEAF_BACKDATE_SECS 300     /* tolerate client clock skew */
+#define LEAF_RENEW_MARGIN_SECS 600 /* re-mint a cached leaf this close to expiry */
+#define LEAF_CN_MAX 64             /* X.520 ub-common-name */
+
+struct leaf_cache;
+
+/* Settings for leaf_cache_new(); a zeroed struct means the defaults. */
+struct leaf_config {
+	size_t capacity;            /* 0: LEAF_DEFAULT_CAPACITY */
+	unsigned int lifetime_secs; /* 0: LEAF_DEFAULT_LIFETIME_SECS */
+};
+
+/* Counters for metrics. */
+struct leaf_stats {
+	uint64_t hits;
+	uint64_t mints;
+	uint64_t evictions;
+	uint64_t refused; /* invalid or non-permitted host names */
+	size_t entries;
+};
+
+/* New cache with a fresh process-wide P-256 leaf key. ca is borrowed and
+ * must outlive the cache. Owned: free with leaf_cache_free(). */
+struct leaf_cache *leaf_cache_new(
+    const struct ca *ca, const struct leaf_config *cfg, char *err, size_t errlen) LEAF_WUR;
+
+/*
+ * The leaf certificate for a canonical host name (lowercase LDH, no trailing
+ * dot, no NUL, at most CA_MAX_NAME_LEN bytes; anything else is refused, as
+ * is a host outside the CA's name constraints). Mints on a miss.
+ * Returns a new reference (X509_free it); *keyp, if keyp is not NULL, gets
+ * the leaf private key, borrowed until leaf_cache_free(). Not thread-safe:
+ * one cache per event loop.
+ */
+X509 *leaf_cache_get(struct leaf_cache *lc, const char *host, size_t len, EVP_PKEY **keyp,
+    char *err, size_t errlen) LEAF_WUR;
+
+/* Mint leaves ahead of time for the given canonical hosts (e.g. every bound
+ * host at start), so the first connection does not pay for a mint. Names
+ * starting with "*." are skipped. Returns the number of hosts cached, or -1
+ * at the first refused name. */
+int leaf_cache_prewarm(
+    struct leaf_cache *lc, const char *const *hosts, size_t n, char *err, size_t errlen) LEAF_WUR;
+
+/* The process-wide leaf private key, borrowed until leaf_cache_free(). */
+EVP_PKEY *leaf_cache_key(const struct leaf_cache *lc);
+
+/* Copy the counters into *st. */
+void leaf_cache_stats(const struct leaf_cache *lc, struct leaf_stats *st);
+
+/* Free the cache, its certificates and the leaf key. Accepts NULL. */
+void leaf_cache_free(struct leaf_cache *lc);
+
+#endif
