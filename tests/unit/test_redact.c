@@ -1,0 +1,619 @@
+/*
+ * Unit tests of vault/redact: every rendering of a secret is masked, whole
+ * occurrences only, no other byte changes, and streaming over any split of
+ * the input gives exactly the one-shot result (checked against a naive
+ * search over the set's own patterns).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <event2/buffer.h>
+
+#include "vault/redact.h"
+#include "vault/redact_internal.h"
+#include "vault/secret.h"
+
+#define S1 "sk-live-CANARY1-q8Zt3xW9pLm2vB7"
+#define S2 "p@ss/w\xc3\xb6rd \"x\"\\y<&>"
+#define S4 "hunter2-hunter2-hunter2"
+
+static uint32_t
+trand(uint32_t *st)
+{
+	*st ^= *st << 13;
+	*st ^= *st >> 17;
+	*st ^= *st << 5;
+	return *st;
+}
+
+static struct secret *
+mksecret(const char *v)
+{
+	struct secret *s = secret_new((const uint8_t *)v, strlen(v));
+
+	assert_non_null(s);
+	return s;
+}
+
+/* A set over S1, S2 and basic user:S4. */
+static struct redact_set *
+mkset(void)
+{
+	struct secret *a = mksecret(S1), *b = mksecret(S2), *c = mksecret(S4);
+	struct redact_value v[3] = {
+	    {.secret = a},
+	    {.secret = b},
+	    {.secret = c, .basic_user = (const uint8_t *)"user", .basic_user_len = 4},
+	};
+	enum redact_err err;
+	struct redact_set *set = redact_set_new(v, 3, &err);
+
+	assert_non_null(set);
+	assert_int_equal(err, REDACT_ERR_NONE);
+	secret_unref(a);
+	secret_unref(b);
+	secret_unref(c);
+	return set;
+}
+
+/* Redacts a copy of s one-shot and returns it (caller frees). */
+static uint8_t *
+oneshot(const struct redact_set *set, const uint8_t *s, size_t len, uint64_t *m)
+{
+	uint8_t *b = malloc(len + 1);
+
+	assert_non_null(b);
+	memcpy(b, s, len);
+	b[len] = 0;
+	redact_buf(set, b, len, m);
+	return b;
+}
+
+/* Asserts that needle, placed in filler, is masked whole and nothing else changes. */
+static void
+assert_masked_in(const struct redact_set *set, const char *needle, size_t nlen)
+{
+	char text[4096];
+	size_t pre, total;
+	uint8_t *out;
+	uint64_t m = 0;
+	size_t i;
+
+	pre = (size_t)snprintf(text, sizeof(text), "{\"echo\": \"");
+	assert_true(pre + nlen + 16 < sizeof(text));
+	memcpy(text + pre, needle, nlen);
+	memcpy(text + pre + nlen, "\", \"ok\": 1}", 11);
+	total = pre + nlen + 11;
+	out = oneshot(set, (const uint8_t *)text, total, &m);
+	assert_true(m >= 1);
+	for (i = 0; i < total; i++) {
+		if (i >= pre && i < pre + nlen)
+			assert_int_equal(out[i], REDACT_MASK_BYTE);
+		else
+			assert_int_equal(out[i], (uint8_t)text[i]);
+	}
+	free(out);
+}
+
+static void
+test_refuses_short_and_bad(void **state)
+{
+	struct secret *s = mksecret("short12");
+	struct secret *ok = mksecret(S1);
+	struct redact_value v = {.secret = s};
+	struct redact_value bad = {
+	    .secret = ok, .basic_user = (const uint8_t *)"us:er", .basic_user_len = 5};
+	struct redact_value null = {.secret = NULL};
+	enum redact_err err = REDACT_ERR_NONE;
+
+	assert_null(redact_set_new(&v, 1, &err));
+	assert_int_equal(err, REDACT_ERR_TOO_SHORT);
+	assert_null(redact_set_new(&bad, 1, &err));
+	assert_int_equal(err, REDACT_ERR_INVALID);
+	assert_null(redact_set_new(&null, 1, &err));
+	assert_int_equal(err, REDACT_ERR_INVALID);
+	assert_null(redact_set_new(NULL, 1, &err));
+	assert_int_equal(err, REDACT_ERR_INVALID);
+	assert_null(redact_set_new(&v, REDACT_MAX_VALUES + 1, &err));
+	assert_int_equal(err, REDACT_ERR_TOO_MANY);
+	assert_string_equal(redact_err_str(REDACT_ERR_TOO_SHORT), "value_too_short");
+	secret_unref(s);
+	secret_unref(ok);
+}
+
+static void
+test_large_secret(void **state)
+{
+	uint8_t *v = malloc(SECRET_MAX_BYTES), *text = malloc(SECRET_MAX_BYTES + 4);
+	struct secret *s;
+	struct redact_value rv;
+	struct redact_set *set;
+	enum redact_err err;
+	size_t i;
+
+	assert_non_null(v);
+	assert_non_null(text);
+	for (i = 0; i < SECRET_MAX_BYTES; i++)
+		v[i] = (uint8_t)('a' + i % 26);
+	s = secret_new(v, SECRET_MAX_BYTES);
+	assert_non_null(s);
+	rv = (struct redact_value){
+	    .secret = s, .basic_user = (const uint8_t *)"u", .basic_user_len = 1};
+	/* The largest secret with all its renderings fits the pattern limit. */
+	set = redact_set_new(&rv, 1, &err);
+	assert_non_null(set);
+	assert_true(redact_set_max_hold(set) < REDACT_MAX_PATTERN);
+	memcpy(text, "x=\"", 3);
+	memcpy(text + 3, v, SECRET_MAX_BYTES);
+	text[SECRET_MAX_BYTES + 3] = '"';
+	redact_buf(set, text, SECRET_MAX_BYTES + 4, NULL);
+	assert_memory_equal(text, "x=\"", 3);
+	for (i = 0; i < SECRET_MAX_BYTES; i++)
+		assert_int_equal(text[3 + i], REDACT_MASK_BYTE);
+	assert_int_equal(text[SECRET_MAX_BYTES + 3], '"');
+	redact_set_unref(set);
+	secret_unref(s);
+	free(v);
+	free(text);
+}
+
+static void
+test_empty_set_passes_through(void **state)
+{
+	enum redact_err err;
+	struct redact_set *set = redact_set_new(NULL, 0, &err);
+	const char *t = "nothing " S1 " to see";
+	uint8_t *out;
+	uint64_t m = 0;
+
+	assert_non_null(set);
+	assert_int_equal(redact_set_npatterns(set), 0);
+	assert_int_equal(redact_set_max_hold(set), 0);
+	out = oneshot(set, (const uint8_t *)t, strlen(t), &m);
+	assert_memory_equal(out, t, strlen(t));
+	assert_int_equal(m, 0);
+	free(out);
+	redact_set_unref(set);
+}
+
+static void
+test_raw_and_rendered(void **state)
+{
+	struct redact_set *set = mkset();
+	struct secret *c = mksecret(S4);
+	struct secret *a = mksecret(S1);
+	uint8_t b64[256];
+	char buf[512];
+	size_t n, i;
+
+	assert_masked_in(set, S1, strlen(S1));
+	assert_masked_in(set, S2, strlen(S2));
+	assert_masked_in(set, S4, strlen(S4));
+	assert_masked_in(set, "user:" S4, strlen("user:" S4));
+	/* Reversed and hex (lower and upper). */
+	n = strlen(S1);
+	for (i = 0; i < n; i++)
+		buf[i] = S1[n - 1 - i];
+	assert_masked_in(set, buf, n);
+	for (i = 0; i < n; i++)
+		snprintf(buf + 2 * i, 3, "%02x", (unsigned char)S1[i]);
+	assert_masked_in(set, buf, 2 * n);
+	for (i = 0; i < n; i++)
+		snprintf(buf + 2 * i, 3, "%02X", (unsigned char)S1[i]);
+	assert_masked_in(set, buf, 2 * n);
+	/* base64 of the value, and Basic base64("user:" S4), built by secret.c. */
+	assert_int_equal(secret_append_base64_raw(a, NULL, 0, b64, sizeof(b64)), 0);
+	assert_masked_in(set, (char *)b64, secret_base64_len(a, 0));
+	assert_int_equal(
+	    secret_append_base64_raw(c, (const uint8_t *)"user:", 5, b64, sizeof(b64)), 0);
+	n = secret_base64_len(c, 5);
+	assert_masked_in(set, (char *)b64, n);
+	secret_unref(a);
+	secret_unref(c);
+	redact_set_unref(set);
+}
+
+static void
+test_base64url_and_alignments(void **state)
+{
+	struct redact_set *set = mkset();
+	struct secret *s = mksecret(S2);
+	uint8_t b64[256], text[300];
+	size_t n, k, i, from, to, len = strlen(S2);
+	uint8_t *out;
+
+	/* base64url without padding: '+' '/' become '-' '_', '=' dropped. */
+	assert_int_equal(secret_append_base64_raw(s, NULL, 0, b64, sizeof(b64)), 0);
+	n = secret_base64_len(s, 0);
+	while (n > 0 && b64[n - 1] == '=')
+		n--;
+	for (i = 0; i < n; i++)
+		b64[i] = b64[i] == '+' ? '-' : b64[i] == '/' ? '_' : b64[i];
+	assert_masked_in(set, (char *)b64, n);
+	/* Inside a longer base64 text at every alignment: the characters that
+	 * depend on the secret alone are masked, the prefix's are not. */
+	for (k = 1; k <= 5; k++) {
+		assert_int_equal(
+		    secret_append_base64_raw(s, (const uint8_t *)"abcde", k, b64, sizeof(b64)), 0);
+		n = secret_base64_len(s, k);
+		memcpy(text, b64, n);
+		out = oneshot(set, text, n, NULL);
+		from = (8 * k + 5) / 6;
+		to = (8 * (k + len)) / 6;
+		for (i = from; i < to; i++)
+			assert_int_equal(out[i], REDACT_MASK_BYTE);
+		for (i = 0; i < (8 * k) / 6; i++)
+			assert_int_equal(out[i], text[i]);
+		free(out);
+	}
+	secret_unref(s);
+	redact_set_unref(set);
+}
+
+static void
+test_url_and_json(void **state)
+{
+	struct redact_set *set = mkset();
+
+	/* Percent-encoding, upper and lower hex, and form style. */
+	assert_masked_in(set, "p%40ss%2Fw%C3%B6rd%20%22x%22%5Cy%3C%26%3E",
+	    strlen("p%40ss%2Fw%C3%B6rd%20%22x%22%5Cy%3C%26%3E"));
+	assert_masked_in(set, "p%40ss%2fw%c3%b6rd%20%22x%22%5cy%3c%26%3e",
+	    strlen("p%40ss%2fw%c3%b6rd%20%22x%22%5cy%3c%26%3e"));
+	assert_masked_in(set, "p%40ss%2Fw%C3%B6rd+%22x%22%5Cy%3C%26%3E",
+	    strlen("p%40ss%2Fw%C3%B6rd+%22x%22%5Cy%3C%26%3E"));
+	/* "user:pass" percent-encoded as a whole. */
+	assert_masked_in(set, "user%3A" S4, strlen("user%3A" S4));
+	/* JSON: minimal, "\/", ASCII-only, HTML-safe, all-\u. */
+	assert_masked_in(set, "p@ss/w\xc3\xb6rd \\\"x\\\"\\\\y<&>",
+	    strlen("p@ss/w\xc3\xb6rd \\\"x\\\"\\\\y<&>"));
+	assert_masked_in(set, "p@ss\\/w\xc3\xb6rd \\\"x\\\"\\\\y<&>",
+	    strlen("p@ss\\/w\xc3\xb6rd \\\"x\\\"\\\\y<&>"));
+	assert_masked_in(
+	    set, "p@ss/w\\u00f6rd \\\"x\\\"\\\\y<&>", strlen("p@ss/w\\u00f6rd \\\"x\\\"\\\\y<&>"));
+	assert_masked_in(set, "p@ss\\/w\\u00f6rd \\\"x\\\"\\\\y<&>",
+	    strlen("p@ss\\/w\\u00f6rd \\\"x\\\"\\\\y<&>"));
+	assert_masked_in(set, "p@ss/w\xc3\xb6rd \\\"x\\\"\\\\y\\u003c\\u0026\\u003e",
+	    strlen("p@ss/w\xc3\xb6rd \\\"x\\\"\\\\y\\u003c\\u0026\\u003e"));
+	assert_masked_in(set,
+	    "\\u0073\\u006b\\u002d\\u006c\\u0069\\u0076\\u0065\\u002d"
+	    "\\u0043\\u0041\\u004e\\u0041\\u0052\\u0059\\u0031\\u002d\\u0071\\u0038"
+	    "\\u005a\\u0074\\u0033\\u0078\\u0057\\u0039\\u0070\\u004c\\u006d\\u0032"
+	    "\\u0076\\u0042\\u0037",
+	    31 * 6);
+	assert_masked_in(set,
+	    "\\u0073\\u006B\\u002D\\u006C\\u0069\\u0076\\u0065\\u002D"
+	    "\\u0043\\u0041\\u004E\\u0041\\u0052\\u0059\\u0031\\u002D\\u0071\\u0038"
+	    "\\u005A\\u0074\\u0033\\u0078\\u0057\\u0039\\u0070\\u004C\\u006D\\u0032"
+	    "\\u0076\\u0042\\u0037",
+	    31 * 6);
+	redact_set_unref(set);
+}
+
+static void
+test_partial_never_masked(void **state)
+{
+	struct redact_set *set = mkset();
+	const char *t[] = {
+	    "prefix sk-live-CANARY1-q8Zt3xW9pLm2vB suffix",  /* last byte missing */
+	    "prefix k-live-CANARY1-q8Zt3xW9pLm2vB7 suffix",  /* first byte missing */
+	    "prefix sk-live-CANARY1-q8Zt3xW9pLm2vb7 suffix", /* one byte differs */
+	    "prefix SK-LIVE-CANARY1-Q8ZT3XW9PLM2VB7 suffix", /* upper-cased: not covered */
+	    "user:hunter2-hunter2-hunter",
+	};
+	uint8_t *out;
+	uint64_t m = 0;
+	size_t i;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		out = oneshot(set, (const uint8_t *)t[i], strlen(t[i]), &m);
+		assert_memory_equal(out, t[i], strlen(t[i]));
+		free(out);
+	}
+	assert_int_equal(m, 0);
+	redact_set_unref(set);
+}
+
+static void
+test_overlap_masks_union(void **state)
+{
+	struct secret *a = mksecret("AAAABBBBCCCC"), *b = mksecret("BBBBCCCCDDDD");
+	struct secret *c = mksecret("ZZAAAABBBBCCCCQQ");
+	struct redact_value v[3] = {{.secret = a}, {.secret = b}, {.secret = c}};
+	struct redact_set *set = redact_set_new(v, 3, NULL);
+	/* Overlapping matches; then a value found while the automaton is deep in
+	 * the path of a longer one that does not complete. */
+	const char *t = "xAAAABBBBCCCCDDDDx AAAABBBBCCCCAAAABBBBCCCC xZZAAAABBBBCCCCx";
+	uint8_t *out;
+	uint64_t m = 0;
+
+	assert_non_null(set);
+	out = oneshot(set, (const uint8_t *)t, strlen(t), &m);
+	assert_string_equal(
+	    (char *)out, "x****************x ************************ xZZ************x");
+	assert_int_equal(m, 5);
+	free(out);
+	redact_set_unref(set);
+	secret_unref(a);
+	secret_unref(b);
+	secret_unref(c);
+}
+
+struct naive {
+	const uint8_t *in;
+	size_t len;
+	uint8_t *mask;
+};
+
+static void
+naive_cb(const uint8_t *p, size_t plen, void *arg)
+{
+	struct naive *nv = arg;
+	size_t i;
+
+	for (i = 0; i + plen <= nv->len; i++)
+		if (memcmp(nv->in + i, p, plen) == 0)
+			memset(nv->mask + i, 1, plen);
+}
+
+/* The expected result by brute force over the set's patterns. */
+static uint8_t *
+naive_redact(const struct redact_set *set, const uint8_t *in, size_t len)
+{
+	struct naive nv = {.in = in, .len = len, .mask = calloc(1, len + 1)};
+	uint8_t *out = malloc(len + 1);
+	size_t i;
+
+	assert_non_null(nv.mask);
+	assert_non_null(out);
+	assert_int_equal(redact_set_foreach_pattern(set, naive_cb, &nv), 0);
+	for (i = 0; i < len; i++)
+		out[i] = nv.mask[i] ? REDACT_MASK_BYTE : in[i];
+	free(nv.mask);
+	return out;
+}
+
+static void
+test_patterns_enumerated(void **state)
+{
+	struct redact_set *set = mkset();
+	struct naive nv = {.in = (const uint8_t *)"", .len = 0, .mask = NULL};
+
+	/* Three values plus user:S4, about twenty renderings each, no duplicates. */
+	assert_true(redact_set_npatterns(set) > 40);
+	assert_true(redact_set_max_hold(set) >= strlen(S2) * 6 - 1);
+	assert_int_equal(redact_set_foreach_pattern(set, naive_cb, &nv), 0);
+	redact_set_unref(set);
+}
+
+/* Random text over a small alphabet with renderings of the secrets mixed in. */
+static size_t
+gen_stream(uint8_t *buf, size_t cap, uint32_t *rs)
+{
+	static const char *pieces[] = {
+	    S1,
+	    S2,
+	    S4,
+	    "user:" S4,
+	    "dXNlcjpodW50ZXIyLWh1bnRlcjItaHVudGVyMg==",
+	    "c2stbGl2ZS1DQU5BUlkxLXE4WnQzeFc5cExtMnZCNw==",
+	    "p%40ss%2Fw%C3%B6rd%20%22x%22%5Cy%3C%26%3E",
+	    "sk-live-CANARY1-q8Zt3xW9",
+	    "\\u0073\\u006b\\u002d",
+	    "hunter2-hunter2-hunte",
+	    "AAAA",
+	    "sk-",
+	    "\r\n\r\n",
+	};
+	size_t n = 0, p, l;
+
+	while (n < cap) {
+		if (trand(rs) % 4 == 0) {
+			p = trand(rs) % (sizeof(pieces) / sizeof(pieces[0]));
+			l = strlen(pieces[p]);
+			if (n + l > cap)
+				break;
+			memcpy(buf + n, pieces[p], l);
+			n += l;
+		} else {
+			buf[n++] = (uint8_t)("sk-ABCuser:%2=\\ \x00\xc3"[trand(rs) % 16]);
+		}
+	}
+	return n;
+}
+
+static void
+test_random_splits_match_oneshot(void **state)
+{
+	struct redact_set *set = mkset();
+	uint32_t rs = 0x2545f491;
+	uint8_t in[6000], *ref, *naive, *got, *tmp;
+	size_t len, off, chunk, olen, glen;
+	uint64_t m1, m2, total = 0;
+	int iter;
+
+	tmp = malloc(sizeof(in) + redact_set_max_hold(set));
+	got = malloc(sizeof(in));
+	assert_non_null(tmp);
+	assert_non_null(got);
+	for (iter = 0; iter < 200; iter++) {
+		struct redact_stream *st = redact_stream_new(set);
+
+		assert_non_null(st);
+		len = gen_stream(in, sizeof(in) - (trand(&rs) % 3000), &rs);
+		m1 = 0;
+		ref = oneshot(set, in, len, &m1);
+		naive = naive_redact(set, in, len);
+		assert_memory_equal(ref, naive, len);
+		glen = 0;
+		for (off = 0; off < len; off += chunk) {
+			/* Mostly tiny feeds, sometimes single bytes, sometimes large. */
+			chunk = iter % 5 == 0 ? 1 : 1 + trand(&rs) % (iter % 2 ? 7 : 700);
+			if (chunk > len - off)
+				chunk = len - off;
+			assert_int_equal(redact_stream_feed_buf(st, in + off, chunk, tmp,
+			                     sizeof(in) + redact_set_max_hold(set), &olen),
+			    0);
+			memcpy(got + glen, tmp, olen);
+			glen += olen;
+			/* Only a pending partial match is held back. */
+			assert_true(redact_stream_held(st) <= redact_set_max_hold(set));
+			assert_int_equal(glen + redact_stream_held(st), off + chunk);
+		}
+		assert_int_equal(redact_stream_flush_buf(st, tmp, sizeof(in), &olen), 0);
+		memcpy(got + glen, tmp, olen);
+		glen += olen;
+		assert_int_equal(glen, len);
+		assert_memory_equal(got, ref, len);
+		m2 = redact_stream_matches(st);
+		assert_int_equal(m1, m2);
+		total += m1;
+		redact_stream_free(st);
+		free(ref);
+		free(naive);
+	}
+	/* The generator does plant secrets: the comparison is not vacuous. */
+	assert_true(total > 1000);
+	free(tmp);
+	free(got);
+	redact_set_unref(set);
+}
+
+static void
+test_holdback_is_minimal(void **state)
+{
+	struct redact_set *set = mkset();
+	struct redact_stream *st = redact_stream_new(set);
+	struct evbuffer *out = evbuffer_new();
+	const char *ev1 = "data: {\"delta\": \"hello\"}\n\n";
+	const char *part = "data: sk-live-CANARY1-q8";
+	char buf[256];
+	size_t n;
+
+	assert_non_null(st);
+	assert_non_null(out);
+	/* An SSE event with no pending match goes out whole, immediately. */
+	assert_int_equal(redact_stream_feed(st, (const uint8_t *)ev1, strlen(ev1), out), 0);
+	assert_int_equal(evbuffer_get_length(out), strlen(ev1));
+	assert_int_equal(redact_stream_held(st), 0);
+	evbuffer_drain(out, evbuffer_get_length(out));
+	/* A prefix of a secret is held, exactly its bytes. */
+	assert_int_equal(redact_stream_feed(st, (const uint8_t *)part, strlen(part), out), 0);
+	assert_int_equal(redact_stream_held(st), strlen("sk-live-CANARY1-q8"));
+	assert_int_equal(evbuffer_get_length(out), strlen("data: "));
+	/* Completing it masks the whole value, including the held part. */
+	assert_int_equal(redact_stream_feed(st, (const uint8_t *)"Zt3xW9pLm2vB7\n", 14, out), 0);
+	assert_int_equal(redact_stream_held(st), 0);
+	n = evbuffer_remove(out, buf, sizeof(buf));
+	assert_int_equal(n, strlen("data: ") + strlen(S1) + 1);
+	assert_memory_equal(buf, "data: ", 6);
+	assert_memory_equal(buf + 6, "*******************************\n", 32);
+	assert_int_equal(redact_stream_matches(st), 1);
+	/* A prefix that never completes is released unchanged by flush. */
+	assert_int_equal(redact_stream_feed(st, (const uint8_t *)"x sk-live-CAN", 13, out), 0);
+	assert_int_equal(evbuffer_get_length(out), 2);
+	assert_int_equal(redact_stream_flush(st, out), 0);
+	assert_int_equal(redact_stream_held(st), 0);
+	n = evbuffer_remove(out, buf, sizeof(buf));
+	assert_int_equal(n, 13);
+	assert_memory_equal(buf, "x sk-live-CAN", 13);
+	evbuffer_free(out);
+	redact_stream_free(st);
+	redact_set_unref(set);
+}
+
+static void
+test_evbuffer_paths_and_refcount(void **state)
+{
+	struct redact_set *set = mkset();
+	struct redact_stream *st = redact_stream_new(set);
+	struct evbuffer *in = evbuffer_new(), *out = evbuffer_new();
+	const char *t = "HTTP/1.1 401\r\nX-Echo: Bearer " S1 "\r\n\r\ninvalid token ";
+	size_t i, len = strlen(t), big = 3 * REDACT_FEED_SLICE + 17;
+	uint8_t *data = malloc(big), *res = malloc(big);
+
+	assert_non_null(data);
+	assert_non_null(res);
+	/* The stream keeps the set alive after its builder lets go. */
+	redact_set_unref(set);
+	/* Several evbuffer chains, the secret straddling two of them. */
+	for (i = 0; i < len; i++)
+		evbuffer_add(in, t + i, 1);
+	assert_int_equal(redact_stream_feed_evbuffer(st, in, out), 0);
+	assert_int_equal(evbuffer_get_length(in), 0);
+	/* A large body crossing slices, with the secret across a slice boundary. */
+	memset(data, 'z', big);
+	memcpy(data + REDACT_FEED_SLICE - 10, S1, strlen(S1));
+	assert_int_equal(redact_stream_feed(st, data, big, out), 0);
+	assert_int_equal(redact_stream_flush(st, out), 0);
+	assert_int_equal(evbuffer_get_length(out), len + big);
+	assert_int_equal(evbuffer_remove(out, res, len), (int)len);
+	assert_null(memmem(res, len, S1, strlen(S1)));
+	assert_memory_equal(res, t, strlen("HTTP/1.1 401\r\nX-Echo: Bearer "));
+	assert_memory_equal(res + len - 18, "\r\n\r\ninvalid token ", 18);
+	assert_int_equal(evbuffer_remove(out, res, big), (int)big);
+	for (i = 0; i < big; i++) {
+		if (i >= REDACT_FEED_SLICE - 10 && i < REDACT_FEED_SLICE - 10 + strlen(S1))
+			assert_int_equal(res[i], REDACT_MASK_BYTE);
+		else
+			assert_int_equal(res[i], 'z');
+	}
+	assert_int_equal(redact_stream_matches(st), 2);
+	free(data);
+	free(res);
+	evbuffer_free(in);
+	evbuffer_free(out);
+	redact_stream_free(st);
+}
+
+static void
+test_feed_buf_too_small(void **state)
+{
+	struct redact_set *set = mkset();
+	struct redact_stream *st = redact_stream_new(set);
+	uint8_t dst[64];
+	size_t olen = 99;
+
+	assert_non_null(st);
+	assert_int_equal(
+	    redact_stream_feed_buf(st, (const uint8_t *)"sk-live", 7, dst, sizeof(dst), &olen), 0);
+	assert_int_equal(olen, 0);
+	assert_int_equal(redact_stream_held(st), 7);
+	/* 7 held + 60 new > 64: refused, nothing consumed. */
+	assert_int_equal(redact_stream_feed_buf(st, dst, 60, dst, sizeof(dst), &olen), -1);
+	assert_int_equal(redact_stream_held(st), 7);
+	assert_int_equal(redact_stream_flush_buf(st, dst, 3, &olen), -1);
+	assert_int_equal(redact_stream_flush_buf(st, dst, sizeof(dst), &olen), 0);
+	assert_int_equal(olen, 7);
+	assert_memory_equal(dst, "sk-live", 7);
+	redact_stream_free(st);
+	redact_set_unref(set);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_refuses_short_and_bad),
+	    cmocka_unit_test(test_empty_set_passes_through),
+	    cmocka_unit_test(test_large_secret),
+	    cmocka_unit_test(test_raw_and_rendered),
+	    cmocka_unit_test(test_base64url_and_alignments),
+	    cmocka_unit_test(test_url_and_json),
+	    cmocka_unit_test(test_partial_never_masked),
+	    cmocka_unit_test(test_overlap_masks_union),
+	    cmocka_unit_test(test_patterns_enumerated),
+	    cmocka_unit_test(test_random_splits_match_oneshot),
+	    cmocka_unit_test(test_holdback_is_minimal),
+	    cmocka_unit_test(test_evbuffer_paths_and_refcount),
+	    cmocka_unit_test(test_feed_buf_too_small),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
