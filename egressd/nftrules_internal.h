@@ -61,7 +61,7 @@ const char *nftrules_set_name(enum nftrules_set_kind kind, int family);
 int nftrules_build_install(struct nftrules_batch *b, const struct nftrules_config *cfg,
     const struct nftrules_static *st) __attribute__((warn_unused_result));
 
-/* Flush and refill allow/deny sets, flush and refill the filter chain. */
+/* Re-create allow/deny sets and refill the filter chain; learned sets kept. */
 int nftrules_build_update_static(struct nftrules_batch *b, const struct nftrules_config *cfg,
     const struct nftrules_static *st) __attribute__((warn_unused_result));
 

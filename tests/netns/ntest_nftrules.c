@@ -1,0 +1,392 @@
+/*
+ * netns test for egressd/nftrules: runs as root in a fresh network
+ * namespace (unshare --net). Installs the table through netlink, checks it
+ * with `nft list`, learns, refreshes and forgets elements, updates the
+ * static sets while learned elements survive, checks that rejects and the
+ * DNS redirect work on real sockets, and removes the table.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cmocka.h>
+
+#include "egressd/nftrules.h"
+
+#define GUARD_MS 5000 /* bound on waits for replies that are due at once */
+
+struct ctx {
+	struct nftrules_config cfg;
+	struct nftrules *n;
+};
+
+static struct nftrules_rule
+rule(enum nftrules_action act, int fam, const char *addr, int plen, uint16_t lo, uint16_t hi)
+{
+	struct nftrules_rule r;
+
+	memset(&r, 0, sizeof(r));
+	r.action = act;
+	r.family = fam;
+	assert_int_equal(inet_pton(fam, addr, r.addr), 1);
+	r.prefix_len = (uint8_t)plen;
+	r.port_lo = lo;
+	r.port_hi = hi;
+	return r;
+}
+
+/* Output of an nft command (owned, free it); *rc gets its exit status. */
+static char *
+nft_out(const char *args, int *rc)
+{
+	char cmd[256];
+	size_t cap = 1 << 16, len = 0, r;
+	char *buf = malloc(cap);
+	FILE *f;
+
+	assert_non_null(buf);
+	snprintf(cmd, sizeof(cmd), "nft %s 2>&1", args);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	while ((r = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+		len += r;
+		if (cap - len < 2) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			assert_non_null(buf);
+		}
+	}
+	buf[len] = '\0';
+	*rc = pclose(f);
+	return buf;
+}
+
+static void
+assert_has(const char *hay, const char *needle)
+{
+	if (strstr(hay, needle) == NULL)
+		fail_msg("missing \"%s\" in:\n%s", needle, hay);
+}
+
+static void
+assert_lacks(const char *hay, const char *needle)
+{
+	if (strstr(hay, needle) != NULL)
+		fail_msg("unexpected \"%s\" in:\n%s", needle, hay);
+}
+
+static const struct nftrules_rule *
+base_rules(size_t *n)
+{
+	static struct nftrules_rule r[7];
+
+	r[0] = rule(NFTRULES_ALLOW, AF_INET, "10.0.0.0", 8, 0, 0);
+	r[1] = rule(NFTRULES_DENY, AF_INET, "10.1.0.0", 16, 0, 0);
+	r[2] = rule(NFTRULES_ALLOW, AF_INET, "192.0.2.1", 32, 443, 443);
+	r[3] = rule(NFTRULES_ALLOW, AF_INET6, "2001:db8::", 32, 8000, 8080);
+	r[4] = rule(NFTRULES_DENY, AF_INET6, "2001:db8:1::", 48, 0, 0);
+	r[5] = rule(NFTRULES_ALLOW, AF_INET, "10.7.0.0", 16, 853, 853);
+	/* Overlaps r[2]: the kernel would refuse overlapping elements. */
+	r[6] = rule(NFTRULES_ALLOW, AF_INET, "192.0.2.0", 24, 400, 500);
+	*n = 7;
+	return r;
+}
+
+static int
+setup(void **state)
+{
+	static struct ctx c;
+	char err[NFTRULES_ERRLEN];
+
+	if (system("ip link set lo up") != 0)
+		return -1;
+	nftrules_config_default(&c.cfg);
+	c.cfg.intercept = true;
+	c.n = nftrules_open(&c.cfg, err, sizeof(err));
+	if (c.n == NULL) {
+		fprintf(stderr, "nftrules_open: %s\n", err);
+		return -1;
+	}
+	*state = &c;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct ctx *c = *state;
+
+	nftrules_close(c->n);
+	return 0;
+}
+
+static void
+install(struct ctx *c, enum nftrules_action def)
+{
+	struct nftrules_static st;
+
+	st.rules = base_rules(&st.nrules);
+	st.default_action = def;
+	if (nftrules_install(c->n, &st) != 0)
+		fail_msg("install: %s", nftrules_error(c->n));
+}
+
+static void
+test_install(void **state)
+{
+	struct ctx *c = *state;
+	char *out;
+	int rc;
+
+	install(c, NFTRULES_DENY);
+	/* Installing again replaces the table (delete + add in one batch). */
+	install(c, NFTRULES_DENY);
+	out = nft_out("list table inet egressd", &rc);
+	if (rc != 0)
+		free(out);
+	assert_int_equal(rc, 0);
+	assert_has(out, "type filter hook output priority mangle; policy accept;");
+	assert_has(out, "type nat hook output priority -100; policy accept;");
+	assert_has(out, "set learned4 {\n\t\ttype ipv4_addr\n\t\tflags timeout\n");
+	assert_has(out, "set learnedp6 {\n\t\ttype ipv6_addr . inet_service\n\t\tflags timeout\n");
+	assert_has(out, "set allowp4 {\n\t\ttype ipv4_addr . inet_service\n\t\tflags interval\n");
+	assert_has(out, "elements = { 10.0.0.0/8 }");
+	assert_has(out, "elements = { 10.1.0.0/16 }");
+	assert_has(out, "192.0.2.0/24 . 400-500");
+	assert_lacks(out, "192.0.2.1 . 443");
+	assert_has(out, "10.7.0.0/16 . 853");
+	assert_has(out, "elements = { 2001:db8::/32 . 8000-8080 }");
+	assert_has(out, "elements = { 2001:db8:1::/48 }");
+	assert_has(out, "\t\tmeta mark 0x00000001 accept\n\t\tct state established,related accept\n"
+	                "\t\toif \"lo\" accept\n");
+	assert_has(out, "icmpv6 type nd-neighbor-solicit accept");
+	assert_has(out, "udp dport 53 accept");
+	assert_has(out, "meta l4proto tcp ip daddr @deny4 reject with tcp reset");
+	assert_has(out, "ip6 daddr @deny6 reject with icmpx admin-prohibited");
+	assert_has(out, "ip daddr . tcp dport @allowp4 accept");
+	assert_has(out, "ip6 daddr . udp dport @learnedp6 accept");
+	assert_has(out, "tcp dport 853 reject with tcp reset\n\t\tudp dport 853 reject with icmpx "
+	                "admin-prohibited\n\t\tip daddr @allow4 accept\n");
+	assert_has(out, "\t\tmeta l4proto tcp reject with tcp reset\n"
+	                "\t\treject with icmpx admin-prohibited\n\t}");
+	assert_has(out,
+	    "meta mark 0x00000001 return\n\t\tudp dport 53 redirect to :15353\n"
+	    "\t\ttcp dport 53 redirect to :15353\n\t\toif \"lo\" return\n"
+	    "\t\ttcp dport 443 redirect to :15443\n\t\ttcp dport 80 redirect to :15080\n");
+	/* Exemption by mark only, never by uid. */
+	assert_lacks(out, "skuid");
+	assert_lacks(out, "meta skgid");
+	free(out);
+}
+
+static void
+test_learn_refresh(void **state)
+{
+	struct ctx *c = *state;
+	uint8_t a4[4], a6[16];
+	char *out;
+	int rc;
+
+	assert_int_equal(inet_pton(AF_INET, "93.184.216.34", a4), 1);
+	assert_int_equal(inet_pton(AF_INET6, "2001:db8::5", a6), 1);
+	assert_int_equal(nftrules_learn(c->n, AF_INET, a4, 0, 10000), 0);
+	assert_int_equal(nftrules_learn(c->n, AF_INET6, a6, 443, 3600000), 0);
+	out = nft_out("list set inet egressd learned4", &rc);
+	assert_int_equal(rc, 0);
+	assert_has(out, "93.184.216.34 timeout 10s expires");
+	free(out);
+	out = nft_out("list set inet egressd learnedp6", &rc);
+	assert_has(out, "2001:db8::5 . 443 timeout 1h expires");
+	free(out);
+	/* A re-add refreshes the timeout (the kernel updates the element). */
+	assert_int_equal(nftrules_learn(c->n, AF_INET, a4, 0, 600000), 0);
+	out = nft_out("list set inet egressd learned4", &rc);
+	assert_has(out, "93.184.216.34 timeout 10m expires");
+	free(out);
+}
+
+/* Non-blocking TCP connect; returns the final errno (0: still pending). */
+static int
+connect_result(const char *ip, uint16_t port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), err = 0;
+	socklen_t el = sizeof(err);
+	struct pollfd p;
+
+	assert_true(fd >= 0);
+	assert_int_equal(inet_pton(AF_INET, ip, &sa.sin_addr), 1);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		close(fd);
+		return 0;
+	}
+	if (errno != EINPROGRESS) {
+		err = errno;
+		close(fd);
+		return err;
+	}
+	p.fd = fd;
+	p.events = POLLOUT;
+	if (poll(&p, 1, GUARD_MS) == 1)
+		assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el), 0);
+	close(fd);
+	return err;
+}
+
+static void
+test_reject(void **state)
+{
+	/* Any device that takes a route will do; packets that pass are lost. */
+	assert_int_equal(system("{ ip link add eg0 type dummy || ip link add eg0 type ifb || "
+	                        "ip link add eg0 type bridge; } 2>/dev/null && "
+	                        "ip addr add 172.16.0.1/24 dev eg0 && ip link set eg0 up && "
+	                        "ip route add default dev eg0"),
+	    0);
+	/* Default deny: TCP reset, so the client fails fast. */
+	assert_int_equal(connect_result("172.16.0.2", 80), ECONNREFUSED);
+	/* Deny set inside an allowed range. */
+	assert_int_equal(connect_result("10.1.2.3", 80), ECONNREFUSED);
+	/* DoT to an allowed address without a port rule for 853. */
+	assert_int_equal(connect_result("10.5.0.1", 853), ECONNREFUSED);
+}
+
+/* Marked and unmarked UDP to port 53: redirected to the proxy or not. */
+static void
+test_dns_redirect_and_mark(void **state)
+{
+	struct ctx *c = *state;
+	struct sockaddr_in proxy = {.sin_family = AF_INET, .sin_port = htons(c->cfg.dns_port)};
+	struct sockaddr_in dns = {.sin_family = AF_INET, .sin_port = htons(53)};
+	int l = socket(AF_INET, SOCK_DGRAM, 0), s = socket(AF_INET, SOCK_DGRAM, 0);
+	int m = socket(AF_INET, SOCK_DGRAM, 0);
+	uint32_t mark = c->cfg.mark;
+	struct pollfd p;
+	char buf[16];
+
+	assert_true(l >= 0 && s >= 0 && m >= 0);
+	proxy.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	dns.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(l, (struct sockaddr *)&proxy, sizeof(proxy)), 0);
+	assert_int_equal(sendto(s, "q1", 2, 0, (struct sockaddr *)&dns, sizeof(dns)), 2);
+	p.fd = l;
+	p.events = POLLIN;
+	assert_int_equal(poll(&p, 1, GUARD_MS), 1);
+	assert_int_equal(recv(l, buf, sizeof(buf), 0), 2);
+	assert_memory_equal(buf, "q1", 2);
+
+	/* The sidecar's marked socket skips the redirect: port 53 is closed. */
+	assert_int_equal(setsockopt(m, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)), 0);
+	assert_int_equal(connect(m, (struct sockaddr *)&dns, sizeof(dns)), 0);
+	assert_int_equal(send(m, "q2", 2, 0), 2);
+	p.fd = m;
+	assert_int_equal(poll(&p, 1, GUARD_MS), 1);
+	assert_int_equal(recv(m, buf, sizeof(buf), 0), -1);
+	assert_int_equal(errno, ECONNREFUSED);
+	/* ... and the proxy got nothing. */
+	assert_int_equal(recv(l, buf, sizeof(buf), MSG_DONTWAIT), -1);
+	close(l);
+	close(s);
+	close(m);
+}
+
+static void
+test_update_keeps_learned(void **state)
+{
+	struct ctx *c = *state;
+	struct nftrules_rule r[] = {rule(NFTRULES_ALLOW, AF_INET, "203.0.113.0", 24, 0, 0),
+	    rule(NFTRULES_DENY, AF_INET, "203.0.113.9", 32, 0, 0)};
+	struct nftrules_static st = {r, 2, NFTRULES_ALLOW};
+	char *out;
+	int rc;
+
+	if (nftrules_update_static(c->n, &st) != 0)
+		fail_msg("update: %s", nftrules_error(c->n));
+	out = nft_out("list table inet egressd", &rc);
+	assert_int_equal(rc, 0);
+	assert_has(out, "93.184.216.34 timeout 10m expires");
+	assert_has(out, "2001:db8::5 . 443 timeout 1h expires");
+	assert_has(out, "elements = { 203.0.113.0/24 }");
+	assert_has(out, "elements = { 203.0.113.9 }");
+	assert_lacks(out, "10.0.0.0/8");
+	assert_lacks(out, "192.0.2.0/24 . 400-500");
+	/* defaultAction allow: final accept, deny sets still rejected. */
+	assert_lacks(out, "\t\treject with icmpx admin-prohibited\n\t}");
+	assert_has(out, "ip daddr @learned4 accept\n\t\tip6 daddr @allow6 accept\n"
+	                "\t\tip6 daddr @learned6 accept\n\t\taccept\n\t}");
+	assert_has(out, "ip daddr @deny4 reject with icmpx admin-prohibited");
+	/* The NAT chain is untouched. */
+	assert_has(out, "tcp dport 443 redirect to :15443");
+	free(out);
+	/* The deny rule holds under defaultAction allow. */
+	assert_int_equal(connect_result("203.0.113.9", 80), ECONNREFUSED);
+}
+
+static void
+test_forget(void **state)
+{
+	struct ctx *c = *state;
+	uint8_t a4[4];
+	char *out;
+	int rc;
+
+	assert_int_equal(inet_pton(AF_INET, "93.184.216.34", a4), 1);
+	assert_int_equal(nftrules_forget(c->n, AF_INET, a4, 0), 0);
+	out = nft_out("list set inet egressd learned4", &rc);
+	assert_lacks(out, "93.184.216.34");
+	free(out);
+	/* Forgetting an absent element is not an error. */
+	assert_int_equal(nftrules_forget(c->n, AF_INET, a4, 0), 0);
+}
+
+static void
+test_remove_and_errors(void **state)
+{
+	struct ctx *c = *state;
+	struct nftrules_static st = {NULL, 0, NFTRULES_DENY};
+	uint8_t a4[4] = {192, 0, 2, 1};
+	char *out;
+	int rc;
+
+	assert_int_equal(nftrules_remove_table(c->n), 0);
+	out = nft_out("list table inet egressd", &rc);
+	assert_int_not_equal(rc, 0);
+	free(out);
+	assert_int_equal(nftrules_remove_table(c->n), 0);
+	/* The failing message is named, with the kernel's errno. */
+	assert_int_equal(nftrules_update_static(c->n, &st), -1);
+	assert_has(nftrules_error(c->n), "flush chain filter");
+	assert_has(nftrules_error(c->n), strerror(ENOENT));
+	assert_int_equal(nftrules_learn(c->n, AF_INET, a4, 0, 1000), -1);
+	assert_has(nftrules_error(c->n), "add element to learned4");
+	/* Nothing was half-applied. */
+	out = nft_out("list ruleset", &rc);
+	assert_lacks(out, "egressd");
+	free(out);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_install),
+	    cmocka_unit_test(test_learn_refresh),
+	    cmocka_unit_test(test_reject),
+	    cmocka_unit_test(test_dns_redirect_and_mark),
+	    cmocka_unit_test(test_update_keeps_learned),
+	    cmocka_unit_test(test_forget),
+	    cmocka_unit_test(test_remove_and_errors),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
