@@ -27,6 +27,7 @@
 #include "egressd/api.h"
 #include "egressd/learnmap.h"
 #include "egressd/log.h"
+#include "egressd/vaultapi.h"
 #include "egressd/wstate.h"
 #include "policy/policy.h"
 
@@ -78,7 +79,7 @@ api_reply(struct evhttp_request *req, int code, const char *reason, const char *
 }
 
 /* Plain-text error, OpenSandbox style: the message and a newline. */
-static void
+void
 api_error(struct evhttp_request *req, int code, const char *reason, const char *msg)
 {
 	char buf[1024];
@@ -90,7 +91,7 @@ api_error(struct evhttp_request *req, int code, const char *reason, const char *
 	                              : sizeof(buf) - 1);
 }
 
-static void
+void
 api_json(struct evhttp_request *req, int code, const char *reason, json_t *j)
 {
 	char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -143,7 +144,7 @@ api_source(struct api *a, const char *addr)
  * leaks through timing. A source over its failure budget is refused
  * without a comparison, so guessing is throttled per source address.
  */
-static bool
+bool
 api_auth(struct api *a, struct evhttp_request *req)
 {
 	const char *v;
@@ -186,7 +187,7 @@ api_auth(struct api *a, struct evhttp_request *req)
 }
 
 /* Read the body (already capped by evhttp) into a NUL-terminated copy. */
-static char *
+char *
 api_body(struct evhttp_request *req, size_t *len)
 {
 	struct evbuffer *in = evhttp_request_get_input_buffer(req);
@@ -210,7 +211,7 @@ api_blank(const char *b, size_t n)
 	return true;
 }
 
-static void
+void
 api_allow(struct evhttp_request *req, const char *allow)
 {
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
@@ -330,6 +331,14 @@ api_commit(struct api *a, struct evhttp_request *req, struct policy *user, int k
 	policy_free(user);
 	if (eff == NULL) {
 		api_error(req, 500, "Internal Server Error", err);
+		return;
+	}
+	/* The vault's bindings must stay covered by explicit allow rules. */
+	if (vaultapi_check_policy(a->ws, eff, err, sizeof(err)) != 0) {
+		char buf[600];
+		snprintf(buf, sizeof(buf), "credential vault policy validation: %s", err);
+		policy_free(eff);
+		api_error(req, 400, "Bad Request", buf);
 		return;
 	}
 	pd = calloc(1, sizeof(*pd));
@@ -460,22 +469,7 @@ api_vault(struct api *a, struct evhttp_request *req)
 	}
 	if (!api_auth(a, req))
 		return;
-	if (cmd == EVHTTP_REQ_GET) {
-		api_error(req, 404, "Not Found", "credential vault not found");
-		return;
-	}
-	/* Writes need interception (OpenSandbox 412 preconditions, in their order). */
-	if (!a->auth)
-		api_error(req, 412, "Precondition Failed",
-		    "credential vault requires egress API auth token");
-	else if (!a->ws->cfg->intercept)
-		api_error(req, 412, "Precondition Failed",
-		    "credential vault requires transparent mitmproxy");
-	else if (a->ws->cfg->ssl_insecure)
-		api_error(req, 412, "Precondition Failed",
-		    "credential vault rejects insecure upstream TLS mode");
-	else
-		api_error(req, 412, "Precondition Failed", "credential proxy is not ready");
+	vaultapi_handle(a->ws, req, path, a->auth, a->ws->ready && a->ws->cfg->intercept);
 }
 
 static void

@@ -18,6 +18,7 @@
 #include "egressd/dnsproxy.h"
 #include "egressd/learnmap.h"
 #include "egressd/log.h"
+#include "egressd/vaultapi.h"
 #include "egressd/wchan.h"
 #include "egressd/wstate.h"
 #include "policy/policy.h"
@@ -401,6 +402,7 @@ wstate_start(struct wstate *ws)
 	struct policy *user, *eff;
 	struct timeval tv = {WSTATE_WATCH_S, 0};
 
+	vaultapi_init();
 	ws->learned = learnmap_new();
 	if (ws->learned == NULL)
 		return -1;
@@ -441,6 +443,7 @@ wstate_stop(struct wstate *ws)
 		free(a);
 	}
 	api_free(ws->api);
+	vaultapi_free(ws);
 	dnsproxy_free(ws->dns);
 	if (ws->ev_watch != NULL)
 		event_free(ws->ev_watch);

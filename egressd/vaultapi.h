@@ -1,0 +1,27 @@
+/*
+ * Credential Vault store and its OpenSandbox-compatible API (worker).
+ */
+#ifndef EGRESSD_VAULTAPI_H
+#define EGRESSD_VAULTAPI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct wstate;
+struct policy;
+struct evhttp_request;
+
+/* Make jansson wipe memory before freeing it (inline secrets pass through it). */
+void vaultapi_init(void);
+
+/* Serve /credential-vault[/...]; auth was checked by the caller. */
+void vaultapi_handle(struct wstate *ws, struct evhttp_request *req, const char *path, bool auth_on,
+    bool proxy_ready);
+
+/* 0 if the active vault stays valid under the effective policy p, else -1 with err. */
+int vaultapi_check_policy(struct wstate *ws, const struct policy *p, char *err, size_t errlen);
+
+/* Drop the vault and every secret it holds. */
+void vaultapi_free(struct wstate *ws);
+
+#endif

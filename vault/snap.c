@@ -1,0 +1,238 @@
+/*
+ * Credential Vault snapshots (worker process). A snapshot pins a binding
+ * set, one secret per credential and the redaction set of all of them. It
+ * is immutable and refcounted; the worker swaps the active one whole, and
+ * in-flight requests keep theirs. Secrets leave this module only as bytes
+ * appended to an outgoing buffer; nothing here logs.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "policy/binding.h"
+#include "vault/redact.h"
+#include "vault/secret.h"
+#include "vault/snap.h"
+
+struct vault_snap {
+	int refs;
+	uint64_t revision;
+	struct binding_set *bs;
+	struct secret **secrets;
+	size_t nsecrets;
+	struct secret **extra; /* decoded basic-auth passwords, for redaction only */
+	size_t nextra;
+	struct redact_set *redact;
+};
+
+/* Take a reference. */
+struct vault_snap *
+vault_snap_ref(struct vault_snap *s)
+{
+	if (s != NULL)
+		s->refs++;
+	return s;
+}
+
+/* Drop a reference; the last one releases (and so wipes) every secret. */
+void
+vault_snap_unref(struct vault_snap *s)
+{
+	if (s == NULL || --s->refs > 0)
+		return;
+	for (size_t i = 0; i < s->nsecrets; i++)
+		secret_unref(s->secrets[i]);
+	for (size_t i = 0; i < s->nextra; i++)
+		secret_unref(s->extra[i]);
+	free(s->secrets);
+	free(s->extra);
+	redact_set_unref(s->redact);
+	binding_set_free(s->bs);
+	free(s);
+}
+
+/*
+ * A basic credential is base64("user:pass"), as in OpenSandbox. The
+ * decoded password is registered too, with its user, so that "user:pass"
+ * and every encoding of it are masked as well as the base64 form.
+ */
+static int
+vault_snap_basic(struct vault_snap *s, const struct secret *b64, struct redact_value *rv,
+    struct secret **pass_out)
+{
+	size_t n = secret_len(b64);
+	uint8_t *enc = malloc(n + 1), *dec = malloc(n + 1);
+	int dlen, rc = -1;
+	uint8_t *colon;
+
+	*pass_out = NULL;
+	if (enc == NULL || dec == NULL || n == 0 || n % 4 != 0)
+		goto out;
+	if (secret_append_raw(b64, enc, n) != 0)
+		goto out;
+	dlen = EVP_DecodeBlock(dec, enc, (int)n);
+	if (dlen < 0)
+		goto out;
+	/* EVP_DecodeBlock counts the padding bytes as output. */
+	if (n >= 1 && enc[n - 1] == '=')
+		dlen--;
+	if (n >= 2 && enc[n - 2] == '=')
+		dlen--;
+	colon = memchr(dec, ':', (size_t)dlen);
+	if (colon == NULL || colon == dec || (size_t)(colon - dec) + 1 >= (size_t)dlen)
+		goto out;
+	*pass_out = secret_new(colon + 1, (size_t)dlen - (size_t)(colon - dec) - 1);
+	if (*pass_out == NULL)
+		goto out;
+	rv->secret = *pass_out;
+	rv->basic_user = malloc((size_t)(colon - dec));
+	if (rv->basic_user == NULL) {
+		secret_unref(*pass_out);
+		*pass_out = NULL;
+		goto out;
+	}
+	memcpy((uint8_t *)rv->basic_user, dec, (size_t)(colon - dec));
+	rv->basic_user_len = (size_t)(colon - dec);
+	rc = 0;
+out:
+	if (enc != NULL)
+		OPENSSL_cleanse(enc, n + 1);
+	if (dec != NULL)
+		OPENSSL_cleanse(dec, n + 1);
+	free(enc);
+	free(dec);
+	(void)s;
+	return rc;
+}
+
+struct vault_snap *
+vault_snap_new(struct binding_set *bs, struct secret *const *secrets, size_t nsecrets,
+    uint64_t revision, char *err, size_t errlen)
+{
+	struct vault_snap *s;
+	struct redact_value *rv = NULL;
+	size_t nrv = 0;
+	enum redact_err rerr;
+
+	if (nsecrets != binding_credential_count(bs)) {
+		snprintf(err, errlen, "internal error: %zu secrets for %zu credentials", nsecrets,
+		    binding_credential_count(bs));
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		goto nomem;
+	s->refs = 1;
+	s->revision = revision;
+	s->bs = binding_set_ref(bs);
+	s->secrets = calloc(nsecrets ? nsecrets : 1, sizeof(*s->secrets));
+	s->extra = calloc(nsecrets ? nsecrets : 1, sizeof(*s->extra));
+	rv = calloc(nsecrets * 2 + 1, sizeof(*rv));
+	if (s->secrets == NULL || s->extra == NULL || rv == NULL)
+		goto nomem;
+	for (size_t i = 0; i < nsecrets; i++) {
+		s->secrets[i] = secret_ref(secrets[i]);
+		s->nsecrets++;
+		rv[nrv++].secret = secrets[i];
+	}
+	/* Basic credentials also register their decoded password. */
+	for (size_t b = 0; b < binding_set_count(bs); b++) {
+		struct binding_header h;
+		struct secret *pass;
+
+		if (binding_auth_type(bs, b) != BINDING_AUTH_BASIC ||
+		    binding_header_get(bs, b, 0, &h) != 0 || h.credential >= nsecrets)
+			continue;
+		if (vault_snap_basic(s, secrets[h.credential], &rv[nrv], &pass) == 0) {
+			s->extra[s->nextra++] = pass;
+			nrv++;
+		}
+	}
+	s->redact = redact_set_new(rv, nrv, &rerr);
+	for (size_t i = 0; i < nrv; i++)
+		free((void *)rv[i].basic_user);
+	free(rv);
+	rv = NULL;
+	if (s->redact == NULL) {
+		snprintf(err, errlen,
+		    "credential values cannot be redacted: %s "
+		    "(values must be at least %d bytes)",
+		    redact_err_str(rerr), REDACT_MIN_PATTERN);
+		vault_snap_unref(s);
+		return NULL;
+	}
+	return s;
+nomem:
+	free(rv);
+	vault_snap_unref(s);
+	snprintf(err, errlen, "out of memory");
+	return NULL;
+}
+
+uint64_t
+vault_snap_revision(const struct vault_snap *s)
+{
+	return s->revision;
+}
+
+const struct binding_set *
+vault_snap_bindings(const struct vault_snap *s)
+{
+	return s->bs;
+}
+
+bool
+vault_snap_host_bound(const struct vault_snap *s, const char *host)
+{
+	return s != NULL && binding_host_has_binding(s->bs, host);
+}
+
+struct redact_set *
+vault_snap_redact(const struct vault_snap *s)
+{
+	return s == NULL ? NULL : s->redact;
+}
+
+int
+vault_snap_inject(const struct vault_snap *s, size_t idx, struct evbuffer *out)
+{
+	size_t n;
+
+	if (idx >= binding_set_count(s->bs))
+		return -1;
+	n = binding_header_count(s->bs, idx);
+	for (size_t j = 0; j < n; j++) {
+		struct binding_header h;
+
+		if (binding_header_get(s->bs, idx, j, &h) != 0 || h.credential >= s->nsecrets)
+			return -1;
+		if (evbuffer_add_printf(out, "%s: %s", h.name, h.prefix) < 0 ||
+		    secret_append_to(s->secrets[h.credential], out) != 0 ||
+		    evbuffer_add(out, "\r\n", 2) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+bool
+vault_snap_injects_header(const struct vault_snap *s, size_t idx, const char *name, size_t len)
+{
+	size_t n;
+
+	if (idx >= binding_set_count(s->bs))
+		return false;
+	n = binding_header_count(s->bs, idx);
+	for (size_t j = 0; j < n; j++) {
+		struct binding_header h;
+
+		if (binding_header_get(s->bs, idx, j, &h) == 0 && strlen(h.name) == len &&
+		    strncasecmp(h.name, name, len) == 0)
+			return true;
+	}
+	return false;
+}
