@@ -45,6 +45,8 @@ struct vaultstore {
 	size_t nenv;
 };
 
+static void vaultapi_audit(struct wstate *ws, const char *op);
+
 /* jansson memory is wiped before it is freed: it may hold inline secrets. */
 static void
 vaultapi_json_free(void *p)
@@ -158,6 +160,69 @@ vaultapi_load_secret(
 	return NULL;
 }
 
+/* Load every secret of bs and build its snapshot. NULL with err. */
+static struct vault_snap *
+vaultapi_snap_from_set(
+    struct wstate *ws, struct binding_set *bs, uint64_t revision, char *err, size_t errlen)
+{
+	struct vaultstore *vs = vaultapi_store(ws);
+	struct secret **secrets;
+	struct vault_snap *snap = NULL;
+	size_t n = binding_credential_count(bs), loaded = 0;
+
+	if (vs == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	secrets = calloc(n ? n : 1, sizeof(*secrets));
+	if (secrets == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	for (; loaded < n; loaded++) {
+		secrets[loaded] = vaultapi_load_secret(vs, bs, loaded, err, errlen);
+		if (secrets[loaded] == NULL)
+			break;
+	}
+	if (loaded == n)
+		snap = vault_snap_new(bs, secrets, n, revision, err, errlen);
+	for (size_t i = 0; i < loaded; i++)
+		secret_unref(secrets[i]);
+	free(secrets);
+	return snap;
+}
+
+/*
+ * Bindings from the YAML policy file (file and env sources only) become
+ * the active vault while no vault was written through the API.
+ */
+void
+vaultapi_policy_changed(struct wstate *ws)
+{
+	struct vaultstore *vs = vaultapi_store(ws);
+	struct binding_set *bs = (struct binding_set *)policy_bindings(ws->policy);
+	struct vault_snap *snap;
+	char err[512];
+
+	if (vs == NULL || vs->exists)
+		return;
+	if (bs == NULL || binding_set_count(bs) == 0) {
+		vault_snap_unref(ws->vault);
+		ws->vault = NULL;
+		return;
+	}
+	snap = vaultapi_snap_from_set(ws, bs, 0, err, sizeof(err));
+	if (snap == NULL) {
+		/* Fail closed: without its secrets the binding injects nothing. */
+		log_msg(
+		    LOG_ERROR, "vault", "vault_error", "policy file bindings not loaded: %s", err);
+		return;
+	}
+	vault_snap_unref(ws->vault);
+	ws->vault = snap;
+	vaultapi_audit(ws, "policy_file");
+}
+
 /*
  * Build the snapshot of a candidate {credentials, bindings}: parse,
  * validate against the effective policy, load secrets. NULL with err and
@@ -167,14 +232,11 @@ static struct vault_snap *
 vaultapi_candidate(
     struct wstate *ws, json_t *creds, json_t *bindings, uint64_t revision, char *err, size_t errlen)
 {
-	struct vaultstore *vs = ws->vstore;
 	json_t *doc = json_object();
 	char *txt;
 	struct policy_err pe;
 	struct binding_set *bs;
-	struct secret **secrets = NULL;
-	struct vault_snap *snap = NULL;
-	size_t n;
+	struct vault_snap *snap;
 
 	json_object_set(doc, "credentials", creds);
 	json_object_set(doc, "bindings", bindings);
@@ -197,23 +259,7 @@ vaultapi_candidate(
 		binding_set_free(bs);
 		return NULL;
 	}
-	n = binding_credential_count(bs);
-	secrets = calloc(n ? n : 1, sizeof(*secrets));
-	if (secrets == NULL) {
-		snprintf(err, errlen, "out of memory");
-		binding_set_free(bs);
-		return NULL;
-	}
-	for (size_t i = 0; i < n; i++) {
-		secrets[i] = vaultapi_load_secret(vs, bs, i, err, errlen);
-		if (secrets[i] == NULL)
-			goto out;
-	}
-	snap = vault_snap_new(bs, secrets, n, revision, err, errlen);
-out:
-	for (size_t i = 0; i < n; i++)
-		secret_unref(secrets[i]);
-	free(secrets);
+	snap = vaultapi_snap_from_set(ws, bs, revision, err, errlen);
 	binding_set_free(bs);
 	return snap;
 }

@@ -21,6 +21,9 @@ void vaultapi_handle(struct wstate *ws, struct evhttp_request *req, const char *
 /* 0 if the active vault stays valid under the effective policy p, else -1 with err. */
 int vaultapi_check_policy(struct wstate *ws, const struct policy *p, char *err, size_t errlen);
 
+/* The policy changed: load bindings of a policy file while the API owns no vault. */
+void vaultapi_policy_changed(struct wstate *ws);
+
 /* Drop the vault and every secret it holds. */
 void vaultapi_free(struct wstate *ws);
 

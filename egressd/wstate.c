@@ -146,6 +146,7 @@ wstate_static_cb(const union chan_msg *reply, int fd, void *arg)
 	ws->policy = policy_ref(a->p);
 	ws->revision++;
 	ws->metrics.policy_applies++;
+	vaultapi_policy_changed(ws);
 	/* Learned addresses of names that stay allowed are kept (no flush). */
 	learnmap_prune(ws->learned, wstate_keep_learned, wstate_forget_cb, &fc);
 	log_begin(&l, LOG_INFO, "policy", "policy_apply");
