@@ -28,6 +28,7 @@
 #include "egressd/learnmap.h"
 #include "egressd/log.h"
 #include "egressd/vaultapi.h"
+#include "egressd/wintercept.h"
 #include "egressd/wstate.h"
 #include "policy/policy.h"
 
@@ -486,10 +487,21 @@ api_gencb(struct evhttp_request *req, void *arg)
 	}
 	/* Health needs no auth and accepts any method, as in OpenSandbox. */
 	if (strcmp(path, "/healthz") == 0) {
-		if (a->ws->ready)
+		if (a->ws->ready && (!a->ws->cfg->intercept || wintercept_ready(a->ws->icpt)))
 			api_reply(req, 200, "OK", "text/plain; charset=utf-8", "ok", 2);
 		else
 			api_error(req, 503, "Service Unavailable", "enforcement not ready");
+		return;
+	}
+	/* The sandbox CA certificate is public: the workload installs it. */
+	if (strcmp(path, "/ca.pem") == 0) {
+		size_t n = 0;
+		const char *pem = wintercept_ca_pem(a->ws->icpt, &n);
+
+		if (pem == NULL)
+			api_error(req, 404, "Not Found", "interception is off");
+		else
+			api_reply(req, 200, "OK", "application/x-pem-file", pem, n);
 		return;
 	}
 	if (strcmp(path, "/credential-vault") == 0 ||

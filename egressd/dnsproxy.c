@@ -109,6 +109,8 @@ struct dnsproxy {
 };
 
 static void dnsproxy_pool_fill(struct dnsproxy *d);
+struct policy_decision;
+static bool dnsq_ports(struct dnsq *dq, const struct policy_decision *dec);
 static void dnsproxy_ares_timer(struct dnsproxy *d);
 
 static double
@@ -525,6 +527,27 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
 		return;
 	}
+	/*
+	 * The policy may have changed while the query was upstream: decide
+	 * again on the policy in force now, so a late answer for a name that
+	 * is no longer allowed is never learned.
+	 */
+	if (dq->policy != d->ws->policy) {
+		struct policy_decision dec;
+
+		policy_free(dq->policy);
+		dq->policy = policy_ref(d->ws->policy);
+		pd = policy_dns(dq->policy);
+		policy_decide_name(dq->policy, dq->q.name, &dec);
+		if (dec.action != POLICY_ALLOW || !dnsq_ports(dq, &dec)) {
+			d->ws->metrics.dns_denied++;
+			log_msg(LOG_INFO, "dns", "dns_deny", "late answer dropped: policy changed");
+			dnsq_finish_rcode(dq, DNSWIRE_RCODE_NXDOMAIN);
+			return;
+		}
+		dq->max_addrs = DNSPROXY_MAX_LEARN / dq->nports;
+		dq->block_private = pd->filter_private;
+	}
 	up_id = (uint16_t)((abuf[0] << 8) | abuf[1]);
 	dq->reply = malloc(cap);
 	if (dq->reply == NULL) {
@@ -655,6 +678,22 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 		log_str(&l, "why", dq->q.opcode != 0 ? "opcode not QUERY" : dec.why);
 		log_end(&l);
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_NXDOMAIN);
+		return;
+	}
+	/*
+	 * Only address queries leave: TXT, MX, SRV, HTTPS/SVCB (ECH configs,
+	 * address hints) and the rest would carry data in or hand out
+	 * addresses nobody checked. They get an empty NOERROR (NODATA), so
+	 * clients fall back to A/AAAA.
+	 */
+	if (dq->q.qclass != DNSWIRE_CLASS_IN ||
+	    (dq->q.qtype != DNSWIRE_TYPE_A && dq->q.qtype != DNSWIRE_TYPE_AAAA)) {
+		log_begin(&l, LOG_INFO, "dns", "dns_nodata");
+		log_str(&l, "name", dq->q.name);
+		log_uint(&l, "qtype", dq->q.qtype);
+		log_str(&l, "why", "only A and AAAA queries are forwarded");
+		log_end(&l);
+		dnsq_finish_rcode(dq, DNSWIRE_RCODE_NOERROR);
 		return;
 	}
 	if (!dnsq_ports(dq, &dec)) {

@@ -674,9 +674,14 @@ chain_filter_rules(
 	/* DoT bypasses the DNS proxy: refused unless a port rule allowed it. */
 	for (size_t p = 0; p < sizeof(l4); p++)
 		rule_port(b, cfg, fc, l4[p], NFTRULES_PORT_DOT, 0, true);
+	/*
+	 * A name allowed without ports opens TCP only: UDP (QUIC, DNS to
+	 * the host itself) needs explicit ports, so HTTP/3 falls back to
+	 * TCP where it is intercepted. IP/CIDR rules cover every protocol.
+	 */
 	for (size_t f = 0; f < 2; f++) {
 		rule_set(b, cfg, NFTRULES_SET_ALLOW, fams[f], 0, false);
-		rule_set(b, cfg, NFTRULES_SET_LEARNED, fams[f], 0, false);
+		rule_set(b, cfg, NFTRULES_SET_LEARNED, fams[f], IPPROTO_TCP, false);
 	}
 
 	r = rule_new(cfg, fc);
@@ -926,6 +931,42 @@ nomem:
 	return NULL;
 }
 
+/*
+ * Destinations no rule can open: link-local (where cloud metadata lives),
+ * the Alibaba and AWS IPv6 metadata addresses, "this network", multicast,
+ * reserved and broadcast. They are always in the deny sets, whatever the
+ * policy says (0.0.0.0/0 included). The sidecar's own marked traffic is
+ * accepted before, so a link-local resolver still works for egressd.
+ */
+static const struct {
+	int family;
+	uint8_t addr[16];
+	uint8_t prefix;
+} nftrules_inner[] = {
+    {AF_INET, {169, 254}, 16},
+    {AF_INET, {100, 100, 100, 200}, 32},
+    {AF_INET, {0}, 8},
+    {AF_INET, {224}, 3},
+    {AF_INET6, {0xfe, 0x80}, 10},
+    {AF_INET6, {0xff}, 8},
+    {AF_INET6, {0xfd, 0x00, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54}, 128},
+};
+
+#define NFTRULES_NINNER (sizeof(nftrules_inner) / sizeof(nftrules_inner[0]))
+
+static void
+range_from_prefix(struct nftrules_range *r, const uint8_t *addr, uint8_t prefix, size_t alen)
+{
+	memset(r, 0, sizeof(*r));
+	for (size_t by = 0; by < alen; by++) {
+		int bits = (int)prefix - (int)by * 8;
+		uint8_t mask = bits >= 8 ? 0xff : bits <= 0 ? 0 : (uint8_t)(0xff << (8 - bits));
+
+		r->lo[by] = addr[by] & mask;
+		r->hi[by] = (uint8_t)(r->lo[by] | (uint8_t)~mask);
+	}
+}
+
 /* Validate the rules and emit the elements of the static sets. */
 static void
 static_elems(
@@ -950,7 +991,7 @@ static_elems(
 			return;
 		}
 	}
-	r = calloc(st->nrules ? st->nrules : 1, sizeof(*r));
+	r = calloc(st->nrules + NFTRULES_NINNER, sizeof(*r));
 	if (r == NULL) {
 		batch_fail(b, "out of memory");
 		return;
@@ -972,20 +1013,16 @@ static_elems(
 
 				if (x->family != fams[f] || x->action != act || has_port != ports)
 					continue;
-				memset(&r[n], 0, sizeof(r[n]));
-				for (size_t by = 0; by < alen; by++) {
-					int bits = (int)x->prefix_len - (int)by * 8;
-					uint8_t mask = bits >= 8   ? 0xff
-					               : bits <= 0 ? 0
-					                           : (uint8_t)(0xff << (8 - bits));
-
-					r[n].lo[by] = x->addr[by] & mask;
-					r[n].hi[by] = (uint8_t)(r[n].lo[by] | (uint8_t)~mask);
-				}
+				range_from_prefix(&r[n], x->addr, x->prefix_len, alen);
 				r[n].plo = x->port_lo;
 				r[n].phi = x->port_hi;
 				n++;
 			}
+			if (kinds[k] == NFTRULES_SET_DENY)
+				for (size_t i = 0; i < NFTRULES_NINNER; i++)
+					if (nftrules_inner[i].family == fams[f])
+						range_from_prefix(&r[n++], nftrules_inner[i].addr,
+						    nftrules_inner[i].prefix, alen);
 			if (ports) {
 				bool oom = false;
 				struct nftrules_range *d =

@@ -55,6 +55,8 @@ struct parent {
 	struct event *ev_kill;
 	bool stopping;
 	bool ready;
+	bool ever_ready; /* a worker reached READY since start */
+	int exit_code;
 
 	/* A static rule set being received. */
 	struct chan_static_elem *st_elems;
@@ -274,6 +276,7 @@ parent_dispatch(struct parent *p, const union chan_msg *m)
 		if (!p->ready) {
 			struct log_line l;
 			p->ready = true;
+			p->ever_ready = true;
 			parent_ready_file(p, true);
 			log_begin(&l, LOG_INFO, "proc", "ready");
 			log_str(&l, "mode", config_mode_name(p->cfg->mode));
@@ -353,6 +356,18 @@ parent_worker_gone(struct parent *p, int status)
 		parent_ready_file(p, false);
 	}
 	if (p->stopping) {
+		event_base_loopbreak(p->base);
+		return;
+	}
+	/*
+	 * A worker that never got ready failed on its configuration (a bad
+	 * policy, a port already taken): restarting cannot help. Refuse to
+	 * run, loudly; the table stays and egress stays blocked.
+	 */
+	if (!p->ever_ready) {
+		log_msg(LOG_ERROR, "proc", "startup_failed",
+		    "the worker failed before it was ready; see the errors above");
+		p->exit_code = 1;
 		event_base_loopbreak(p->base);
 		return;
 	}
@@ -504,7 +519,7 @@ parent_run(struct config *cfg)
 	struct parent p;
 	char err[512];
 	struct event *sigs[4];
-	int rc = 0;
+	int rc;
 
 	memset(&p, 0, sizeof(p));
 	p.cfg = cfg;
@@ -569,6 +584,7 @@ parent_run(struct config *cfg)
 
 	parent_spawn(&p);
 	event_base_dispatch(p.base);
+	rc = p.exit_code;
 
 	if (p.worker > 0) {
 		int status;

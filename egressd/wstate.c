@@ -20,6 +20,7 @@
 #include "egressd/log.h"
 #include "egressd/vaultapi.h"
 #include "egressd/wchan.h"
+#include "egressd/wintercept.h"
 #include "egressd/wstate.h"
 #include "policy/policy.h"
 
@@ -365,6 +366,9 @@ wstate_dns_ready_cb(void *arg)
 	struct wstate *ws = arg;
 	struct chan_ready r;
 
+	/* READY only once interception (when on) is in place too. */
+	if (ws->cfg->intercept && !wintercept_ready(ws->icpt))
+		return;
 	memset(&r, 0, sizeof(r));
 	r.hdr.type = CHAN_READY;
 	r.hdr.id = wchan_id(ws->chan);
@@ -386,6 +390,15 @@ wstate_first_cb(int err, const char *msg, void *arg)
 		ws->exit_code = 1;
 		event_base_loopbreak(ws->base);
 		return;
+	}
+	if (ws->cfg->intercept) {
+		ws->icpt = wintercept_new(ws, e, sizeof(e));
+		if (ws->icpt == NULL) {
+			log_msg(LOG_ERROR, "vault", "intercept_error", "%s", e);
+			ws->exit_code = 1;
+			event_base_loopbreak(ws->base);
+			return;
+		}
 	}
 	ws->dns = dnsproxy_new(ws, wstate_dns_ready_cb, ws, e, sizeof(e));
 	if (ws->dns == NULL) {
@@ -444,6 +457,8 @@ wstate_stop(struct wstate *ws)
 		free(a);
 	}
 	api_free(ws->api);
+	wintercept_free(ws->icpt);
+	ws->icpt = NULL;
 	vaultapi_free(ws);
 	dnsproxy_free(ws->dns);
 	if (ws->ev_watch != NULL)

@@ -162,12 +162,17 @@ test_install(void **state)
 	assert_has(out, "set learnedp6 {\n\t\ttype ipv6_addr . inet_service\n\t\tflags timeout\n");
 	assert_has(out, "set allowp4 {\n\t\ttype ipv4_addr . inet_service\n\t\tflags interval\n");
 	assert_has(out, "elements = { 10.0.0.0/8 }");
-	assert_has(out, "elements = { 10.1.0.0/16 }");
+	assert_has(out, "10.1.0.0/16");
+	/* Built-in inner destinations are always denied. */
+	assert_has(out, "169.254.0.0/16");
+	assert_has(out, "100.100.100.200");
+	assert_has(out, "fd00:ec2::254");
+	assert_has(out, "meta l4proto tcp ip daddr @learned4 accept");
 	assert_has(out, "192.0.2.0/24 . 400-500");
 	assert_lacks(out, "192.0.2.1 . 443");
 	assert_has(out, "10.7.0.0/16 . 853");
 	assert_has(out, "elements = { 2001:db8::/32 . 8000-8080 }");
-	assert_has(out, "elements = { 2001:db8:1::/48 }");
+	assert_has(out, "2001:db8:1::/48");
 	assert_has(out, "\t\tmeta mark 0x00000001 accept\n\t\tct state established,related accept\n"
 	                "\t\toif \"lo\" accept\n");
 	assert_has(out, "icmpv6 type nd-neighbor-solicit accept");
@@ -317,13 +322,14 @@ test_update_keeps_learned(void **state)
 	assert_has(out, "93.184.216.34 timeout 10m expires");
 	assert_has(out, "2001:db8::5 . 443 timeout 1h expires");
 	assert_has(out, "elements = { 203.0.113.0/24 }");
-	assert_has(out, "elements = { 203.0.113.9 }");
+	assert_has(out, "203.0.113.9,");
+	assert_has(out, "169.254.0.0/16");
 	assert_lacks(out, "10.0.0.0/8");
 	assert_lacks(out, "192.0.2.0/24 . 400-500");
 	/* defaultAction allow: final accept, deny sets still rejected. */
 	assert_lacks(out, "\t\treject with icmpx admin-prohibited\n\t}");
 	assert_has(out, "ip daddr @learned4 accept\n\t\tip6 daddr @allow6 accept\n"
-	                "\t\tip6 daddr @learned6 accept\n\t\taccept\n\t}");
+	                "\t\tmeta l4proto tcp ip6 daddr @learned6 accept\n\t\taccept\n\t}");
 	assert_has(out, "ip daddr @deny4 reject with icmpx admin-prohibited");
 	/* The NAT chain is untouched. */
 	assert_has(out, "tcp dport 443 redirect to :15443");

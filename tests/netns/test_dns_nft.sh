@@ -19,6 +19,8 @@ for a in 203.0.113.10 203.0.113.11 203.0.113.20 198.51.100.7; do
 	ns_tcp_server "$a" 8080
 done
 ns_tcp_server 203.0.113.20 22
+ip netns exec "$WAN" socat -T2 UDP-RECVFROM:443,bind=203.0.113.10,fork SYSTEM:'echo hello' >/dev/null 2>&1 &
+PIDS+=($!)
 ip netns exec "$WAN" socat -T2 TCP6-LISTEN:443,bind=[2001:db8::10],fork,reuseaddr SYSTEM:'echo hello' >/dev/null 2>&1 &
 PIDS+=($!)
 ip netns exec "$WAN" socat -T2 TCP6-LISTEN:443,bind=[2001:db8::20],fork,reuseaddr SYSTEM:'echo hello' >/dev/null 2>&1 &
@@ -68,6 +70,10 @@ check "DNS over TCP is proxied and filtered too" grep -q "NXDOMAIN" <<<"$ans"
 ans=$(ws dig +tcp +time=3 +tries=1 +short @203.0.113.53 other.allowed.test A 2>&1)
 check "an allowed name resolves over TCP" grep -q "203.0.113.11" <<<"$ans"
 refute "the upstream never saw any denied name" grep -q "evil.test" "$TMP/dns.log"
+ans=$(wdig @203.0.113.53 api.allowed.test TXT)
+check "a TXT query for an allowed name is answered locally (NODATA)" \
+	bash -c 'grep -q "status: NOERROR" <<<"$1" && grep -q "ANSWER: 0," <<<"$1"' _ "$ans"
+refute "and never forwarded" grep -q "query\[TXT\]" "$TMP/dns.log"
 check "dns_deny is logged" grep -q '"event":"dns_deny".*secret.evil.test' "$TMP/egressd.log"
 
 refute "direct IPv4 to a non-allowed address is refused" wconnect 203.0.113.20 443
@@ -75,6 +81,9 @@ refute "direct connection on port 22 is refused" wconnect 203.0.113.20 22
 refute "an allowed address on another port is refused" wconnect 203.0.113.10 22
 refute "UDP to an allowed address (non-DNS) is refused" \
 	ws bash -c 'echo x | socat -T1 - UDP:203.0.113.10:443; exit $?; ' 
+wdig @203.0.113.53 api.allowed.test A >/dev/null
+refute "UDP (QUIC) to a name allowed without ports is refused" ws bash -c \
+	"echo quic | socat -T2 - UDP:203.0.113.10:443 | grep -q hello"
 refute "DoT (853) is refused" ws socat -T2 - TCP:203.0.113.10:853,connect-timeout=2
 refute "direct IPv6 to a non-allowed address is refused" \
 	bash -c "ip netns exec $SBX setpriv --reuid 1000 --regid 1000 --clear-groups --inh-caps=-all --bounding-set=-all -- socat -T3 - 'TCP6:[2001:db8::20]:443,connect-timeout=3' </dev/null | grep -q hello"

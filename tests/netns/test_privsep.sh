@@ -24,6 +24,20 @@ check "an unknown flag is a clear error" grep -q "unknown or incomplete option" 
 check "--version prints the version" bash -c "'$EGRESSD_BIN' --version | grep -q '^egressd [0-9]'"
 check "--help lists the OpenSandbox variables" bash -c "'$EGRESSD_BIN' --help | grep -q OPENSANDBOX_EGRESS_HTTP_ADDR"
 
+# A squatted API port makes egressd refuse to start (no restart loop).
+ip netns exec "$SBX" socat TCP-LISTEN:18080,bind=127.0.0.1,reuseaddr,fork SYSTEM:true >/dev/null 2>&1 &
+squat=$!
+PIDS+=($squat)
+ns_wait_listen "$SBX" '127.0.0.1:18080'
+ip netns exec "$SBX" env OPENSANDBOX_EGRESS_TOKEN=x OPENSANDBOX_EGRESS_HTTP_ADDR=127.0.0.1:18080 \
+	OPENSANDBOX_EGRESS_DNS_UPSTREAM=203.0.113.53 EGRESSD_ALWAYS_DIR="$TMP/always" \
+	timeout 10 "$EGRESSD_BIN" >"$TMP/squat.log" 2>&1
+rc=$?
+check "a squatted API port makes egressd exit non-zero" test "$rc" = 1
+check "and it says why" grep -q "cannot listen on 127.0.0.1:18080" "$TMP/squat.log"
+check "and does not loop restarting" test "$(grep -c worker_start "$TMP/squat.log")" = 1
+kill "$squat"; wait "$squat" 2>/dev/null
+
 ns_egressd
 W=$(pgrep -P "$EGRESSD_PID" | head -1)
 check "a worker process runs" test -n "$W"

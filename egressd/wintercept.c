@@ -1,0 +1,243 @@
+/*
+ * wintercept: interception glue (worker process). Owns the per-sandbox CA,
+ * the leaf cache and a pool of marked TCP sockets, and answers the
+ * interceptor's questions from the worker state: is this name allowed, was
+ * this address learned for it (or covered by an IP rule), what is the
+ * active vault revision. It must never export the CA private key, and
+ * never give the interceptor an unmarked socket.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <netinet/in.h>
+
+#include "certs/ca.h"
+#include "certs/leaf.h"
+#include "egressd/learnmap.h"
+#include "egressd/log.h"
+#include "egressd/sockpool.h"
+#include "egressd/wintercept.h"
+#include "egressd/wstate.h"
+#include "policy/policy.h"
+#include "vault/intercept.h"
+#include "vault/snap.h"
+
+/* Marked TCP sockets kept ready per family. */
+#define WINTERCEPT_POOL 8
+
+struct wintercept {
+	struct wstate *ws;
+	struct ca *ca;
+	struct leaf_cache *leaves;
+	struct sockpool *pool;
+	struct intercept *ic;
+	bool exported;
+};
+
+static bool
+wintercept_sni_allowed(void *arg, const char *canon)
+{
+	struct wintercept *w = arg;
+	struct policy_decision d;
+
+	policy_decide_name(w->ws->policy, canon, &d);
+	return d.action == POLICY_ALLOW;
+}
+
+static bool
+wintercept_dst_ok(void *arg, const char *canon, int family, const uint8_t *addr, uint16_t port)
+{
+	struct wintercept *w = arg;
+	struct policy_decision d;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (learnmap_has(w->ws->learned, canon, family, addr, port, ts.tv_sec))
+		return true;
+	/* An explicit IP allow rule (or defaultAction allow) covers the address too. */
+	policy_decide_addr(w->ws->policy, family, addr, port, IPPROTO_TCP, &d);
+	return d.action == POLICY_ALLOW;
+}
+
+static int
+wintercept_socket(void *arg, int family, intercept_socket_cb cb, void *cbarg)
+{
+	struct wintercept *w = arg;
+
+	return sockpool_get(w->pool, family, cb, cbarg);
+}
+
+static struct vault_snap *
+wintercept_snapshot(void *arg)
+{
+	struct wintercept *w = arg;
+
+	return w->ws->vault == NULL ? NULL : vault_snap_ref(w->ws->vault);
+}
+
+static void
+wintercept_count(void *arg, enum intercept_metric m, uint64_t n)
+{
+	struct metrics *mt = &((struct wintercept *)arg)->ws->metrics;
+
+	switch (m) {
+	case INTERCEPT_M_ACCEPTED:
+		mt->conn_accepted += n;
+		break;
+	case INTERCEPT_M_REJECTED:
+		mt->conn_rejected += n;
+		break;
+	case INTERCEPT_M_PASSTHROUGH:
+		mt->conn_passthrough += n;
+		break;
+	case INTERCEPT_M_TERMINATED:
+		mt->conn_terminated += n;
+		break;
+	case INTERCEPT_M_INJECTED:
+		mt->inject_total += n;
+		break;
+	case INTERCEPT_M_REDACTED:
+		mt->redact_total += n;
+		break;
+	default:
+		break;
+	}
+}
+
+static void
+wintercept_log(void *arg, const struct intercept_event *ev)
+{
+	static const enum log_level lv[] = {
+	    [INTERCEPT_L_DEBUG] = LOG_DEBUG,
+	    [INTERCEPT_L_INFO] = LOG_INFO,
+	    [INTERCEPT_L_WARN] = LOG_WARN,
+	};
+	struct log_line l;
+
+	log_begin(&l, lv[ev->level], "vault", ev->event);
+	log_uint(&l, "conn", ev->conn);
+	if (ev->reason != NULL)
+		log_str(&l, "reason", ev->reason);
+	if (ev->host != NULL)
+		log_str(&l, "host", ev->host);
+	if (ev->method != NULL)
+		log_str(&l, "method", ev->method);
+	if (ev->binding != NULL)
+		log_str(&l, "binding", ev->binding);
+	if (ev->status != 0)
+		log_int(&l, "status", ev->status);
+	if (ev->bytes != 0)
+		log_uint(&l, "bytes", ev->bytes);
+	if (ev->count != 0)
+		log_uint(&l, "matches", ev->count);
+	if (ev->addr != NULL && (ev->family == AF_INET || ev->family == AF_INET6)) {
+		struct policy_addr a;
+		char buf[POLICY_ADDR_TEXT_MAX];
+
+		policy_addr_from_bytes(ev->family, ev->addr, &a);
+		a.prefix = ev->family == AF_INET ? 32 : 128;
+		policy_addr_format(&a, buf, sizeof(buf));
+		log_str(&l, "dst", buf);
+		log_uint(&l, "dport", ev->port);
+	}
+	log_end(&l);
+}
+
+static const struct intercept_ops wintercept_ops = {
+    .sni_allowed = wintercept_sni_allowed,
+    .dst_ok = wintercept_dst_ok,
+    .get_upstream_socket = wintercept_socket,
+    .snapshot = wintercept_snapshot,
+    .count = wintercept_count,
+    .log = wintercept_log,
+};
+
+/* Start interception (see wintercept.h). */
+struct wintercept *
+wintercept_new(struct wstate *ws, char *err, size_t errlen)
+{
+	const struct config *cfg = ws->cfg;
+	struct wintercept *w = calloc(1, sizeof(*w));
+	struct intercept_config icfg;
+	struct ca_config cc;
+
+	if (w == NULL) {
+		snprintf(err, errlen, "intercept: out of memory");
+		return NULL;
+	}
+	w->ws = ws;
+	memset(&cc, 0, sizeof(cc));
+	if (cfg->ca_cert[0] != '\0' || cfg->ca_key[0] != '\0')
+		w->ca = ca_load(cfg->ca_cert, cfg->ca_key, err, errlen);
+	else
+		w->ca = ca_generate(&cc, err, errlen);
+	if (w->ca == NULL)
+		goto fail;
+	/* Fail closed: without the exported CA the workload cannot trust us. */
+	if (cfg->ca_export[0] != '\0') {
+		if (ca_export_pem(w->ca, cfg->ca_export, err, errlen) != 0)
+			goto fail;
+	}
+	w->exported = true;
+	w->leaves = leaf_cache_new(w->ca, NULL, err, errlen);
+	if (w->leaves == NULL)
+		goto fail;
+	w->pool = sockpool_new(ws->base, ws->chan, SOCK_STREAM, WINTERCEPT_POOL);
+	if (w->pool == NULL) {
+		snprintf(err, errlen, "intercept: socket pool: out of memory");
+		goto fail;
+	}
+	memset(&icfg, 0, sizeof(icfg));
+	icfg.tls_port = cfg->tls_port;
+	icfg.plain_port = cfg->plain_port;
+	icfg.leaves = w->leaves;
+	icfg.upstream_ca = cfg->upstream_ca;
+	w->ic = intercept_new(ws->base, &wintercept_ops, w, &icfg, err, errlen);
+	if (w->ic == NULL)
+		goto fail;
+	{
+		char fp[65];
+
+		ca_fingerprint(w->ca, fp);
+		log_msg(LOG_INFO, "vault", "intercept_ready",
+		    "listening on %u (tls) and %u (plain); CA sha256 %s exported to %s",
+		    cfg->tls_port, cfg->plain_port, fp,
+		    cfg->ca_export[0] ? cfg->ca_export : "(nowhere)");
+	}
+	return w;
+fail:
+	wintercept_free(w);
+	return NULL;
+}
+
+/* Stop interception; the pool goes first so no socket callback outlives it. */
+void
+wintercept_free(struct wintercept *w)
+{
+	if (w == NULL)
+		return;
+	sockpool_free(w->pool);
+	intercept_free(w->ic);
+	leaf_cache_free(w->leaves);
+	ca_free(w->ca);
+	free(w);
+}
+
+/* True once the CA is exported and the listeners are up. */
+bool
+wintercept_ready(const struct wintercept *w)
+{
+	return w != NULL && w->exported && intercept_listening(w->ic);
+}
+
+/* The CA certificate PEM. */
+const char *
+wintercept_ca_pem(const struct wintercept *w, size_t *lenp)
+{
+	if (w == NULL || w->ca == NULL)
+		return NULL;
+	return ca_pem_view(w->ca, lenp);
+}

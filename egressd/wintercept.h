@@ -1,0 +1,32 @@
+/*
+ * wintercept: the worker's glue around vault/intercept: the sandbox CA and
+ * its export, the leaf cache, marked upstream sockets, and the policy,
+ * learned-address and vault hooks the interceptor calls.
+ */
+#ifndef EGRESSD_WINTERCEPT_H
+#define EGRESSD_WINTERCEPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct wstate;
+struct wintercept;
+
+/*
+ * Create the CA (generated, or loaded from cfg->ca_cert/ca_key), export its
+ * certificate to cfg->ca_export, and start the listeners. ws is borrowed
+ * and must outlive the result. Owned, or NULL with err filled.
+ */
+struct wintercept *wintercept_new(struct wstate *ws, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+/* Stop interception and free everything. Accepts NULL. */
+void wintercept_free(struct wintercept *w);
+
+/* True once the CA is exported and the listeners are up. */
+bool wintercept_ready(const struct wintercept *w);
+
+/* The CA certificate PEM, borrowed until wintercept_free(); NULL if none. */
+const char *wintercept_ca_pem(const struct wintercept *w, size_t *lenp);
+
+#endif
