@@ -115,6 +115,14 @@ config_defaults(struct config *c)
 	c->log_level = LOG_INFO;
 }
 
+void
+config_free(struct config *c)
+{
+	free(c->rules_json);
+	c->rules_json = NULL;
+	explicit_bzero(c->token, sizeof(c->token));
+}
+
 const char *
 config_mode_name(enum config_mode m)
 {

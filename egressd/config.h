@@ -68,6 +68,9 @@ int config_load(struct config *c, int argc, char **argv, char *err, size_t errle
 /* Apply the environment only (used by tests). */
 int config_from_env(struct config *c, char *err, size_t errlen) __attribute__((warn_unused_result));
 
+/* Free heap members (accepts a config that was only defaulted). */
+void config_free(struct config *c);
+
 /* Check cross-option constraints (token present, ports sane...). */
 int config_check(const struct config *c, char *err, size_t errlen)
     __attribute__((warn_unused_result));

@@ -21,6 +21,7 @@ main(int argc, char **argv)
 {
 	struct config cfg;
 	char err[1024];
+	int rc;
 
 	if (argc >= 2 && (strcmp(argv[1], "check") == 0 || strcmp(argv[1], "explain") == 0 ||
 	                     strcmp(argv[1], "test") == 0)) {
@@ -45,8 +46,11 @@ main(int argc, char **argv)
 	if (config_load(&cfg, argc - 1, argv + 1, err, sizeof(err)) != 0 ||
 	    config_check(&cfg, err, sizeof(err)) != 0) {
 		fprintf(stderr, "egressd: %s\n", err);
+		config_free(&cfg);
 		return 2;
 	}
 	log_init("parent", cfg.log_level, 2);
-	return parent_run(&cfg);
+	rc = parent_run(&cfg);
+	config_free(&cfg);
+	return rc;
 }

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <stdio.h>
@@ -513,6 +514,31 @@ retry : {
 }
 }
 
+/* Create the CA export directory if missing, owned by the worker. */
+static int
+parent_export_dir(const struct config *cfg, uid_t uid, gid_t gid, char *err, size_t errlen)
+{
+	char dir[PATH_MAX];
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", cfg->ca_export);
+	slash = strrchr(dir, '/');
+	if (slash == NULL || slash == dir)
+		return 0;
+	*slash = '\0';
+	if (mkdir(dir, 0755) == 0) {
+		if (chown(dir, uid, gid) != 0 && privsep_has_cap(CAP_CHOWN)) {
+			snprintf(err, errlen, "chown %.200s: %s", dir, strerror(errno));
+			return -1;
+		}
+	} else if (errno != EEXIST) {
+		snprintf(err, errlen, "cannot create the CA export directory %.200s: %s", dir,
+		    strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 int
 parent_run(struct config *cfg)
 {
@@ -554,6 +580,11 @@ parent_run(struct config *cfg)
 		log_msg(LOG_WARN, "nft", "mode_dns",
 		    "mode dns: only DNS is filtered; direct IP connections, DoH and DoT are NOT "
 		    "blocked. Use dns+nft (the default) for enforcement");
+	/* The worker writes the CA certificate; give it the export directory. */
+	if (cfg->intercept && parent_export_dir(cfg, p.wuid, p.wgid, err, sizeof(err)) != 0) {
+		log_msg(LOG_ERROR, "proc", "startup", "%s", err);
+		return 1;
+	}
 	/* Fail closed: nothing runs until the table is in place. */
 	p.enf = enforce_open(cfg, err, sizeof(err));
 	if (p.enf == NULL || enforce_install(p.enf, err, sizeof(err)) != 0) {
