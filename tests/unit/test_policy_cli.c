@@ -1,0 +1,233 @@
+/*
+ * Unit tests of policy/cli.c on the fixtures: `check` exit codes and
+ * file:line:col messages, `check -v` round trip, `explain` output for
+ * names, addresses and requests, `test` counts and exit codes.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "policy/cli.h"
+#include "policy/policy.h"
+
+#define OUT_MAX (256 * 1024)
+
+static char out_buf[OUT_MAX], err_buf[OUT_MAX];
+
+static void
+slurp_fd(int fd, char *buf)
+{
+	ssize_t n;
+	size_t o = 0;
+
+	lseek(fd, 0, SEEK_SET);
+	while (o + 1 < OUT_MAX && (n = read(fd, buf + o, OUT_MAX - 1 - o)) > 0)
+		o += (size_t)n;
+	buf[o] = '\0';
+}
+
+/* Run policycli_main with stdout and stderr captured into out_buf/err_buf. */
+static int
+run(int argc, char **argv)
+{
+	char tout[] = "/tmp/policy_cli_outXXXXXX", terr[] = "/tmp/policy_cli_errXXXXXX";
+	int fo = mkstemp(tout), fe = mkstemp(terr);
+	int so = dup(1), se = dup(2), rc;
+
+	assert_true(fo >= 0 && fe >= 0);
+	fflush(stdout);
+	fflush(stderr);
+	dup2(fo, 1);
+	dup2(fe, 2);
+	rc = policycli_main(argc, argv);
+	fflush(stdout);
+	fflush(stderr);
+	dup2(so, 1);
+	dup2(se, 2);
+	close(so);
+	close(se);
+	slurp_fd(fo, out_buf);
+	slurp_fd(fe, err_buf);
+	close(fo);
+	close(fe);
+	unlink(tout);
+	unlink(terr);
+	return rc;
+}
+
+static char *
+data(const char *rel)
+{
+	static char bufs[8][1024];
+	static int k;
+	const char *d = getenv("EGRESSD_TEST_DATA");
+	char *b = bufs[k++ % 8];
+	snprintf(b, 1024, "%s/%s", d ? d : "tests/data", rel);
+	return b;
+}
+
+static void
+test_check(void **state)
+{
+	char *ok[] = {"check", data("policy/valid/full.yaml"), data("policy/valid/minimal.yaml"),
+	    data("policy/opensandbox.json")};
+	assert_int_equal(run(4, ok), 0);
+	assert_non_null(strstr(out_buf, "full.yaml: ok (8 rules, 2 bindings)"));
+	assert_non_null(strstr(out_buf, "opensandbox.json: ok (3 rules"));
+
+	char *bad[] = {"check", data("policy/valid/minimal.yaml"),
+	    data("policy/invalid/rule-target-port.yaml"),
+	    data("policy/invalid/binding-not-covered.yaml")};
+	assert_int_equal(run(4, bad), 1);
+	assert_non_null(strstr(err_buf,
+	    "rule-target-port.yaml:5:13: egress[0].target: \"api.example.com:443\": not a valid"));
+	assert_non_null(
+	    strstr(err_buf, "binding-not-covered.yaml:10:38: bindings[0].match.hosts[1]: "
+	                    "binding \"b\" host \"other.example.com\" is not covered"));
+	/* a secret written in a file is refused and never echoed */
+	char *inl[] = {"check", data("policy/invalid/cred-inline-value.yaml")};
+	assert_int_equal(run(2, inl), 1);
+	assert_null(strstr(err_buf, "hunter2"));
+	assert_null(strstr(out_buf, "hunter2"));
+	char *none[] = {"check"};
+	assert_int_equal(run(1, none), 2);
+	char *missing[] = {"check", "/nonexistent.yaml"};
+	assert_int_equal(run(2, missing), 1);
+	assert_non_null(strstr(err_buf, "/nonexistent.yaml:0:0: cannot read"));
+	char *unknown[] = {"frobnicate"};
+	assert_int_equal(run(1, unknown), 2);
+}
+
+static void
+test_check_verbose_round_trip(void **state)
+{
+	char *v[] = {"check", "-v", data("policy/valid/full.yaml")};
+	struct policy_err err;
+
+	assert_int_equal(run(3, v), 0);
+	assert_non_null(strstr(out_buf, "\"target\": \"api.example.com\""));
+	assert_non_null(strstr(out_buf, "\"path\": \"/run/secrets/registry-key\""));
+	/* the normalised output is itself a valid policy file */
+	struct policy *p = policy_from_yaml_buf("normalised", out_buf, strlen(out_buf), NULL, &err);
+	if (p == NULL)
+		print_error("%u:%u %s %s\n", err.line, err.col, err.key, err.msg);
+	assert_non_null(p);
+	assert_int_equal(policy_rule_count(p, POLICY_ORIGIN_USER), 8);
+	policy_free(p);
+}
+
+static void
+test_shadow_warning(void **state)
+{
+	char path[] = "/tmp/policy_cli_shadowXXXXXX.yaml";
+	int fd = mkstemps(path, 5);
+	const char *y = "egress:\n  - {action: deny, target: 10.0.0.0/8}\n"
+	                "  - {action: allow, target: 10.1.0.0/16}\n"
+	                "  - {action: allow, target: 11.0.0.0/8}\n";
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, y, strlen(y)), (ssize_t)strlen(y));
+	close(fd);
+	char *a[] = {"check", path};
+	assert_int_equal(run(2, a), 0);
+	assert_non_null(strstr(err_buf, "warning: egress[1] allow 10.1.0.0/16 is shadowed by "
+	                                "egress[0] deny 10.0.0.0/8"));
+	assert_null(strstr(err_buf, "11.0.0.0"));
+	unlink(path);
+}
+
+static void
+test_explain(void **state)
+{
+	char *a[] = {"explain", data("policy/valid/full.yaml"), "X.Internal.Example.com.",
+	    "203.0.113.9:22", "[2001:db8::1]:80", "GET https://api.example.com/v1/users?x=1",
+	    "nothing.test"};
+	assert_int_equal(run(7, a), 0);
+	assert_non_null(strstr(out_buf, "name x.internal.example.com: deny\n"
+	                                "  rule: user egress[1] deny *.internal.example.com\n"));
+	assert_non_null(strstr(out_buf, "address 203.0.113.9 port 22: allow\n"
+	                                "  rule: user egress[5] allow 203.0.113.0/24\n"));
+	assert_non_null(strstr(out_buf, "address 2001:db8::1 port 80: deny\n"
+	                                "  rule: none (defaultAction deny)\n"));
+	assert_non_null(
+	    strstr(out_buf, "  why: an allow rule covers the address but not this port"));
+	assert_non_null(strstr(out_buf, "request api.example.com port 443: allow\n"
+	                                "  rule: user egress[0] allow api.example.com ports "
+	                                "443,8000-8100,8443\n"));
+	assert_non_null(
+	    strstr(out_buf, "  binding: api (bearer)\n"
+	                    "  inject: Authorization: Bearer <credential api-token>\n"));
+	assert_non_null(
+	    strstr(out_buf, "name nothing.test: deny\n  rule: none (defaultAction deny)"));
+	/* unreadable queries */
+	char *b[] = {"explain", data("policy/valid/full.yaml"), "evil\x01.com", "ftp://x.com/",
+	    "GET ftp://x.com/", "1.2.3.4:99999", "[::1"};
+	assert_int_equal(run(7, b), 2);
+	assert_non_null(strstr(err_buf, "\"evil?.com\": not a valid DNS name"));
+	assert_non_null(strstr(err_buf, "bad ip:port"));
+	assert_non_null(strstr(err_buf, "bad [v6]:port"));
+	char *c[] = {"explain", data("policy/valid/full.yaml")};
+	assert_int_equal(run(2, c), 2);
+	char *d[] = {"explain", data("policy/invalid/dns-ttl-order.yaml"), "a.com"};
+	assert_int_equal(run(3, d), 1);
+}
+
+static void
+test_test_command(void **state)
+{
+	char *a[] = {"test", data("policy/valid/full.yaml"), data("policy/cases-full.yaml")};
+	assert_int_equal(run(3, a), 0);
+	assert_non_null(strstr(out_buf, "15 passed, 0 failed\n"));
+	assert_non_null(
+	    strstr(out_buf, "PASS GET https://api.example.com/v1/users: allow, binding api"));
+
+	char *b[] = {"test", data("policy/valid/full.yaml"), data("policy/cases-failing.yaml")};
+	assert_int_equal(run(3, b), 1);
+	assert_non_null(strstr(out_buf, "1 passed, 2 failed\n"));
+	assert_non_null(strstr(out_buf, "FAIL wrong action: expected allow, got deny"));
+	assert_non_null(strstr(out_buf, "FAIL wrong binding: expected allow, binding services, got "
+	                                "allow, binding api"));
+
+	/* the examples ship with their own expectations */
+	char ex[1024], cs[1024];
+	snprintf(ex, sizeof(ex), "%s/../../examples/github-agent.yaml", data(""));
+	snprintf(cs, sizeof(cs), "%s/../../examples/github-agent.cases.yaml", data(""));
+	char *c[] = {"test", ex, cs};
+	assert_int_equal(run(3, c), 0);
+	assert_non_null(strstr(out_buf, " 0 failed\n"));
+
+	/* a malformed cases file names the place */
+	char path[] = "/tmp/policy_cli_casesXXXXXX.yaml";
+	int fd = mkstemps(path, 5);
+	const char *y = "cases:\n  - query: a.com\n    expect: maybe\n";
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, y, strlen(y)), (ssize_t)strlen(y));
+	close(fd);
+	char *d[] = {"test", data("policy/valid/full.yaml"), path};
+	assert_int_equal(run(3, d), 2);
+	assert_non_null(strstr(err_buf, ":3:13: cases[0].expect: expect must be allow or deny"));
+	unlink(path);
+	char *e[] = {"test", data("policy/valid/full.yaml")};
+	assert_int_equal(run(2, e), 2);
+	char *f[] = {"test", data("policy/valid/full.yaml"), data("policy/valid/minimal.yaml")};
+	assert_int_equal(run(3, f), 2);
+	assert_non_null(strstr(err_buf, "unknown key \"defaultAction\""));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_check),
+	    cmocka_unit_test(test_check_verbose_round_trip),
+	    cmocka_unit_test(test_shadow_warning),
+	    cmocka_unit_test(test_explain),
+	    cmocka_unit_test(test_test_command),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
