@@ -37,6 +37,14 @@
 #include "policy/policy.h"
 
 #define DNSPROXY_MAX_LOCAL 32
+/*
+ * An allowed wildcard zone is a tunnel to whoever runs its name servers:
+ * every unique name is a message. Distinct names per wildcard rule are
+ * limited per window; past the limit queries get REFUSED and an alert.
+ */
+#define DNSPROXY_TUNNEL_WINDOW_S 60
+#define DNSPROXY_TUNNEL_NAMES 64
+#define DNSPROXY_TUNNEL_RULES 128
 #define DNSPROXY_MAX_ARES_FDS 64
 #define DNSPROXY_UDP_BURST 64
 
@@ -88,8 +96,17 @@ struct dnstcp {
 	int inflight;
 };
 
+struct dnsproxy_tunnel {
+	uint32_t rule_hash; /* hash of the wildcard target; 0: free */
+	time_t window;
+	size_t n;
+	uint32_t names[DNSPROXY_TUNNEL_NAMES];
+	bool alerted;
+};
+
 struct dnsproxy {
 	struct wstate *ws;
+	struct dnsproxy_tunnel tunnel[DNSPROXY_TUNNEL_RULES];
 	ares_channel ch;
 	bool ares_ok;
 	struct event *ev_timer;
@@ -619,6 +636,67 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 
 /* --- Queries ---------------------------------------------------------- */
 
+static uint32_t
+dnsproxy_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h ? h : 1;
+}
+
+/*
+ * Count distinct names under one wildcard rule per window. True when the
+ * name may be resolved: already seen in this window, or under the limit.
+ */
+static bool
+dnsproxy_tunnel_ok(struct dnsproxy *d, const char *rule, const char *name)
+{
+	uint32_t rh = dnsproxy_hash(rule), nh = dnsproxy_hash(name);
+	struct dnsproxy_tunnel *t = NULL, *oldest = &d->tunnel[0];
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	for (size_t i = 0; i < DNSPROXY_TUNNEL_RULES; i++) {
+		if (d->tunnel[i].rule_hash == rh) {
+			t = &d->tunnel[i];
+			break;
+		}
+		if (d->tunnel[i].window < oldest->window)
+			oldest = &d->tunnel[i];
+	}
+	if (t == NULL) {
+		t = oldest;
+		memset(t, 0, sizeof(*t));
+		t->rule_hash = rh;
+		t->window = now.tv_sec;
+	}
+	if (now.tv_sec - t->window >= DNSPROXY_TUNNEL_WINDOW_S) {
+		t->window = now.tv_sec;
+		t->n = 0;
+		t->alerted = false;
+	}
+	for (size_t i = 0; i < t->n; i++)
+		if (t->names[i] == nh)
+			return true;
+	if (t->n >= DNSPROXY_TUNNEL_NAMES) {
+		if (!t->alerted) {
+			struct log_line l;
+			t->alerted = true;
+			log_begin(&l, LOG_WARN, "dns", "dns_tunnel_suspected");
+			log_str(&l, "rule", rule);
+			log_str(&l, "name", name);
+			log_uint(&l, "limit", DNSPROXY_TUNNEL_NAMES);
+			log_uint(&l, "window_s", DNSPROXY_TUNNEL_WINDOW_S);
+			log_end(&l);
+		}
+		return false;
+	}
+	t->names[t->n++] = nh;
+	return true;
+}
+
 /* Expand the allowed port ranges of the deciding rule into learn scopes. */
 static bool
 dnsq_ports(struct dnsq *dq, const struct policy_decision *dec)
@@ -694,6 +772,12 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 		log_str(&l, "why", "only A and AAAA queries are forwarded");
 		log_end(&l);
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_NOERROR);
+		return;
+	}
+	if (dec.kind == POLICY_TARGET_WILDCARD && dec.target != NULL &&
+	    !dnsproxy_tunnel_ok(d, dec.target, dq->q.name)) {
+		ws->metrics.dns_denied++;
+		dnsq_finish_rcode(dq, DNSWIRE_RCODE_REFUSED);
 		return;
 	}
 	if (!dnsq_ports(dq, &dec)) {

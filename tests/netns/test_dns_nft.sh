@@ -13,7 +13,7 @@ ns_dns --address=/api.allowed.test/203.0.113.10 --address=/api.allowed.test/2001
 	--host-record=rebind.allowed.test,127.0.0.1 \
 	--host-record=meta.allowed.test,169.254.169.254 \
 	--host-record=mixed.allowed.test,203.0.113.11 \
-	--address=/short.allowed.test/198.51.100.7
+	--address=/short.allowed.test/198.51.100.7 --address=/wild.allowed.test/198.51.100.7
 for a in 203.0.113.10 203.0.113.11 203.0.113.20 198.51.100.7; do
 	ns_tcp_server "$a" 443
 	ns_tcp_server "$a" 8080
@@ -34,7 +34,8 @@ cat >"$TMP/policy.json" <<'J'
  {"action":"allow","target":"other.allowed.test"},
  {"action":"allow","target":"rebind.allowed.test"},
  {"action":"allow","target":"meta.allowed.test"},
- {"action":"allow","target":"short.allowed.test"}]}
+ {"action":"allow","target":"short.allowed.test"},
+ {"action":"allow","target":"*.wild.allowed.test"}]}
 J
 ns_egressd OPENSANDBOX_EGRESS_RULES="$(cat "$TMP/policy.json")"
 
@@ -113,6 +114,17 @@ out=$(api DELETE /policy '["other.allowed.test"]')
 check "DELETE /policy answers 200" grep -q '^200$' <<<"$out"
 refute "a name removed from the policy loses its learned addresses" nft_has learned4 203.0.113.11
 refute "and cannot be connected to any more" wconnect 203.0.113.11 443
+
+# Tunnelling through unique names under an allowed wildcard is limited.
+refused=0
+for i in $(seq 1 70); do
+	ans=$(ws dig +time=2 +tries=1 @203.0.113.53 "t$i-$RANDOM.wild.allowed.test" A 2>&1)
+	grep -q "status: REFUSED" <<<"$ans" && refused=$((refused + 1))
+done
+check "unique names under a wildcard are refused past the limit" test "$refused" -ge 6
+check "the upstream saw at most the limit of them" \
+	test "$(grep -c 'query\[A\] t[0-9]*-[0-9]*.wild.allowed.test' "$TMP/dns.log")" -le 64
+check "dns_tunnel_suspected is logged" grep -q '"event":"dns_tunnel_suspected"' "$TMP/egressd.log"
 
 # A root workload without CAP_NET_ADMIN cannot take the mark exemption.
 out=$(ip netns exec "$SBX" setpriv --inh-caps=-all --bounding-set=-all -- $PY -c '
