@@ -227,8 +227,8 @@ bs_name(struct policy_ctx *c, const json_t *obj, const char *key, const char *pa
 	if (v == NULL || !json_is_string(v))
 		n = 0;
 	if (n == 0)
-		return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, v ? key : NULL, 0, 0,
-		    v ? path : path, "%s", blank_msg);
+		return policy_ctx_fail(
+		    c, POLICY_ERR_INVALID, obj, v ? key : NULL, 0, 0, path, "%s", blank_msg);
 	if (n > BINDING_MAX_NAME)
 		return policy_ctx_fail(c, POLICY_ERR_TOO_LARGE, obj, key, 0, 0, path,
 		    "longer than %d bytes", BINDING_MAX_NAME);
@@ -471,8 +471,8 @@ bs_match(struct policy_ctx *c, struct binding *b, const json_t *obj, const char 
 
 	snprintf(mpath, sizeof(mpath), "%s.match", bpath);
 	if (!json_is_object(m))
-		return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, m ? "match" : NULL, 0, 0,
-		    m ? bpath : bpath, "binding \"%s\" needs a match mapping", b->name);
+		return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, m ? "match" : NULL, 0, 0, bpath,
+		    "binding \"%s\" needs a match mapping", b->name);
 	if (policy_ctx_keys(c, m, mpath, match_keys) != 0)
 		return -1;
 	/* schemes */

@@ -98,6 +98,36 @@ cli_load(const char *path, struct policy_err *err)
 	return p;
 }
 
+/*
+ * Load FILE, with the operator overlay DIR/deny.always and
+ * DIR/allow.always when "-a DIR" leads the arguments (shifted away).
+ */
+static struct policy *
+cli_load_args(int *argc, char ***argv, struct policy_err *err)
+{
+	const char *dir = NULL;
+	struct policy *p, *q;
+	char dpath[4096], apath[4096];
+
+	if (*argc >= 3 && strcmp((*argv)[1], "-a") == 0) {
+		/* The view starts at DIR, which stands in for argv[0] (unused later). */
+		dir = (*argv)[2];
+		*argv += 2;
+		*argc -= 2;
+	}
+	if (*argc < 2) {
+		memset(err, 0, sizeof(*err));
+		return NULL;
+	}
+	if ((p = cli_load((*argv)[1], err)) == NULL || dir == NULL)
+		return p;
+	snprintf(dpath, sizeof(dpath), "%s/deny.always", dir);
+	snprintf(apath, sizeof(apath), "%s/allow.always", dir);
+	q = policy_with_always_files(p, dpath, apath, err);
+	policy_free(p);
+	return q;
+}
+
 static void
 cli_print_err(const struct policy_err *err)
 {
@@ -401,7 +431,6 @@ cli_print_result(const struct policy *p, const char *q, const struct cli_result 
 	} else {
 		printf("  binding: none (forwarded untouched)\n");
 	}
-	(void)q;
 }
 
 static int
@@ -411,15 +440,17 @@ cli_explain(int argc, char **argv)
 	struct policy *p;
 	int rc = 0;
 
+	p = cli_load_args(&argc, &argv, &err);
+	if (p == NULL && err.code != POLICY_ERR_NONE) {
+		cli_print_err(&err);
+		return 1;
+	}
 	if (argc < 3) {
-		fprintf(stderr, "usage: egressd explain FILE QUERY...\n"
+		policy_free(p);
+		fprintf(stderr, "usage: egressd explain [-a RULES_DIR] FILE QUERY...\n"
 		                "  QUERY: a DNS name, ip[:port], [v6]:port, or "
 		                "\"METHOD https://host/path\"\n");
 		return 2;
-	}
-	if ((p = cli_load(argv[1], &err)) == NULL) {
-		cli_print_err(&err);
-		return 1;
 	}
 	for (int i = 2; i < argc; i++) {
 		struct cli_result r;
@@ -510,13 +541,15 @@ cli_test(int argc, char **argv)
 	json_t *root, *v;
 	int rc = 0;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: egressd test FILE CASES.yaml\n");
-		return 2;
-	}
-	if ((p = cli_load(argv[1], &err)) == NULL) {
+	p = cli_load_args(&argc, &argv, &err);
+	if (p == NULL && err.code != POLICY_ERR_NONE) {
 		cli_print_err(&err);
 		return 1;
+	}
+	if (argc != 3 || p == NULL) {
+		policy_free(p);
+		fprintf(stderr, "usage: egressd test [-a RULES_DIR] FILE CASES.yaml\n");
+		return 2;
 	}
 	if ((buf = cli_slurp(argv[2], &len)) == NULL) {
 		fprintf(stderr, "%s: cannot read file\n", argv[2]);

@@ -37,19 +37,32 @@ struct policy_rules {
 	size_t n, cap;
 };
 
-/* Name index entry: a name (exact table) or a wildcard suffix (wild table). */
+#define POLICY_NKEY_INLINE 40 /* key bytes kept inside an index entry */
+
+/*
+ * Name index entry: a name (exact table) or a wildcard suffix (wild
+ * table). One cache line; short keys live inline so a hit costs no
+ * extra memory access.
+ */
 struct policy_nent {
 	uint64_t h;
-	const char *key; /* borrowed from the rule's target; NULL = empty slot */
-	uint32_t len;
+	uint32_t len;                          /* 0 = empty slot */
 	int32_t idx[POLICY_ORIGIN_RULE_LISTS]; /* first rule per origin, -1 none */
+	union {
+		char inl[POLICY_NKEY_INLINE];
+		const char *ptr; /* borrowed from the rule's target */
+	} k;
 };
 
 struct policy_ntab {
 	struct policy_nent *e;
 	size_t mask;
 	uint64_t labels; /* bit n-1: some key has n labels (bit 63: >= 64) */
+	uint64_t *bloom; /* one bit per key hash: skips probes (and cache misses) for absent keys */
+	size_t bmask;    /* bits in bloom - 1 */
 };
+
+#define POLICY_BLOOM_BITS_PER_KEY 16 /* about 6% false positives with one bit per key */
 
 /* Address index entry: one (family, prefix, masked address). */
 struct policy_aent {
@@ -630,7 +643,49 @@ ntab_init(struct policy_ntab *t, size_t n)
 	t->e = calloc(cap, sizeof(*t->e));
 	t->mask = cap - 1;
 	t->labels = 0;
+	t->bloom = NULL;
+	t->bmask = 0;
 	return t->e ? 0 : -1;
+}
+
+/* Give an index table its filter; sized for n keys. */
+static int
+ntab_bloom_init(struct policy_ntab *t, size_t n)
+{
+	size_t bits = pow2_at_least(n * POLICY_BLOOM_BITS_PER_KEY);
+
+	if (bits < 512)
+		bits = 512;
+	t->bloom = calloc(bits / 64, sizeof(uint64_t));
+	t->bmask = bits - 1;
+	return t->bloom ? 0 : -1;
+}
+
+/* False only if no key of the table can have hash h. */
+static inline bool
+ntab_maybe(const struct policy_ntab *t, uint64_t h)
+{
+	size_t b = (size_t)(h >> 32) & t->bmask;
+	return t->bloom == NULL || (t->bloom[b / 64] >> (b % 64)) & 1;
+}
+
+static inline const char *
+nent_key(const struct policy_nent *e)
+{
+	return e->len <= POLICY_NKEY_INLINE ? e->k.inl : e->k.ptr;
+}
+
+/* Fill an empty slot with key (borrowed when too long to inline). */
+static void
+nent_set(struct policy_nent *e, const char *key, size_t len, uint64_t h)
+{
+	e->h = h;
+	e->len = (uint32_t)len;
+	if (len <= POLICY_NKEY_INLINE)
+		memcpy(e->k.inl, key, len);
+	else
+		e->k.ptr = key;
+	e->idx[0] = e->idx[1] = e->idx[2] = -1;
 }
 
 static struct policy_nent *
@@ -638,9 +693,9 @@ ntab_find(const struct policy_ntab *t, uint64_t h, const char *key, size_t len)
 {
 	for (size_t i = (size_t)h & t->mask;; i = (i + 1) & t->mask) {
 		struct policy_nent *e = &t->e[i];
-		if (e->key == NULL)
+		if (e->len == 0)
 			return e;
-		if (e->h == h && e->len == len && memcmp(e->key, key, len) == 0)
+		if (e->h == h && e->len == len && memcmp(nent_key(e), key, len) == 0)
 			return e;
 	}
 }
@@ -652,12 +707,13 @@ ntab_add(struct policy_ntab *t, const char *key, enum policy_origin o, size_t id
 	uint64_t h = rev_hash(key, len);
 	struct policy_nent *e = ntab_find(t, h, key, len);
 
-	if (e->key == NULL) {
-		e->key = key;
-		e->len = (uint32_t)len;
-		e->h = h;
-		e->idx[0] = e->idx[1] = e->idx[2] = -1;
+	if (e->len == 0) {
+		nent_set(e, key, len, h);
 		t->labels |= label_bit(label_count(key, len));
+		if (t->bloom != NULL) {
+			size_t b = (size_t)(h >> 32) & t->bmask;
+			t->bloom[b / 64] |= 1ULL << (b % 64);
+		}
 	}
 	if (e->idx[o] < 0)
 		e->idx[o] = (int32_t)idx;
@@ -677,9 +733,7 @@ strset_slot(struct policy_ntab *t, const char *key, uint64_t *h)
 static void
 strset_put(struct policy_nent *e, const char *key, uint64_t h, size_t idx)
 {
-	e->key = key;
-	e->len = (uint32_t)strlen(key);
-	e->h = h;
+	nent_set(e, key, strlen(key), h);
 	e->idx[0] = (int32_t)idx;
 }
 
@@ -753,14 +807,12 @@ rules_dedup(struct policy_rules *l)
 		size_t len = strlen(l->v[i].target);
 		uint64_t h = rev_hash(l->v[i].target, len);
 		struct policy_nent *e = ntab_find(&seen, h, l->v[i].target, len);
-		if (e->key != NULL) {
+		if (e->len != 0) {
 			rule_deinit(&l->v[i]);
 			continue;
 		}
 		l->v[o] = l->v[i];
-		e->key = l->v[o].target;
-		e->len = (uint32_t)len;
-		e->h = h;
+		nent_set(e, l->v[o].target, len, h);
 		o++;
 	}
 	l->n = o;
@@ -799,7 +851,8 @@ policy_build(enum policy_action def, struct policy_rules lists[POLICY_ORIGIN_RUL
 			nwild += k == POLICY_TARGET_WILDCARD;
 		}
 	}
-	if (ntab_init(&p->exact, nexact) != 0 || ntab_init(&p->wild, nwild) != 0)
+	if (ntab_init(&p->exact, nexact) != 0 || ntab_init(&p->wild, nwild) != 0 ||
+	    ntab_bloom_init(&p->exact, nexact) != 0 || ntab_bloom_init(&p->wild, nwild) != 0)
 		goto fail_p;
 	size_t acap = pow2_at_least(naddrs * 2 + 1);
 	if ((p->addrs.e = calloc(acap, sizeof(*p->addrs.e))) == NULL)
@@ -858,6 +911,8 @@ policy_free(struct policy *p)
 		rules_free(&p->lists[o]);
 	free(p->exact.e);
 	free(p->wild.e);
+	free(p->exact.bloom);
+	free(p->wild.bloom);
 	free(p->addrs.e);
 	binding_set_free(p->bindings);
 	free(p);
@@ -942,7 +997,7 @@ parse_rules(struct policy_ctx *c, const json_t *parent, const json_t *arr, const
 				break;
 			}
 			e = strset_slot(&seen, r.target, &h);
-			if (e->key != NULL) {
+			if (e->len != 0) {
 				char sub[128];
 				policy_ctx_path(sub, sizeof(sub), path, NULL, i);
 				rule_deinit(&r);
@@ -1378,7 +1433,7 @@ policy_remove_targets(const struct policy *base, const char *const *targets, siz
 	for (size_t i = 0; i < ntargets; i++) {
 		uint64_t h;
 		struct policy_nent *e;
-		if (canon[i] != NULL && (e = strset_slot(&set, canon[i], &h))->key == NULL)
+		if (canon[i] != NULL && (e = strset_slot(&set, canon[i], &h))->len == 0)
 			strset_put(e, canon[i], h, i);
 	}
 	if (policy_copy_lists(base, lists) != 0) {
@@ -1388,7 +1443,7 @@ policy_remove_targets(const struct policy *base, const char *const *targets, siz
 	struct policy_rules *u = &lists[POLICY_ORIGIN_USER];
 	for (size_t i = 0; i < u->n; i++) {
 		uint64_t h;
-		bool hit = strset_slot(&set, u->v[i].target, &h)->key != NULL;
+		bool hit = strset_slot(&set, u->v[i].target, &h)->len != 0;
 		if (hit) {
 			rule_deinit(&u->v[i]);
 			(*removed)++;
@@ -1800,16 +1855,18 @@ policy_decide_name(const struct policy *p, const char *canon, struct policy_deci
 		h = suffix_step(h, label_hash(canon + start, end - start));
 		labels++;
 		if (start == 0) {
-			const struct policy_nent *e = ntab_find(&p->exact, h, canon, len);
-			if (e->key != NULL)
-				name_consider(e, best);
+			if (ntab_maybe(&p->exact, h)) {
+				const struct policy_nent *e = ntab_find(&p->exact, h, canon, len);
+				if (e->len != 0)
+					name_consider(e, best);
+			}
 			break;
 		}
 		/* "*.s" matches names strictly below s: a label is left of this suffix. */
-		if (p->wild.labels & label_bit(labels)) {
+		if ((p->wild.labels & label_bit(labels)) && ntab_maybe(&p->wild, h)) {
 			const struct policy_nent *e =
 			    ntab_find(&p->wild, h, canon + start, len - start);
-			if (e->key != NULL)
+			if (e->len != 0)
 				name_consider(e, best);
 		}
 		end = start - 1;

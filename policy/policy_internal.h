@@ -49,7 +49,7 @@ void policy_ctx_path(char *buf, size_t len, const char *path, const char *key, s
 /* Printable, length-capped copy of untrusted bytes for messages. */
 void policy_show(char *buf, size_t buflen, const char *s, size_t len);
 
-/* Parse the list at node (array of strings) trimming; used by bindings. */
+/* True for a JSON string without an embedded NUL. */
 bool policy_json_is_str(const json_t *v);
 
 /*

@@ -370,11 +370,11 @@ test_match(void **state)
 }
 
 static void
-test_ambiguous_runtime(void **state)
+test_disjoint_runtime(void **state)
 {
-	/* two wildcard bindings at different depths are refused statically,
-	 * so build the runtime case from the same precedence class by
-	 * giving both an identical host through a policy reload path */
+	/* Same host, disjoint methods: each request resolves to exactly one
+	 * binding (AMBIGUOUS needs two bindings of one precedence class to
+	 * match, which the static overlap check refuses at load). */
 	struct policy_err err;
 	struct binding_set *bs =
 	    vault(B("a", "{\"hosts\":[\"x.example\"],\"methods\":[\"GET\"]}", BEARER) "," B(
@@ -474,7 +474,7 @@ main(void)
 	    cmocka_unit_test(test_vault_json_errors),
 	    cmocka_unit_test(test_overlap),
 	    cmocka_unit_test(test_match),
-	    cmocka_unit_test(test_ambiguous_runtime),
+	    cmocka_unit_test(test_disjoint_runtime),
 	    cmocka_unit_test(test_coverage),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

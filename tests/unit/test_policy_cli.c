@@ -178,6 +178,37 @@ test_explain(void **state)
 }
 
 static void
+test_always_dir(void **state)
+{
+	char dir[] = "/tmp/policy_cli_rulesXXXXXX", path[256];
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/deny.always", dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("# operator\napi.example.com\n", f);
+	fclose(f);
+	char *a[] = {"explain", "-a", dir, data("policy/valid/full.yaml"), "api.example.com"};
+	assert_int_equal(run(5, a), 0);
+	assert_non_null(strstr(out_buf, "name api.example.com: deny\n"
+	                                "  rule: deny.always[0] deny api.example.com\n"));
+	/* the cases that expect api.example.com to be allowed now fail */
+	char *b[] = {
+	    "test", "-a", dir, data("policy/valid/full.yaml"), data("policy/cases-full.yaml")};
+	assert_int_equal(run(5, b), 1);
+	assert_non_null(strstr(out_buf, "FAIL api.example.com: expected allow, got deny"));
+	/* a bad overlay line names its file and line */
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("ok.example\nbad..example\n", f);
+	fclose(f);
+	assert_int_equal(run(5, a), 1);
+	assert_non_null(
+	    strstr(err_buf, "deny.always:2:1: \"bad..example\": not a valid host name"));
+	unlink(path);
+	rmdir(dir);
+}
+
+static void
 test_test_command(void **state)
 {
 	char *a[] = {"test", data("policy/valid/full.yaml"), data("policy/cases-full.yaml")};
@@ -227,6 +258,7 @@ main(void)
 	    cmocka_unit_test(test_check_verbose_round_trip),
 	    cmocka_unit_test(test_shadow_warning),
 	    cmocka_unit_test(test_explain),
+	    cmocka_unit_test(test_always_dir),
 	    cmocka_unit_test(test_test_command),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
