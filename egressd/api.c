@@ -589,9 +589,11 @@ api_new(struct wstate *ws, char *err, size_t errlen)
 	evhttp_set_max_body_size(a->http, API_MAX_BODY);
 	evhttp_set_max_headers_size(a->http, 16384);
 	evhttp_set_timeout(a->http, 30);
+	/* Every method reaches the handler, so auth comes before 405 (OpenSandbox order). */
 	evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
 	                                        EVHTTP_REQ_PATCH | EVHTTP_REQ_DELETE |
-	                                        EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS);
+	                                        EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS |
+	                                        EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT);
 	evhttp_set_gencb(a->http, api_gencb, a);
 	if (evhttp_bind_socket(a->http, host, port) != 0) {
 		snprintf(err, errlen, "cannot listen on %s:%u: %s", host, port, strerror(errno));

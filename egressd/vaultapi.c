@@ -385,10 +385,12 @@ vaultapi_ops(json_t *arr, json_t *ops, const char *kind, json_t *touched_revs, u
 		for (size_t j = 0; j < 3; j++)
 			known |= strcmp(k, keys[j]) == 0;
 		if (!known || (!json_is_array(v) && !json_is_null(v))) {
+			/* The key is not echoed: it may be a value pasted in the wrong place. */
 			snprintf(err, errlen,
-			    "invalid credential vault mutation request: unknown or "
-			    "invalid field \"%.32s\"",
-			    k);
+			    "invalid credential vault mutation request: unknown or invalid field "
+			    "in "
+			    "%ss (allowed: add, replace, delete)",
+			    kind);
 			goto out;
 		}
 	}
@@ -433,7 +435,8 @@ vaultapi_ops(json_t *arr, json_t *ops, const char *kind, json_t *touched_revs, u
 		vaultapi_trim(json_string_value(v), name, sizeof(name));
 		at = vaultapi_find(arr, name);
 		if (at < 0) {
-			snprintf(err, errlen, "%s \"%s\" does not exist", kind, name);
+			/* A name that is not stored is not echoed (it may be a pasted value). */
+			snprintf(err, errlen, "%s delete[%zu] does not exist", kind, i);
 			goto out;
 		}
 		json_array_remove(arr, (size_t)at);
@@ -447,7 +450,7 @@ vaultapi_ops(json_t *arr, json_t *ops, const char *kind, json_t *touched_revs, u
 		vaultapi_trim(vaultapi_name(v), name, sizeof(name));
 		at = vaultapi_find(arr, name);
 		if (at < 0) {
-			snprintf(err, errlen, "%s \"%s\" does not exist", kind, name);
+			snprintf(err, errlen, "%s replace[%zu] does not exist", kind, i);
 			goto out;
 		}
 		json_array_set(arr, (size_t)at, v);
@@ -545,7 +548,8 @@ vaultapi_create(struct wstate *ws, struct evhttp_request *req)
 	{
 		if (strcmp(k, "credentials") != 0 && strcmp(k, "bindings") != 0) {
 			snprintf(err, sizeof(err),
-			    "invalid credential vault request: unknown field \"%.32s\"", k);
+			    "invalid credential vault request: unknown field "
+			    "(allowed: credentials, bindings)");
 			api_error(req, 400, "Bad Request", err);
 			json_decref(j);
 			return;
@@ -603,8 +607,8 @@ vaultapi_patch(struct wstate *ws, struct evhttp_request *req)
 		if (strcmp(k, "credentials") != 0 && strcmp(k, "bindings") != 0 &&
 		    strcmp(k, "expectedRevision") != 0) {
 			snprintf(err, sizeof(err),
-			    "invalid credential vault mutation request: unknown field \"%.32s\"",
-			    k);
+			    "invalid credential vault mutation request: unknown field (allowed: "
+			    "expectedRevision, credentials, bindings)");
 			goto fail;
 		}
 	}

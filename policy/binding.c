@@ -612,9 +612,11 @@ bs_header_name(
 		return policy_ctx_fail(c, POLICY_ERR_TOO_LARGE, obj, key, 0, 0, path,
 		    "header name longer than %d bytes", BINDING_MAX_NAME);
 	for (size_t i = 0; i < n; i++) {
+		/* Invalid input is not echoed: it could be a value pasted in the wrong field. */
 		if (!bs_tchar(s[i]))
 			return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, key, 0, 0, path,
-			    "invalid credential header name \"%s\"", show);
+			    "invalid credential header name (byte %zu is not a token character)",
+			    i + 1);
 	}
 	if ((*out = bs_strndup(s, n)) == NULL)
 		return policy_ctx_fail(c, POLICY_ERR_NOMEM, obj, key, 0, 0, path, "out of memory");

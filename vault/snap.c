@@ -57,20 +57,19 @@ vault_snap_unref(struct vault_snap *s)
 }
 
 /*
- * A basic credential is base64("user:pass"), as in OpenSandbox. The
- * decoded password is registered too, with its user, so that "user:pass"
- * and every encoding of it are masked as well as the base64 form.
+ * A basic credential is base64("user:pass"), as in OpenSandbox. Its
+ * decoded form "user:pass" (and the password alone, when long enough to
+ * be masked without noise) are registered too, so that every rendering of
+ * them is masked as well as the base64 form. Appends to extra[].
  */
-static int
-vault_snap_basic(struct vault_snap *s, const struct secret *b64, struct redact_value *rv,
-    struct secret **pass_out)
+static void
+vault_snap_basic(struct vault_snap *s, const struct secret *b64)
 {
 	size_t n = secret_len(b64);
 	uint8_t *enc = malloc(n + 1), *dec = malloc(n + 1);
-	int dlen, rc = -1;
+	int dlen;
 	uint8_t *colon;
 
-	*pass_out = NULL;
 	if (enc == NULL || dec == NULL || n == 0 || n % 4 != 0)
 		goto out;
 	if (secret_append_raw(b64, enc, n) != 0)
@@ -79,26 +78,22 @@ vault_snap_basic(struct vault_snap *s, const struct secret *b64, struct redact_v
 	if (dlen < 0)
 		goto out;
 	/* EVP_DecodeBlock counts the padding bytes as output. */
-	if (n >= 1 && enc[n - 1] == '=')
+	if (enc[n - 1] == '=')
 		dlen--;
 	if (n >= 2 && enc[n - 2] == '=')
 		dlen--;
 	colon = memchr(dec, ':', (size_t)dlen);
-	if (colon == NULL || colon == dec || (size_t)(colon - dec) + 1 >= (size_t)dlen)
+	if (colon == NULL)
 		goto out;
-	*pass_out = secret_new(colon + 1, (size_t)dlen - (size_t)(colon - dec) - 1);
-	if (*pass_out == NULL)
-		goto out;
-	rv->secret = *pass_out;
-	rv->basic_user = malloc((size_t)(colon - dec));
-	if (rv->basic_user == NULL) {
-		secret_unref(*pass_out);
-		*pass_out = NULL;
-		goto out;
+	if ((size_t)dlen >= REDACT_MIN_PATTERN &&
+	    (s->extra[s->nextra] = secret_new(dec, (size_t)dlen)) != NULL)
+		s->nextra++;
+	{
+		size_t plen = (size_t)dlen - (size_t)(colon - dec) - 1;
+		if (plen >= REDACT_MIN_PATTERN &&
+		    (s->extra[s->nextra] = secret_new(colon + 1, plen)) != NULL)
+			s->nextra++;
 	}
-	memcpy((uint8_t *)rv->basic_user, dec, (size_t)(colon - dec));
-	rv->basic_user_len = (size_t)(colon - dec);
-	rc = 0;
 out:
 	if (enc != NULL)
 		OPENSSL_cleanse(enc, n + 1);
@@ -106,8 +101,6 @@ out:
 		OPENSSL_cleanse(dec, n + 1);
 	free(enc);
 	free(dec);
-	(void)s;
-	return rc;
 }
 
 struct vault_snap *
@@ -131,8 +124,8 @@ vault_snap_new(struct binding_set *bs, struct secret *const *secrets, size_t nse
 	s->revision = revision;
 	s->bs = binding_set_ref(bs);
 	s->secrets = calloc(nsecrets ? nsecrets : 1, sizeof(*s->secrets));
-	s->extra = calloc(nsecrets ? nsecrets : 1, sizeof(*s->extra));
-	rv = calloc(nsecrets * 2 + 1, sizeof(*rv));
+	s->extra = calloc(binding_set_count(bs) * 2 + 1, sizeof(*s->extra));
+	rv = calloc(nsecrets + binding_set_count(bs) * 2 + 1, sizeof(*rv));
 	if (s->secrets == NULL || s->extra == NULL || rv == NULL)
 		goto nomem;
 	for (size_t i = 0; i < nsecrets; i++) {
@@ -140,22 +133,18 @@ vault_snap_new(struct binding_set *bs, struct secret *const *secrets, size_t nse
 		s->nsecrets++;
 		rv[nrv++].secret = secrets[i];
 	}
-	/* Basic credentials also register their decoded password. */
+	/* Basic credentials also register their decoded forms. */
 	for (size_t b = 0; b < binding_set_count(bs); b++) {
 		struct binding_header h;
-		struct secret *pass;
 
 		if (binding_auth_type(bs, b) != BINDING_AUTH_BASIC ||
 		    binding_header_get(bs, b, 0, &h) != 0 || h.credential >= nsecrets)
 			continue;
-		if (vault_snap_basic(s, secrets[h.credential], &rv[nrv], &pass) == 0) {
-			s->extra[s->nextra++] = pass;
-			nrv++;
-		}
+		vault_snap_basic(s, secrets[h.credential]);
 	}
+	for (size_t i = 0; i < s->nextra; i++)
+		rv[nrv++].secret = s->extra[i];
 	s->redact = redact_set_new(rv, nrv, &rerr);
-	for (size_t i = 0; i < nrv; i++)
-		free((void *)rv[i].basic_user);
 	free(rv);
 	rv = NULL;
 	if (s->redact == NULL) {
