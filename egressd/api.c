@@ -19,6 +19,8 @@
 #include <event2/buffer.h>
 #include <event2/http.h>
 #include <event2/http_struct.h>
+#include <sys/queue.h>
+
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
@@ -167,6 +169,21 @@ api_auth(struct api *a, struct evhttp_request *req)
 		a->ws->metrics.api_auth_failures++;
 		api_error(req, 429, "Too Many Requests", "too many failed authentications");
 		return false;
+	}
+	/* Exactly one auth header: two could be read differently by a proxy in front. */
+	{
+		struct evkeyval *kv;
+		int n = 0;
+		for (kv = evhttp_request_get_input_headers(req)->tqh_first; kv != NULL;
+		     kv = kv->next.tqe_next)
+			if (strcasecmp(kv->key, API_AUTH_HEADER) == 0)
+				n++;
+		if (n > 1) {
+			src->failures++;
+			a->ws->metrics.api_auth_failures++;
+			api_error(req, 400, "Bad Request", "duplicate " API_AUTH_HEADER " header");
+			return false;
+		}
 	}
 	v = evhttp_find_header(evhttp_request_get_input_headers(req), API_AUTH_HEADER);
 	if (v != NULL) {

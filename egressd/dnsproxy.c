@@ -154,6 +154,8 @@ dnsproxy_v4_inner(const uint8_t *a, bool block_private)
 		return true;
 	if (v == 0x646464c8) /* 100.100.100.200 metadata (Alibaba) */
 		return true;
+	if ((v >> 8) == 0xc00000) /* 192.0.0.0/24 IETF protocol assignments */
+		return true;
 	if (block_private &&
 	    ((v >> 24) == 10 || (v >> 20) == 0xac1 || (v >> 16) == 0xc0a8 || (v >> 22) == 0x191))
 		return true; /* 10/8, 172.16/12, 192.168/16, 100.64/10 */

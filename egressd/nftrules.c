@@ -666,11 +666,11 @@ chain_filter_rules(
 		for (size_t p = 0; p < sizeof(l4); p++)
 			rule_set(b, cfg, NFTRULES_SET_DENYP, fams[f], l4[p], true);
 	}
-	for (size_t f = 0; f < 2; f++)
-		for (size_t p = 0; p < sizeof(l4); p++) {
-			rule_set(b, cfg, NFTRULES_SET_ALLOWP, fams[f], l4[p], false);
-			rule_set(b, cfg, NFTRULES_SET_LEARNEDP, fams[f], l4[p], false);
-		}
+	/* Rule ports are TCP ports: UDP (QUIC) never leaves through a port rule. */
+	for (size_t f = 0; f < 2; f++) {
+		rule_set(b, cfg, NFTRULES_SET_ALLOWP, fams[f], IPPROTO_TCP, false);
+		rule_set(b, cfg, NFTRULES_SET_LEARNEDP, fams[f], IPPROTO_TCP, false);
+	}
 	/* DoT bypasses the DNS proxy: refused unless a port rule allowed it. */
 	for (size_t p = 0; p < sizeof(l4); p++)
 		rule_port(b, cfg, fc, l4[p], NFTRULES_PORT_DOT, 0, true);

@@ -466,12 +466,13 @@ static void
 parent_spawn(struct parent *p)
 {
 	int sv[2];
-	pid_t pid;
+	pid_t pid, self;
 
 	if (chan_pair(sv) != 0) {
 		log_msg(LOG_ERROR, "proc", "spawn", "socketpair: %s", strerror(errno));
 		goto retry;
 	}
+	self = getpid();
 	pid = fork();
 	if (pid < 0) {
 		log_msg(LOG_ERROR, "proc", "spawn", "fork: %s", strerror(errno));
@@ -484,7 +485,7 @@ parent_spawn(struct parent *p)
 
 		parent_child_reset(p->base, sv[1]);
 		log_set_role("worker");
-		if (privsep_drop(p->wuid, p->wgid, err, sizeof(err)) != 0) {
+		if (privsep_drop(p->wuid, p->wgid, self, err, sizeof(err)) != 0) {
 			log_msg(LOG_ERROR, "proc", "privdrop", "%s", err);
 			_exit(70);
 		}

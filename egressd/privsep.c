@@ -61,15 +61,23 @@ privsep_harden(void)
 }
 
 int
-privsep_drop(uid_t uid, gid_t gid, char *err, size_t errlen)
+privsep_drop(uid_t uid, gid_t gid, pid_t parent, char *err, size_t errlen)
 {
 	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
 	struct __user_cap_data_struct d[2];
 	bool can_switch = privsep_has_cap(CAP_SETUID) && privsep_has_cap(CAP_SETGID);
 
-	/* Die with the parent; re-check for the race with an early exit. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() == 1) {
-		snprintf(err, errlen, "parent gone or PDEATHSIG failed: %s", strerror(errno));
+	/*
+	 * Die with the parent; re-check for the race with an early exit. The
+	 * parent may itself be pid 1 (a container's entrypoint), so compare
+	 * with its pid rather than with 1.
+	 */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
+		snprintf(err, errlen, "PDEATHSIG failed: %s", strerror(errno));
+		return -1;
+	}
+	if (getppid() != parent) {
+		snprintf(err, errlen, "parent %ld gone before the drop", (long)parent);
 		return -1;
 	}
 	/* The bounding set can only shrink while we still hold CAP_SETPCAP. */

@@ -26,7 +26,7 @@ int privsep_harden(void) __attribute__((warn_unused_result));
  * no_new_privs, and die with the parent. Verifies the result. 0 or -1 with
  * a reason in err.
  */
-int privsep_drop(uid_t uid, gid_t gid, char *err, size_t errlen)
+int privsep_drop(uid_t uid, gid_t gid, pid_t parent, char *err, size_t errlen)
     __attribute__((warn_unused_result));
 
 #endif

@@ -180,7 +180,10 @@ test_install(void **state)
 	assert_has(out, "meta l4proto tcp ip daddr @deny4 reject with tcp reset");
 	assert_has(out, "ip6 daddr @deny6 reject with icmpx admin-prohibited");
 	assert_has(out, "ip daddr . tcp dport @allowp4 accept");
-	assert_has(out, "ip6 daddr . udp dport @learnedp6 accept");
+	assert_has(out, "ip6 daddr . tcp dport @learnedp6 accept");
+	/* Rule ports are TCP ports: no UDP accept through a port set. */
+	assert_lacks(out, "udp dport @learnedp6 accept");
+	assert_lacks(out, "udp dport @allowp4 accept");
 	assert_has(out, "tcp dport 853 reject with tcp reset\n\t\tudp dport 853 reject with icmpx "
 	                "admin-prohibited\n\t\tip daddr @allow4 accept\n");
 	assert_has(out, "\t\tmeta l4proto tcp reject with tcp reset\n"

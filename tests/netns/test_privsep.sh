@@ -90,6 +90,21 @@ check "the table is kept after a graceful stop (traffic stays blocked)" \
 	ip netns exec "$SBX" nft list table inet egressd
 check "the ready file is removed on stop" test ! -e "$TMP/ready"
 
+# As a container entrypoint egressd is pid 1: its worker must still start.
+rm -f "$TMP/ready1"
+ip netns exec "$SBX" unshare --pid --fork --kill-child env OPENSANDBOX_EGRESS_TOKEN=x \
+	OPENSANDBOX_EGRESS_HTTP_ADDR=127.0.0.1:18081 OPENSANDBOX_EGRESS_DNS_UPSTREAM=203.0.113.53 \
+	EGRESSD_DNS_PORT=15354 EGRESSD_TABLE=egressdpid1 EGRESSD_READY_FILE="$TMP/ready1" \
+	EGRESSD_WORKER_USER=999:999 EGRESSD_ALWAYS_DIR="$TMP/always" EGRESSD_REMOVE_TABLE_ON_EXIT=1 \
+	"$EGRESSD_BIN" >"$TMP/pid1.log" 2>&1 &
+pid1=$!
+for i in $(seq 1 100); do [ -f "$TMP/ready1" ] && break; sleep 0.05; done
+check "egressd as pid 1 (container entrypoint) becomes ready" test -f "$TMP/ready1"
+check "its log shows pid 1 as the parent" grep -q '"proc":"parent","pid":1,' "$TMP/pid1.log"
+# unshare does not forward signals: stop egressd itself, then unshare returns.
+kill -TERM $(pgrep -P "$pid1") 2>/dev/null
+wait "$pid1" 2>/dev/null
+
 # With remove-table-on-exit the table goes away.
 ns_egressd EGRESSD_REMOVE_TABLE_ON_EXIT=1
 kill -TERM "$EGRESSD_PID"; wait "$EGRESSD_PID"; EGRESSD_PID=""
