@@ -25,6 +25,7 @@ static const size_t chan_sizes[CHAN_TYPE_MAX] = {
     [CHAN_STATIC_COMMIT] = sizeof(struct chan_static_commit),
     [CHAN_RESULT] = sizeof(struct chan_result),
     [CHAN_READY] = sizeof(struct chan_ready),
+    [CHAN_REVOKE] = sizeof(struct chan_revoke),
 };
 
 static const char *const chan_names[CHAN_TYPE_MAX] = {
@@ -38,6 +39,7 @@ static const char *const chan_names[CHAN_TYPE_MAX] = {
     [CHAN_STATIC_COMMIT] = "static_commit",
     [CHAN_RESULT] = "result",
     [CHAN_READY] = "ready",
+    [CHAN_REVOKE] = "revoke",
 };
 
 /* Name of a message type for logs. */
@@ -147,6 +149,14 @@ chan_validate(const void *buf, size_t len, enum chan_side side, const char **why
 		}
 		if (hdr.type == CHAN_FORGET && m.learn.timeout_s != 0) {
 			*why = "forget carries a timeout";
+			return false;
+		}
+		break;
+	case CHAN_REVOKE:
+		if ((hdr.flags & ~CHAN_LEARN_MORE) != 0 || !chan_family_ok(m.revoke.family) ||
+		    m.revoke.prefix > (m.revoke.family == AF_INET ? 32 : 128) ||
+		    (m.revoke.family == AF_INET && !chan_is_zero(m.revoke.addr + 4, 12))) {
+			*why = "revoke message out of range";
 			return false;
 		}
 		break;

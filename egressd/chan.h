@@ -23,6 +23,7 @@ enum chan_type {
 	CHAN_STATIC_COMMIT, /* worker -> parent: apply the set in one batch */
 	CHAN_RESULT,        /* parent -> worker: outcome of a request, by id */
 	CHAN_READY,         /* worker -> parent: listeners are up, policy applied */
+	CHAN_REVOKE,        /* worker -> parent: end established flows to a prefix */
 	CHAN_TYPE_MAX,
 };
 
@@ -59,6 +60,15 @@ struct chan_learn {
 	uint16_t port; /* 0: all ports */
 	uint16_t pad2;
 	uint32_t timeout_s; /* 1..CHAN_MAX_TIMEOUT_S (0 for FORGET) */
+};
+
+/* CHAN_LEARN_MORE in hdr.flags batches revokes too. */
+struct chan_revoke {
+	struct chan_hdr hdr;
+	uint8_t family; /* AF_INET or AF_INET6 */
+	uint8_t prefix; /* <= 32 or <= 128 */
+	uint16_t port;  /* 0: all ports */
+	uint8_t addr[16];
 };
 
 struct chan_static_begin {
@@ -105,6 +115,7 @@ union chan_msg {
 	struct chan_static_commit static_commit;
 	struct chan_result result;
 	struct chan_ready ready;
+	struct chan_revoke revoke;
 };
 
 enum chan_status {

@@ -24,6 +24,7 @@
 #include <event2/event.h>
 
 #include "egressd/chan.h"
+#include "egressd/ctflush.h"
 #include "egressd/enforce.h"
 #include "egressd/log.h"
 #include "egressd/parent.h"
@@ -71,6 +72,10 @@ struct parent {
 	struct chan_learn learns[PARENT_MAX_LEARN_BATCH];
 	size_t nlearn;
 	unsigned learn_type;
+
+	/* Revoked prefixes being batched. */
+	struct ctflush_target revokes[PARENT_MAX_LEARN_BATCH];
+	size_t nrevoke;
 };
 
 static void parent_spawn(struct parent *p);
@@ -129,6 +134,7 @@ parent_violation(struct parent *p, const char *why)
 	}
 	parent_static_reset(p);
 	p->nlearn = 0;
+	p->nrevoke = 0;
 }
 
 static void
@@ -180,8 +186,26 @@ parent_learn_flush(struct parent *p, uint32_t id)
 
 	if (p->learn_type == CHAN_LEARN)
 		rc = enforce_learn(p->enf, p->learns, p->nlearn, err, sizeof(err));
-	else
+	else {
+		/* A forgotten address also loses its established flows. */
+		struct ctflush_target t[PARENT_MAX_LEARN_BATCH];
+		size_t deleted = 0;
+
 		rc = enforce_forget(p->enf, p->learns, p->nlearn, err, sizeof(err));
+		for (size_t i = 0; i < p->nlearn; i++) {
+			memset(&t[i], 0, sizeof(t[i]));
+			t[i].family = p->learns[i].family;
+			memcpy(t[i].addr, p->learns[i].addr, 16);
+			t[i].prefix = t[i].family == AF_INET ? 32 : 128;
+			t[i].port = p->learns[i].port;
+		}
+		if (rc == 0 &&
+		    ctflush_revoke(t, p->nlearn, p->cfg->mark, &deleted, err, sizeof(err)) != 0)
+			rc = -1;
+		if (deleted > 0)
+			log_msg(
+			    LOG_INFO, "nft", "ct_revoke", "%zu established flows ended", deleted);
+	}
 	if (rc != 0)
 		log_msg(LOG_ERROR, "nft", "nft_error", "%s", err);
 	parent_reply(p, id, p->learn_type, rc == 0 ? 0 : EIO, rc == 0 ? "" : err);
@@ -203,6 +227,35 @@ parent_learn(struct parent *p, const struct chan_learn *l)
 	p->learns[p->nlearn++] = *l;
 	if ((l->hdr.flags & CHAN_LEARN_MORE) == 0)
 		parent_learn_flush(p, l->hdr.id);
+}
+
+/* Batch revoked prefixes; on the last one, end their established flows. */
+static void
+parent_revoke(struct parent *p, const struct chan_revoke *r)
+{
+	char err[256] = "";
+	size_t deleted = 0;
+	int rc;
+
+	if (p->nrevoke >= PARENT_MAX_LEARN_BATCH) {
+		parent_violation(p, "revoke batch too long");
+		return;
+	}
+	memset(&p->revokes[p->nrevoke], 0, sizeof(p->revokes[0]));
+	p->revokes[p->nrevoke].family = r->family;
+	p->revokes[p->nrevoke].prefix = r->prefix;
+	p->revokes[p->nrevoke].port = r->port;
+	memcpy(p->revokes[p->nrevoke].addr, r->addr, 16);
+	p->nrevoke++;
+	if ((r->hdr.flags & CHAN_LEARN_MORE) != 0)
+		return;
+	rc = ctflush_revoke(p->revokes, p->nrevoke, p->cfg->mark, &deleted, err, sizeof(err));
+	if (rc != 0)
+		log_msg(LOG_ERROR, "nft", "ct_error", "%s", err);
+	else if (deleted > 0)
+		log_msg(LOG_INFO, "nft", "ct_revoke", "%zu established flows ended", deleted);
+	parent_reply(p, r->hdr.id, CHAN_REVOKE, rc == 0 ? 0 : EIO, rc == 0 ? "" : err);
+	p->nrevoke = 0;
 }
 
 static void
@@ -272,6 +325,9 @@ parent_dispatch(struct parent *p, const union chan_msg *m)
 	case CHAN_STATIC_ELEM:
 	case CHAN_STATIC_COMMIT:
 		parent_static(p, m);
+		break;
+	case CHAN_REVOKE:
+		parent_revoke(p, &m->revoke);
 		break;
 	case CHAN_READY:
 		if (!p->ready) {
@@ -351,6 +407,7 @@ parent_worker_gone(struct parent *p, int status)
 	}
 	parent_static_reset(p);
 	p->nlearn = 0;
+	p->nrevoke = 0;
 	if (p->ready) {
 		/* The nft table stays: a dead worker means no egress, never open egress. */
 		p->ready = false;

@@ -159,6 +159,9 @@ wchan_request(struct wchan *w, const void *msg, wchan_reply_cb cb, void *arg)
 		struct wchan_slot *s = &w->slots[(hdr.id + i) % WCHAN_SLOTS];
 		if (s->id == 0) {
 			if (chan_send(w->fd, msg, -1) != 0) {
+				log_msg(LOG_ERROR, "proc", "chan_send",
+				    "send of a %s request failed: %s", chan_type_name(hdr.type),
+				    strerror(errno));
 				wchan_break(w, "send to parent failed");
 				return -1;
 			}
@@ -183,6 +186,8 @@ wchan_send(struct wchan *w, const void *msg)
 		return -1;
 	}
 	if (chan_send(w->fd, msg, -1) != 0) {
+		log_msg(LOG_ERROR, "proc", "chan_send", "send of a %s message failed: %s",
+		    chan_type_name(((const struct chan_hdr *)msg)->type), strerror(errno));
 		wchan_break(w, "send to parent failed");
 		return -1;
 	}

@@ -87,20 +87,45 @@ wstate_apply_done(struct wstate *ws, struct wstate_apply *a, int err, const char
 	wstate_apply_next(ws);
 }
 
-struct wstate_forget_ctx {
+/*
+ * After a swap: forget the learned addresses of names no longer allowed,
+ * and end the established flows to every destination the old policy
+ * allowed and the new one does not. The change is acknowledged only once
+ * the parent has done both.
+ */
+struct wstate_revoke {
 	struct wstate *ws;
-	const struct policy *p;
-	size_t forgotten;
+	struct wstate_apply *a;
+	const struct policy *newp;
+	union chan_msg *msgs;
+	size_t n, cap;
+	size_t pending;
+	size_t forgotten, revoked;
 };
+
+static int
+wstate_revoke_push(struct wstate_revoke *rv, const union chan_msg *m)
+{
+	if (rv->n == rv->cap) {
+		size_t ncap = rv->cap ? rv->cap * 2 : 64;
+		union chan_msg *nm = realloc(rv->msgs, ncap * sizeof(*nm));
+		if (nm == NULL)
+			return -1;
+		rv->msgs = nm;
+		rv->cap = ncap;
+	}
+	rv->msgs[rv->n++] = *m;
+	return 0;
+}
 
 /* Keep a learned entry while its name is still allowed on that port scope. */
 static bool
 wstate_keep_learned(const struct learnmap_entry *e, void *arg)
 {
-	struct wstate_forget_ctx *c = arg;
+	struct wstate_revoke *rv = arg;
 	struct policy_decision dec;
 
-	policy_decide_name(c->p, e->name, &dec);
+	policy_decide_name(rv->newp, e->name, &dec);
 	if (dec.action != POLICY_ALLOW)
 		return false;
 	if (e->port == 0)
@@ -111,19 +136,99 @@ wstate_keep_learned(const struct learnmap_entry *e, void *arg)
 static void
 wstate_forget_cb(const struct learnmap_entry *e, void *arg)
 {
-	struct wstate_forget_ctx *c = arg;
-	struct chan_learn m;
+	struct wstate_revoke *rv = arg;
+	union chan_msg m;
 
 	memset(&m, 0, sizeof(m));
-	m.hdr.type = CHAN_FORGET;
-	m.hdr.id = wchan_id(c->ws->chan);
-	m.family = (uint8_t)e->family;
-	memcpy(m.addr, e->addr, e->family == AF_INET ? 4 : 16);
-	m.port = e->port;
-	/* The reply only confirms; nothing waits on it. */
-	if (wchan_request(c->ws->chan, &m, NULL, NULL) == 0)
-		wchan_cancel(c->ws->chan, m.hdr.id);
-	c->forgotten++;
+	m.learn.hdr.type = CHAN_FORGET;
+	m.learn.family = (uint8_t)e->family;
+	memcpy(m.learn.addr, e->addr, e->family == AF_INET ? 4 : 16);
+	m.learn.port = e->port;
+	if (wstate_revoke_push(rv, &m) == 0)
+		rv->forgotten++;
+}
+
+/* An IP/CIDR allow rule of the old policy that the new one does not keep. */
+static int
+wstate_revoke_rule_cb(const struct policy_rule_info *r, void *arg)
+{
+	struct wstate_revoke *rv = arg;
+	struct policy_decision dec;
+	union chan_msg m;
+
+	if (r->action != POLICY_ALLOW || r->addr == NULL)
+		return 0;
+	policy_decide_addr(rv->newp, r->addr->family, r->addr->bytes,
+	    r->nports ? r->ports[0].lo : 0, IPPROTO_TCP, &dec);
+	if (dec.action == POLICY_ALLOW)
+		return 0;
+	memset(&m, 0, sizeof(m));
+	m.revoke.hdr.type = CHAN_REVOKE;
+	m.revoke.family = (uint8_t)r->addr->family;
+	m.revoke.prefix = r->addr->prefix;
+	memcpy(m.revoke.addr, r->addr->bytes, r->addr->family == AF_INET ? 4 : 16);
+	if (wstate_revoke_push(rv, &m) == 0)
+		rv->revoked++;
+	return 0;
+}
+
+static void
+wstate_revoke_finish(struct wstate_revoke *rv)
+{
+	struct log_line l;
+
+	log_begin(&l, LOG_INFO, "policy", "revoke");
+	log_uint(&l, "revision", rv->ws->revision);
+	log_uint(&l, "forgotten", rv->forgotten);
+	log_uint(&l, "revoked_prefixes", rv->revoked);
+	log_end(&l);
+	wstate_apply_done(rv->ws, rv->a, 0, "");
+	free(rv->msgs);
+	free(rv);
+}
+
+static void
+wstate_revoke_cb(const union chan_msg *reply, int fd, void *arg)
+{
+	struct wstate_revoke *rv = arg;
+
+	if (reply->result.err != 0) {
+		rv->ws->metrics.nft_errors++;
+		log_msg(LOG_ERROR, "policy", "revoke_error", "%s", reply->result.msg);
+	}
+	if (--rv->pending == 0)
+		wstate_revoke_finish(rv);
+}
+
+/* Send the messages in batches of one type (at most 64); wait for every batch. */
+static void
+wstate_revoke_send(struct wstate_revoke *rv)
+{
+	size_t i = 0;
+
+	while (i < rv->n) {
+		size_t j = i;
+		uint32_t id = wchan_id(rv->ws->chan);
+
+		while (j + 1 < rv->n && j + 1 - i < 64 &&
+		       rv->msgs[j + 1].hdr.type == rv->msgs[i].hdr.type)
+			j++;
+		for (size_t k = i; k <= j; k++) {
+			rv->msgs[k].hdr.id = id;
+			rv->msgs[k].hdr.flags = k < j ? CHAN_LEARN_MORE : 0;
+			if (k < j) {
+				if (wchan_send(rv->ws->chan, &rv->msgs[k]) != 0)
+					return;
+			} else if (wchan_request(
+			               rv->ws->chan, &rv->msgs[k], wstate_revoke_cb, rv) == 0)
+				rv->pending++;
+			else
+				return; /* the channel is broken: the worker is going down */
+		}
+		i = j + 1;
+	}
+	if (rv->pending == 0)
+		wstate_revoke_finish(rv);
 }
 
 static void
@@ -131,7 +236,8 @@ wstate_static_cb(const union chan_msg *reply, int fd, void *arg)
 {
 	struct wstate_apply *a = arg;
 	struct wstate *ws = a->ws;
-	struct wstate_forget_ctx fc = {.ws = ws, .p = a->p, .forgotten = 0};
+	struct wstate_revoke *rv;
+	struct policy *old;
 	struct log_line l;
 
 	if (reply->result.err != 0) {
@@ -143,13 +249,22 @@ wstate_static_cb(const union chan_msg *reply, int fd, void *arg)
 		wstate_apply_done(ws, a, EIO, reply->result.msg);
 		return;
 	}
-	policy_free(ws->policy);
+	old = ws->policy;
 	ws->policy = policy_ref(a->p);
 	ws->revision++;
 	ws->metrics.policy_applies++;
 	vaultapi_policy_changed(ws);
-	/* Learned addresses of names that stay allowed are kept (no flush). */
-	learnmap_prune(ws->learned, wstate_keep_learned, wstate_forget_cb, &fc);
+	rv = calloc(1, sizeof(*rv));
+	if (rv != NULL) {
+		rv->ws = ws;
+		rv->a = a;
+		rv->newp = a->p;
+		/* Learned addresses of names that stay allowed are kept (no flush). */
+		learnmap_prune(ws->learned, wstate_keep_learned, wstate_forget_cb, rv);
+		if (old != NULL)
+			policy_foreach_addr(old, wstate_revoke_rule_cb, rv);
+	}
+	policy_free(old);
 	log_begin(&l, LOG_INFO, "policy", "policy_apply");
 	log_uint(&l, "revision", ws->revision);
 	log_str(&l, "default", policy_action_str(policy_default_action(a->p)));
@@ -157,9 +272,13 @@ wstate_static_cb(const union chan_msg *reply, int fd, void *arg)
 	log_uint(&l, "deny_always", policy_rule_count(a->p, POLICY_ORIGIN_DENY_ALWAYS));
 	log_uint(&l, "allow_always", policy_rule_count(a->p, POLICY_ORIGIN_ALLOW_ALWAYS));
 	log_uint(&l, "ip_elements", a->nelems);
-	log_uint(&l, "forgotten", fc.forgotten);
+	log_uint(&l, "forgotten", rv ? rv->forgotten : 0);
 	log_end(&l);
-	wstate_apply_done(ws, a, 0, "");
+	if (rv == NULL) {
+		wstate_apply_done(ws, a, 0, "");
+		return;
+	}
+	wstate_revoke_send(rv);
 }
 
 static void

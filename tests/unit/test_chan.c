@@ -148,6 +148,22 @@ test_out_of_range_fields_refused(void **state)
 	b.count = CHAN_MAX_STATIC_ELEMS + 1;
 	assert_false(chan_validate(&b, sizeof(b), CHAN_TO_PARENT, &why));
 
+	{
+		struct chan_revoke rv = {
+		    .hdr = {.type = CHAN_REVOKE, .id = 1}, .family = AF_INET, .prefix = 24};
+		assert_true(chan_validate(&rv, sizeof(rv), CHAN_TO_PARENT, &why));
+		rv.prefix = 33;
+		assert_false(chan_validate(&rv, sizeof(rv), CHAN_TO_PARENT, &why));
+		rv.family = AF_INET6;
+		assert_true(chan_validate(&rv, sizeof(rv), CHAN_TO_PARENT, &why));
+		rv.family = AF_PACKET;
+		assert_false(chan_validate(&rv, sizeof(rv), CHAN_TO_PARENT, &why));
+		/* Only the parent acts on a revoke. */
+		rv.family = AF_INET;
+		rv.prefix = 32;
+		assert_false(chan_validate(&rv, sizeof(rv), CHAN_TO_WORKER, &why));
+	}
+
 	/* A result message must be NUL-terminated. */
 	assert_true(chan_validate(&r, sizeof(r), CHAN_TO_WORKER, &why));
 	memset(r.msg, 'A', sizeof(r.msg));
