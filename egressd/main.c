@@ -14,7 +14,7 @@
 #include "version.h"
 
 /* What this build implements, for scripts and the exfil suite. */
-#define EGRESSD_FEATURES "dns nft api intercept"
+#define EGRESSD_FEATURES "dns nft api intercept dnsratelimit"
 
 int
 main(int argc, char **argv)
