@@ -106,9 +106,10 @@ sockpool_reply_cb(const union chan_msg *reply, int fd, void *arg)
 		return;
 	}
 	r->fd = fd;
-	r->err = fd >= 0 ? 0 : (reply->hdr.type == CHAN_SOCKET_REP && reply->socket_rep.err != 0 ?
-				       reply->socket_rep.err :
-				       EIO);
+	r->err = fd >= 0 ? 0
+	                 : (reply->hdr.type == CHAN_SOCKET_REP && reply->socket_rep.err != 0
+	                           ? reply->socket_rep.err
+	                           : EIO);
 	sockpool_link(&p->done, r);
 	event_active(p->ev_done, EV_TIMEOUT, 0);
 }

@@ -170,6 +170,10 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	}
 	w->ws = ws;
 	memset(&cc, 0, sizeof(cc));
+	/* Upstream verification is never turned off: the secret must reach only the real host. */
+	if (cfg->ssl_insecure)
+		log_msg(LOG_WARN, "vault", "intercept_config",
+		    "ssl-insecure is ignored: upstream certificates are always verified");
 	if (cfg->ca_cert[0] != '\0' || cfg->ca_key[0] != '\0')
 		w->ca = ca_load(cfg->ca_cert, cfg->ca_key, err, errlen);
 	else

@@ -1,0 +1,249 @@
+/*
+ * Unit tests of egressd/sockpool (the interceptor's source of marked
+ * upstream sockets) against an in-process fake parent on a real seqpacket
+ * channel: callbacks run from the loop and never inside sockpool_get(),
+ * the pool refills to its size per family, a parent error reaches the
+ * caller, and freeing the pool with requests in flight runs no callback.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "egressd/chan.h"
+#include "egressd/sockpool.h"
+#include "egressd/wchan.h"
+
+struct fake {
+	struct event_base *base;
+	int pfd; /* the parent's end */
+	struct event *ev;
+	int fail_errno; /* answer requests with this errno when non-zero */
+	unsigned served;
+	struct wchan *wc;
+};
+
+struct got {
+	int calls;
+	int fd;
+	int err;
+	int family;
+};
+
+static void
+fake_parent_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct fake *f = arg;
+
+	for (;;) {
+		union chan_msg m;
+		struct chan_socket_rep rep;
+		int passfd = -1, s = -1;
+		const char *why;
+
+		if (chan_recv(f->pfd, &m, CHAN_TO_PARENT, &passfd, &why) != CHAN_OK)
+			return;
+		assert_int_equal(m.hdr.type, CHAN_SOCKET_REQ);
+		memset(&rep, 0, sizeof(rep));
+		rep.hdr.type = CHAN_SOCKET_REP;
+		rep.hdr.id = m.hdr.id;
+		if (f->fail_errno != 0)
+			rep.err = f->fail_errno;
+		else
+			s = socket(m.socket_req.family, m.socket_req.socktype | SOCK_CLOEXEC, 0);
+		assert_true(f->fail_errno != 0 || s >= 0);
+		assert_int_equal(chan_send(f->pfd, &rep, s), 0);
+		if (s >= 0)
+			close(s);
+		f->served++;
+	}
+}
+
+static void
+dead_cb(const char *why, void *arg)
+{
+	fail_msg("channel died: %s", why);
+}
+
+static void
+got_cb(int fd, int err, void *arg)
+{
+	struct got *g = arg;
+
+	g->calls++;
+	g->fd = fd;
+	g->err = err;
+}
+
+static void
+spin(struct fake *f, bool (*done)(void *), void *arg)
+{
+	/* Bounded number of loop turns, no clock. */
+	for (int i = 0; i < 200 && !done(arg); i++)
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+	assert_true(done(arg));
+}
+
+static bool
+called(void *arg)
+{
+	return ((struct got *)arg)->calls > 0;
+}
+
+static void
+fake_init(struct fake *f)
+{
+	int sv[2];
+
+	memset(f, 0, sizeof(*f));
+	f->base = event_base_new();
+	assert_non_null(f->base);
+	assert_int_equal(chan_pair(sv), 0);
+	f->pfd = sv[1];
+	f->wc = wchan_new(f->base, sv[0], dead_cb, NULL);
+	assert_non_null(f->wc);
+	f->ev = event_new(f->base, f->pfd, EV_READ | EV_PERSIST, fake_parent_cb, f);
+	assert_int_equal(event_add(f->ev, NULL), 0);
+}
+
+static void
+fake_fini(struct fake *f)
+{
+	wchan_free(f->wc);
+	event_free(f->ev);
+	close(f->pfd);
+	event_base_free(f->base);
+}
+
+static int
+sock_domain(int fd)
+{
+	int d = -1;
+	socklen_t l = sizeof(d);
+
+	assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &d, &l), 0);
+	return d;
+}
+
+struct ready_arg {
+	struct sockpool *p;
+	size_t want;
+};
+
+static bool
+full(void *arg)
+{
+	struct ready_arg *r = arg;
+
+	return sockpool_ready(r->p, AF_INET) == r->want &&
+	       sockpool_ready(r->p, AF_INET6) == r->want;
+}
+
+static void
+test_get_and_refill(void **state)
+{
+	struct fake f;
+	struct sockpool *p;
+	struct got g = {0};
+	struct ready_arg ra;
+
+	(void)state;
+	fake_init(&f);
+	p = sockpool_new(f.base, f.wc, SOCK_STREAM, 3);
+	assert_non_null(p);
+	/* Nothing ready yet: the request goes to the parent. */
+	assert_int_equal(sockpool_get(p, AF_INET6, got_cb, &g), 0);
+	assert_int_equal(g.calls, 0);
+	spin(&f, called, &g);
+	assert_int_equal(g.calls, 1);
+	assert_true(g.fd >= 0);
+	assert_int_equal(g.err, 0);
+	assert_int_equal(sock_domain(g.fd), AF_INET6);
+	close(g.fd);
+	ra.p = p;
+	ra.want = 3;
+	spin(&f, full, &ra);
+
+	/* From the pool: still asynchronous, and refilled afterwards. */
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(sockpool_get(p, AF_INET, got_cb, &g), 0);
+	assert_int_equal(g.calls, 0);
+	assert_int_equal(sockpool_ready(p, AF_INET), 2);
+	spin(&f, called, &g);
+	assert_int_equal(g.calls, 1);
+	assert_int_equal(sock_domain(g.fd), AF_INET);
+	close(g.fd);
+	spin(&f, full, &ra);
+	assert_int_equal(sockpool_get(p, AF_UNIX, got_cb, &g), -1);
+	assert_int_equal(sockpool_get(p, AF_INET, NULL, &g), -1);
+	sockpool_free(p);
+	fake_fini(&f);
+}
+
+static void
+test_parent_error(void **state)
+{
+	struct fake f;
+	struct sockpool *p;
+	struct got g = {0};
+
+	(void)state;
+	fake_init(&f);
+	f.fail_errno = EMFILE;
+	p = sockpool_new(f.base, f.wc, SOCK_STREAM, 0);
+	assert_non_null(p);
+	assert_int_equal(sockpool_get(p, AF_INET, got_cb, &g), 0);
+	spin(&f, called, &g);
+	assert_int_equal(g.fd, -1);
+	assert_int_equal(g.err, EMFILE);
+	assert_int_equal(sockpool_ready(p, AF_INET), 0);
+	sockpool_free(p);
+	fake_fini(&f);
+}
+
+static void
+test_free_pending(void **state)
+{
+	struct fake f;
+	struct sockpool *p;
+	struct got g = {0};
+
+	(void)state;
+	fake_init(&f);
+	/* The parent does not answer yet. */
+	assert_int_equal(event_del(f.ev), 0);
+	p = sockpool_new(f.base, f.wc, SOCK_STREAM, 2);
+	assert_non_null(p);
+	assert_int_equal(sockpool_get(p, AF_INET, got_cb, &g), 0);
+	for (int i = 0; i < 5; i++)
+		event_base_loop(f.base, EVLOOP_NONBLOCK);
+	/* The requester goes away first: its callback must never run. */
+	sockpool_free(p);
+	assert_int_equal(event_add(f.ev, NULL), 0);
+	for (int i = 0; i < 20; i++)
+		event_base_loop(f.base, EVLOOP_NONBLOCK);
+	assert_int_equal(g.calls, 0);
+	assert_true(f.served > 0);
+	fake_fini(&f);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_get_and_refill),
+	    cmocka_unit_test(test_parent_error),
+	    cmocka_unit_test(test_free_pending),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,124 @@
+/*
+ * intercept: the transparent TLS/HTTP interceptor of the worker. It owns
+ * the listeners that nft redirects intercepted ports to, checks every
+ * connection (original destination, SNI or Host against the policy and the
+ * learned addresses), passes through hosts that no binding could apply to,
+ * and terminates the others to inject credentials and redact responses.
+ * It calls no egressd/ code: the worker hands it an ops table.
+ */
+#ifndef VAULT_INTERCEPT_H
+#define VAULT_INTERCEPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct leaf_cache;
+struct vault_snap;
+struct intercept;
+
+/* Compiled maxima; the configuration may lower them, never raise them. */
+#define INTERCEPT_MAX_CONNS 4096          /* workload connections at once */
+#define INTERCEPT_MAX_BUFFER (256 * 1024) /* bytes queued toward one leg before pausing the other */
+#define INTERCEPT_MAX_HELLO_S 10          /* seconds to receive the ClientHello */
+#define INTERCEPT_MAX_HEAD_S 30           /* seconds to receive a request head */
+#define INTERCEPT_MAX_IDLE_S 300          /* seconds without traffic on a leg */
+#define INTERCEPT_MAX_CONNECT_S 15        /* seconds to connect and handshake upstream */
+
+/* Counters the interceptor reports through intercept_ops.count. */
+enum intercept_metric {
+	INTERCEPT_M_ACCEPTED,     /* workload connections accepted */
+	INTERCEPT_M_REJECTED,     /* refused by a check (conn_reject) */
+	INTERCEPT_M_PASSTHROUGH,  /* spliced without decryption */
+	INTERCEPT_M_TERMINATED,   /* TLS terminated (leaf from the sandbox CA) */
+	INTERCEPT_M_REQUESTS,     /* HTTP requests relayed on terminated or plain connections */
+	INTERCEPT_M_INJECTED,     /* requests that got a credential */
+	INTERCEPT_M_REDACTED,     /* secret occurrences masked toward the workload */
+	INTERCEPT_M_UPSTREAM_ERR, /* upstream connect, verify or protocol failures */
+	INTERCEPT_M_COUNT,
+};
+
+/* Severity of an intercept_event. */
+enum intercept_level {
+	INTERCEPT_L_DEBUG,
+	INTERCEPT_L_INFO,
+	INTERCEPT_L_WARN,
+};
+
+/*
+ * One audit/log record. Strings are borrowed for the call; values from the
+ * network (host, method) are raw and must be escaped by the logger. No field
+ * ever holds a secret value.
+ */
+struct intercept_event {
+	enum intercept_level level;
+	const char *event;   /* conn_reject, inject, redact, upstream_error, http_reject */
+	uint64_t conn;       /* connection id */
+	const char *reason;  /* machine-readable reason, or NULL */
+	const char *host;    /* SNI or Host, or NULL */
+	const char *method;  /* request method, or NULL */
+	const char *binding; /* binding name (inject), or NULL */
+	int status;          /* HTTP status, or 0 */
+	uint64_t bytes;      /* response bytes toward the workload, or 0 */
+	uint64_t count;      /* redaction matches, or 0 */
+	int family;          /* original destination (AF_INET/AF_INET6), 0 if unknown */
+	const uint8_t *addr; /* 4 or 16 bytes */
+	uint16_t port;
+};
+
+/* Delivers a marked TCP socket: fd (owned by the callee) or -1 and an errno. */
+typedef void (*intercept_socket_cb)(int fd, int err, void *arg);
+
+/* What the interceptor needs from the worker. Every hook is required. */
+struct intercept_ops {
+	/* Whether the policy allows this canonical host name. */
+	bool (*sni_allowed)(void *arg, const char *canon);
+	/* Whether addr:port was learned for canon, or is covered by an IP allow rule. */
+	bool (*dst_ok)(
+	    void *arg, const char *canon, int family, const uint8_t *addr, uint16_t port);
+	/* Ask for a marked TCP socket of family; cb runs exactly once, later. 0 or -1. */
+	int (*get_upstream_socket)(void *arg, int family, intercept_socket_cb cb, void *cbarg);
+	/* The active vault revision with a new reference (vault_snap_unref it), or NULL. */
+	struct vault_snap *(*snapshot)(void *arg);
+	/* Add n to a counter. */
+	void (*count)(void *arg, enum intercept_metric m, uint64_t n);
+	/* Write one log line for ev. */
+	void (*log)(void *arg, const struct intercept_event *ev);
+};
+
+/* Settings; zero fields take the compiled defaults. */
+struct intercept_config {
+	uint16_t tls_port;         /* listener of redirected TLS (e.g. 15443) */
+	uint16_t plain_port;       /* listener of redirected plain HTTP (e.g. 15080) */
+	struct leaf_cache *leaves; /* borrowed, must outlive the interceptor */
+	const char *upstream_ca;   /* trust file or directory; NULL or "": system store */
+	unsigned max_conns;
+	size_t max_buffer;
+	unsigned hello_timeout_s;
+	unsigned head_timeout_s;
+	unsigned idle_timeout_s;
+	unsigned connect_timeout_s;
+};
+
+/*
+ * Start the listeners on 127.0.0.1 and ::1 for both ports. ops and arg are
+ * borrowed until intercept_free(). Owned, or NULL with err filled.
+ */
+struct intercept *intercept_new(struct event_base *base, const struct intercept_ops *ops, void *arg,
+    const struct intercept_config *cfg, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+/* Close the listeners and every connection. Accepts NULL. */
+void intercept_free(struct intercept *ic);
+
+/* True once all four listeners are bound. */
+bool intercept_listening(const struct intercept *ic);
+
+/* Workload connections currently open. */
+size_t intercept_conn_count(const struct intercept *ic);
+
+/* A constant name of a metric, for exposition. */
+const char *intercept_metric_name(enum intercept_metric m);
+
+#endif /* VAULT_INTERCEPT_H */

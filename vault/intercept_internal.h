@@ -1,0 +1,45 @@
+/*
+ * intercept internals shared with the unit tests: the pure helpers of the
+ * interceptor (address and Host checks, request head rewriting).
+ */
+#ifndef VAULT_INTERCEPT_INTERNAL_H
+#define VAULT_INTERCEPT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy/name.h"
+#include "vault/httpwire.h"
+
+struct evbuffer;
+struct vault_snap;
+
+/* Why a connection's original destination is egressd itself (NULL: it is not). */
+const char *intercept_self_reason(int family, const uint8_t *addr, uint16_t port, uint16_t tls_port,
+    uint16_t plain_port, const uint8_t (*local)[16], const int *local_fam, size_t nlocal);
+
+/*
+ * Canonicalise a Host field value into out (POLICY_NAME_MAX + 1 bytes): an
+ * optional ":port" must be digits and equal dport. 0, or -1 when the value
+ * is not a host name (IP literals included) or names another port.
+ */
+int intercept_host_canon(const uint8_t *val, size_t len, uint16_t dport, char *out)
+    __attribute__((warn_unused_result));
+
+/*
+ * Write the request head to send upstream into out. With snap and idx (a
+ * matched binding), every workload header the binding injects is dropped
+ * (all case variants and duplicates), Accept-Encoding becomes identity,
+ * Range and If-Range are dropped and the binding's headers are appended.
+ * hdrs is modified (dropped slots get name.ptr NULL). scratch holds at
+ * least cap bytes. 0 or -1.
+ */
+int intercept_request_head(const struct httpwire_request *req, struct httpwire_header *hdrs,
+    const struct vault_snap *snap, size_t idx, bool inject, uint8_t *scratch, size_t cap,
+    struct evbuffer *out) __attribute__((warn_unused_result));
+
+/* The status code for a refused request head. */
+int intercept_request_error_status(enum httpwire_status st, enum httpwire_error e);
+
+#endif /* VAULT_INTERCEPT_INTERNAL_H */
