@@ -41,9 +41,9 @@ struct wstate {
 	struct learnmap *learned;
 	struct dnsproxy *dns;
 	struct api *api;
-	struct vault_snap *vault;     /* active Credential Vault revision, or NULL */
-	struct vaultstore *vstore;    /* the vault as written through the API */
-	struct wintercept *icpt;      /* TLS/HTTP interception, when enabled */
+	struct vault_snap *vault;  /* active Credential Vault revision, or NULL */
+	struct vaultstore *vstore; /* the vault as written through the API */
+	struct wintercept *icpt;   /* TLS/HTTP interception, when enabled */
 	struct metrics metrics;
 	struct event *ev_watch; /* policy and always files */
 	struct wstate_stamp {
