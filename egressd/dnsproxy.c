@@ -1095,7 +1095,12 @@ dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg, char *er
 	opts.sock_state_cb_data = d;
 	opts.timeout = 2000;
 	opts.tries = 2;
-	opts.flags = ARES_FLAG_NOCHECKRESP; /* NXDOMAIN/REFUSED answers are relayed, not retried */
+	/*
+	 * NOCHECKRESP: NXDOMAIN/REFUSED answers are relayed, not retried.
+	 * STAYOPEN: keep upstream sockets between queries; each new one is a
+	 * round trip to the parent for a marked socket.
+	 */
+	opts.flags = ARES_FLAG_NOCHECKRESP | ARES_FLAG_STAYOPEN;
 	rc = ares_init_options(&d->ch, &opts,
 	    ARES_OPT_SOCK_STATE_CB | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS);
 	if (rc != ARES_SUCCESS) {
