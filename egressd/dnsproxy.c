@@ -43,7 +43,7 @@
  * limited per window; past the limit queries get REFUSED and an alert.
  */
 #define DNSPROXY_TUNNEL_WINDOW_S 60
-#define DNSPROXY_TUNNEL_NAMES 64
+#define DNSPROXY_TUNNEL_NAMES 50
 #define DNSPROXY_TUNNEL_RULES 128
 #define DNSPROXY_MAX_ARES_FDS 64
 #define DNSPROXY_UDP_BURST 64

@@ -152,7 +152,7 @@ def write_plan(c, d, ns_id, features):
         "POLICY": json.dumps(policy_of(c), separators=(",", ":")),
         "START_EGRESSD": "1" if c.get("start_egressd", True) and features
         else "0",
-        "INTERCEPT": "1" if c.get("intercept", "intercept" in needs)
+        "INTERCEPT": "1" if c.get("intercept", "intercept" in needs or "vault" in needs)
         and "intercept" in features else "0",
         "VAULT": "1" if c.get("vault") and "vault" in features else "0",
         "HEALTHZ": "1" if "api" in features else "0",
