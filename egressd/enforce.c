@@ -14,8 +14,22 @@
 
 struct enforce {
 	struct nftrules *nft;
-	bool dns_only; /* mode dns: no IP enforcement, default accept */
+	bool dns_only;              /* mode dns: no IP enforcement, default accept */
+	uint32_t genid;             /* ruleset generation after our last change */
+	struct nftrules_rule *last; /* the static rules in force, for repair */
+	size_t nlast;
+	enum nftrules_action last_default;
 };
+
+/* Remember the generation our change produced; a later one is not ours. */
+static void
+enforce_mark(struct enforce *e)
+{
+	uint32_t g;
+
+	if (nftrules_genid(e->nft, &g) == 0)
+		e->genid = g;
+}
 
 /* Parse "80,443" into redirects to the plain and TLS listener ports. */
 static int
@@ -90,6 +104,8 @@ enforce_install(struct enforce *e, char *err, size_t errlen)
 		snprintf(err, errlen, "%s", nftrules_error(e->nft));
 		return -1;
 	}
+	e->last_default = st.default_action;
+	enforce_mark(e);
 	return 0;
 }
 
@@ -127,10 +143,17 @@ enforce_static(struct enforce *e, const struct chan_static_elem *elems, size_t n
 	st.nrules = n;
 	st.default_action = default_allow ? NFTRULES_ALLOW : NFTRULES_DENY;
 	rc = nftrules_update_static(e->nft, &st);
-	if (rc != 0)
+	if (rc != 0) {
 		snprintf(err, errlen, "%s", nftrules_error(e->nft));
-	free(rules);
-	return rc;
+		free(rules);
+		return rc;
+	}
+	free(e->last);
+	e->last = rules;
+	e->nlast = n;
+	e->last_default = st.default_action;
+	enforce_mark(e);
+	return 0;
 }
 
 int
@@ -143,6 +166,7 @@ enforce_learn(struct enforce *e, const struct chan_learn *l, size_t n, char *err
 			return -1;
 		}
 	}
+	enforce_mark(e);
 	return 0;
 }
 
@@ -155,6 +179,7 @@ enforce_forget(struct enforce *e, const struct chan_learn *l, size_t n, char *er
 			return -1;
 		}
 	}
+	enforce_mark(e);
 	return 0;
 }
 
@@ -168,11 +193,40 @@ enforce_remove(struct enforce *e, char *err, size_t errlen)
 	return 0;
 }
 
+bool
+enforce_tampered(struct enforce *e)
+{
+	uint32_t g;
+
+	if (nftrules_genid(e->nft, &g) != 0)
+		return false;
+	return g != e->genid;
+}
+
+int
+enforce_repair(struct enforce *e, char *err, size_t errlen)
+{
+	struct nftrules_static st = {
+	    .rules = e->last,
+	    .nrules = e->nlast,
+	    .default_action = e->last_default,
+	};
+
+	/* The learned sets are lost: clients resolve again; until then, no egress. */
+	if (nftrules_install(e->nft, &st) != 0) {
+		snprintf(err, errlen, "%s", nftrules_error(e->nft));
+		return -1;
+	}
+	enforce_mark(e);
+	return 0;
+}
+
 void
 enforce_close(struct enforce *e)
 {
 	if (e == NULL)
 		return;
 	nftrules_close(e->nft);
+	free(e->last);
 	free(e);
 }

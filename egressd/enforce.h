@@ -39,6 +39,12 @@ int enforce_forget(struct enforce *e, const struct chan_learn *l, size_t n, char
 /* Delete the table (graceful stop with remove-table-on-exit). */
 int enforce_remove(struct enforce *e, char *err, size_t errlen);
 
+/* True if someone else changed the ruleset since our last change. */
+bool enforce_tampered(struct enforce *e);
+
+/* Reinstall the whole table with the static rules in force (learned sets are lost). */
+int enforce_repair(struct enforce *e, char *err, size_t errlen) __attribute__((warn_unused_result));
+
 void enforce_close(struct enforce *e);
 
 #endif

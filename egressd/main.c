@@ -14,7 +14,7 @@
 #include "version.h"
 
 /* What this build implements, for scripts and the exfil suite. */
-#define EGRESSD_FEATURES "dns nft api intercept vault dnsratelimit"
+#define EGRESSD_FEATURES "dns nft api intercept vault dnsratelimit watchdog"
 
 int
 main(int argc, char **argv)

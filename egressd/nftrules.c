@@ -1392,3 +1392,58 @@ nftrules_close(struct nftrules *n)
 		mnl_socket_close(n->nl);
 	free(n);
 }
+
+static int
+nftrules_gen_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct nlattr *a;
+
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg))
+	{
+		if (mnl_attr_get_type(a) == NFTA_GEN_ID && mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
+			*(uint32_t *)data = ntohl(mnl_attr_get_u32(a));
+	}
+	return MNL_CB_OK;
+}
+
+/*
+ * The ruleset generation: the kernel bumps it on every committed change
+ * by anyone. The watchdog compares it with the one after our own last
+ * change to notice tampering (a workload that was given CAP_NET_ADMIN).
+ */
+int
+nftrules_genid(struct nftrules *n, uint32_t *genid)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE];
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	struct nfgenmsg *nfg;
+	uint32_t seq = ++n->seq;
+	ssize_t r;
+	int rc;
+
+	nlh->nlmsg_type = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETGEN;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+	nlh->nlmsg_seq = seq;
+	nfg = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfg));
+	nfg->nfgen_family = AF_UNSPEC;
+	nfg->version = NFNETLINK_V0;
+	nfg->res_id = 0;
+	*genid = 0;
+	if (mnl_socket_sendto(n->nl, nlh, nlh->nlmsg_len) < 0) {
+		snprintf(n->err, sizeof(n->err), "getgen: %s", strerror(errno));
+		return -1;
+	}
+	do {
+		r = mnl_socket_recvfrom(n->nl, buf, sizeof(buf));
+		if (r < 0) {
+			snprintf(n->err, sizeof(n->err), "getgen: %s", strerror(errno));
+			return -1;
+		}
+		rc = mnl_cb_run(buf, (size_t)r, seq, n->portid, nftrules_gen_cb, genid);
+	} while (rc > 0);
+	if (rc < 0) {
+		snprintf(n->err, sizeof(n->err), "getgen: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}

@@ -83,6 +83,9 @@ int nftrules_forget(struct nftrules *n, int family, const uint8_t *addr, uint16_
 /* Delete the table; absent is not an error. */
 int nftrules_remove_table(struct nftrules *n) __attribute__((warn_unused_result));
 
+/* The kernel's ruleset generation id (changes on every commit, by anyone). */
+int nftrules_genid(struct nftrules *n, uint32_t *genid) __attribute__((warn_unused_result));
+
 /* The last error message (valid until the next call on n). */
 const char *nftrules_error(const struct nftrules *n);
 

@@ -38,6 +38,8 @@
 #define PARENT_STABLE_S 30
 /* Grace between SIGTERM and SIGKILL of the worker on shutdown. */
 #define PARENT_STOP_GRACE_MS 700
+/* How often the ruleset is checked for changes made by someone else. */
+#define PARENT_WATCHDOG_MS 1000
 /* Learned addresses batched into one netlink transaction. */
 #define PARENT_MAX_LEARN_BATCH 64
 
@@ -55,6 +57,8 @@ struct parent {
 	unsigned backoff_ms;
 	struct event *ev_restart;
 	struct event *ev_kill;
+	struct event *ev_watch;
+	unsigned tampers;
 	bool stopping;
 	bool ready;
 	bool ever_ready; /* a worker reached READY since start */
@@ -377,6 +381,32 @@ parent_chan_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/*
+ * Watchdog: only a process with CAP_NET_ADMIN can change the ruleset. If
+ * the generation moved without us, the workload was given NET_ADMIN (a
+ * setup egressd cannot defend from inside the namespace): say so loudly
+ * and put the table back. Enforcement must then move host-side.
+ */
+static void
+parent_watch_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct parent *p = arg;
+	char err[256];
+	struct log_line l;
+
+	if (!enforce_tampered(p->enf))
+		return;
+	p->tampers++;
+	log_begin(&l, LOG_ERROR, "nft", "nft_tamper");
+	log_str(&l, "msg",
+	    "the nft ruleset was changed by another process: the workload may hold "
+	    "CAP_NET_ADMIN (unsafe_capabilities); reinstalling the table");
+	log_uint(&l, "count", p->tampers);
+	log_end(&l);
+	if (enforce_repair(p->enf, err, sizeof(err)) != 0)
+		log_msg(LOG_ERROR, "nft", "nft_error", "repair failed: %s", err);
+}
+
 static void
 parent_restart_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -663,6 +693,11 @@ parent_run(struct config *cfg)
 	}
 	p.ev_restart = evtimer_new(p.base, parent_restart_cb, &p);
 	p.ev_kill = evtimer_new(p.base, parent_kill_cb, &p);
+	p.ev_watch = event_new(p.base, -1, EV_PERSIST, parent_watch_cb, &p);
+	{
+		struct timeval wt = {PARENT_WATCHDOG_MS / 1000, (PARENT_WATCHDOG_MS % 1000) * 1000};
+		event_add(p.ev_watch, &wt);
+	}
 	sigs[0] = evsignal_new(p.base, SIGCHLD, parent_sigchld_cb, &p);
 	sigs[1] = evsignal_new(p.base, SIGTERM, parent_sigterm_cb, &p);
 	sigs[2] = evsignal_new(p.base, SIGINT, parent_sigterm_cb, &p);
@@ -694,6 +729,7 @@ parent_run(struct config *cfg)
 		event_free(sigs[i]);
 	event_free(p.ev_restart);
 	event_free(p.ev_kill);
+	event_free(p.ev_watch);
 	if (p.ev_chan != NULL)
 		event_free(p.ev_chan);
 	if (p.chanfd >= 0)

@@ -63,6 +63,17 @@ for l in open(sys.argv[1]):
 assert n>3' "$TMP/egressd.log"
 check "healthz is 200 once ready" bash -c "ip netns exec $SBX curl -sf http://127.0.0.1:18080/healthz | grep -qx ok"
 
+# Tampering (only possible with CAP_NET_ADMIN) is detected, reported and repaired.
+ip netns exec "$SBX" nft flush ruleset
+back=0
+for i in $(seq 1 60); do
+	grep -q '"event":"nft_tamper"' "$TMP/egressd.log" &&
+		ip netns exec "$SBX" nft list chain inet egressd filter >/dev/null 2>&1 && { back=1; break; }
+	sleep 0.1
+done
+check "a flushed ruleset is reported (nft_tamper) and reinstalled" test "$back" = 1
+check "the report names the unsafe capability" grep -q 'unsafe_capabilities' "$TMP/egressd.log"
+
 # A crashed worker is restarted; the table stays in place meanwhile.
 kill -KILL "$W"
 for i in $(seq 1 60); do
