@@ -36,6 +36,12 @@
 #define PARENT_BACKOFF_MAX_MS 10000
 /* A worker that lived this long resets the backoff. */
 #define PARENT_STABLE_S 30
+/*
+ * A worker that dies before it was ever ready is retried this many times
+ * (a port still held by a previous instance frees itself quickly), then
+ * egressd gives up loudly: a bad configuration does not heal by looping.
+ */
+#define PARENT_STARTUP_TRIES 5
 /* Grace between SIGTERM and SIGKILL of the worker on shutdown. */
 #define PARENT_STOP_GRACE_MS 700
 /* How often the ruleset is checked for changes made by someone else. */
@@ -61,7 +67,8 @@ struct parent {
 	unsigned tampers;
 	bool stopping;
 	bool ready;
-	bool ever_ready; /* a worker reached READY since start */
+	bool ever_ready;           /* a worker reached READY since start */
+	unsigned startup_failures; /* workers that died before the first READY */
 	int exit_code;
 
 	/* A static rule set being received. */
@@ -448,13 +455,14 @@ parent_worker_gone(struct parent *p, int status)
 		return;
 	}
 	/*
-	 * A worker that never got ready failed on its configuration (a bad
-	 * policy, a port already taken): restarting cannot help. Refuse to
-	 * run, loudly; the table stays and egress stays blocked.
+	 * A worker that keeps failing before it was ever ready fails on its
+	 * configuration (a bad policy, a port taken for good): looping cannot
+	 * help. Refuse to run, loudly; the table stays, egress stays blocked.
 	 */
-	if (!p->ever_ready) {
+	if (!p->ever_ready && ++p->startup_failures >= PARENT_STARTUP_TRIES) {
 		log_msg(LOG_ERROR, "proc", "startup_failed",
-		    "the worker failed before it was ready; see the errors above");
+		    "the worker failed %u times before it was ready; see the errors above",
+		    p->startup_failures);
 		p->exit_code = 1;
 		event_base_loopbreak(p->base);
 		return;
