@@ -334,7 +334,14 @@ api_applied_cb(int err, const char *msg, void *arg)
 			json_decref(j);
 		}
 	}
-	metrics_observe(&a->ws->metrics.api_latency, 0);
+	{
+		/* Time from the request to the change being in force (and answered). */
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		metrics_observe(&a->ws->metrics.api_latency,
+		    (double)(now.tv_sec - pd->start.tv_sec) +
+		        (double)(now.tv_nsec - pd->start.tv_nsec) / 1e9);
+	}
 	free(pd);
 }
 

@@ -117,6 +117,7 @@ metrics_format(const struct metrics *m, const char *mode, uint64_t revision, boo
 	metrics_counter(
 	    out, "egressd_redactions_total", "Secret occurrences masked.", m->redact_total);
 	metrics_hist(out, "egressd_dns_latency_seconds", "DNS answer latency.", &m->dns_latency);
-	metrics_hist(out, "egressd_api_latency_seconds", "Control API latency.", &m->api_latency);
+	metrics_hist(out, "egressd_policy_apply_seconds",
+	    "Policy change to enforcement (API request to answer).", &m->api_latency);
 	return 0;
 }

@@ -318,7 +318,7 @@ is "GET /metrics answers 200" 200 "$CODE"
 check "/metrics is Prometheus text (text/plain; version=0.0.4)" grep -q '^text/plain; version=0.0.4' <<<"$(hdr Content-Type)"
 for m in egressd_dns_queries_total egressd_dns_denied_total egressd_policy_revision \
 	egressd_api_requests_total egressd_api_auth_failures_total egressd_connections_total \
-	egressd_injections_total egressd_redactions_total egressd_api_latency_seconds_bucket \
+	egressd_injections_total egressd_redactions_total egressd_policy_apply_seconds_bucket \
 	egressd_dns_latency_seconds_count; do
 	check "/metrics has $m" grep -q "^${m}[ {]" "$TMP/rb"
 done
@@ -345,7 +345,7 @@ for line in open(sys.argv[1]).read().splitlines():
         print("untyped", name); ok = False
 sys.exit(0 if ok and typed else 1)
 P
-check "histograms end with a +Inf bucket" grep -q 'egressd_api_latency_seconds_bucket{le="+Inf"}' "$TMP/rb"
+check "histograms end with a +Inf bucket" grep -q 'egressd_policy_apply_seconds_bucket{le="+Inf"}' "$TMP/rb"
 
 # --- unknown paths --------------------------------------------------------
 for p in /nope /policy/ /policyx /healthz/x /credential-vaultx /metrics/x; do
