@@ -35,7 +35,17 @@ struct vault_env_secret {
 	struct secret *s;
 };
 
+/* File sources are watched: Kubernetes rotates a Secret volume by a symlink swap. */
+#define VAULT_MAX_FILES 64
+
+struct vault_file_watch {
+	char path[BINDING_MAX_PATH + 1];
+	struct secret_stamp stamp;
+};
+
 struct vaultstore {
+	struct vault_file_watch files[VAULT_MAX_FILES];
+	size_t nfiles;
 	bool exists;
 	uint64_t revision;
 	json_t *creds;     /* array of credential objects as given (inline values included) */
@@ -81,6 +91,7 @@ vaultapi_clear(struct vaultstore *vs)
 	vs->creds = vs->bindings = vs->cred_revs = NULL;
 	vs->exists = false;
 	vs->revision = 0;
+	vs->nfiles = 0;
 }
 
 /* Free the store and every secret it holds. */
@@ -131,12 +142,28 @@ vaultapi_load_secret(
 		if (binding_credential_reveal(bs, i, vaultapi_reveal_cb, &r) != 0 || r.s == NULL)
 			snprintf(err, errlen, "credential \"%s\": invalid inline value", ci.name);
 		return r.s;
-	case BINDING_SOURCE_FILE:
-		r.s = secret_from_file(ci.ref, &e);
-		if (r.s == NULL)
+	case BINDING_SOURCE_FILE: {
+		struct secret_stamp st;
+		size_t k;
+
+		memset(&st, 0, sizeof(st));
+		r.s = secret_from_file_stamp(ci.ref, &st, &e);
+		if (r.s == NULL) {
 			snprintf(err, errlen, "credential \"%s\": cannot read file %s: %s", ci.name,
 			    ci.ref, strerror(e));
+			return NULL;
+		}
+		/* Remember the file's identity, to re-read it when it changes. */
+		for (k = 0; k < vs->nfiles && strcmp(vs->files[k].path, ci.ref) != 0; k++)
+			;
+		if (k == vs->nfiles && vs->nfiles < VAULT_MAX_FILES &&
+		    strlen(ci.ref) < sizeof(vs->files[0].path))
+			snprintf(
+			    vs->files[vs->nfiles++].path, sizeof(vs->files[0].path), "%s", ci.ref);
+		if (k < vs->nfiles)
+			vs->files[k].stamp = st;
 		return r.s;
+	}
 	case BINDING_SOURCE_ENV:
 		for (size_t k = 0; k < vs->nenv; k++)
 			if (strcmp(vs->env[k].name, ci.ref) == 0)
@@ -777,6 +804,41 @@ vaultapi_handle(
 		evhttp_send_reply(req, 204, "No Content", NULL);
 		return;
 	}
+}
+
+/*
+ * File sources rotate in place (Kubernetes Secret volumes): when a file the
+ * active vault read has changed, the snapshot is rebuilt with the same
+ * bindings and revision and the new values; requests in flight keep the
+ * old one. A file that cannot be read keeps the previous snapshot.
+ */
+void
+vaultapi_rotate_files(struct wstate *ws)
+{
+	struct vaultstore *vs = ws->vstore;
+	struct vault_snap *snap;
+	bool changed = false;
+	char err[512];
+
+	if (vs == NULL || ws->vault == NULL || vs->nfiles == 0)
+		return;
+	for (size_t i = 0; i < vs->nfiles; i++)
+		if (secret_file_changed(vs->files[i].path, &vs->files[i].stamp))
+			changed = true;
+	if (!changed)
+		return;
+	snap = vaultapi_snap_from_set(ws, (struct binding_set *)vault_snap_bindings(ws->vault),
+	    vault_snap_revision(ws->vault), err, sizeof(err));
+	if (snap == NULL) {
+		log_msg(LOG_ERROR, "vault", "vault_error",
+		    "a credential file changed but could not be loaded; the previous values stay: "
+		    "%s",
+		    err);
+		return;
+	}
+	vault_snap_unref(ws->vault);
+	ws->vault = snap;
+	vaultapi_audit(ws, "file_rotated");
 }
 
 /* Would the current vault stay valid under the effective policy `p`? */

@@ -24,6 +24,9 @@ int vaultapi_check_policy(struct wstate *ws, const struct policy *p, char *err, 
 /* The policy changed: load bindings of a policy file while the API owns no vault. */
 void vaultapi_policy_changed(struct wstate *ws);
 
+/* Re-read file sources that changed (called from the watch timer). */
+void vaultapi_rotate_files(struct wstate *ws);
+
 /* Drop the vault and every secret it holds. */
 void vaultapi_free(struct wstate *ws);
 

@@ -475,6 +475,7 @@ wstate_watch_cb(evutil_socket_t fd, short what, void *arg)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	learnmap_expire(ws->learned, ts.tv_sec);
+	vaultapi_rotate_files(ws);
 	if (wstate_stamps(ws))
 		wstate_reload(ws, "file changed");
 }

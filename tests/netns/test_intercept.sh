@@ -346,5 +346,29 @@ refute "no request reached the bad servers" grep -q '"requestline"' "$FN/badtls.
 check "the bad servers saw only a failed handshake" grep -q '"tls_error"' "$FN/badtls.log"
 check "upstream_verify_failed is logged" logged upstream_error '"reason":"upstream_verify_failed"'
 
+# File sources rotate in place (Kubernetes Secret volumes swap a symlink or file).
+RD=$(mktemp -d /tmp/egressd-rot.XXXXXX)
+chmod 755 "$RD"
+RA="sk-live-ROTATE-A-$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')"
+RB="sk-live-ROTATE-B-$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')"
+printf '%s\n' "$RA" >"$RD/token.new"; chmod 644 "$RD/token.new"; mv "$RD/token.new" "$RD/token"
+code=$(fx_api PATCH /credential-vault -H 'Content-Type: application/json' -o "$(out rot_patch)" -w '%{http_code}' \
+    --data "{\"credentials\":{\"add\":[{\"name\":\"cf\",\"source\":{\"type\":\"file\",\"path\":\"$RD/token\"}}]},
+             \"bindings\":{\"replace\":[{\"name\":\"b1\",\"match\":{\"hosts\":[\"api.allowed.test\"],\"paths\":[\"/v1/*\",\"/sse\",\"/enc\",\"/ws\",\"/close\"],\"methods\":[\"GET\"]},\"auth\":{\"type\":\"bearer\",\"credential\":\"cf\"}}]}}")
+check "a file credential is accepted" test "$code" = 200
+fx_ws "${C[@]}" --cacert "$SBXCA" https://api.allowed.test/v1/rot-a >"$(out rota)" 2>&1
+check "the file's value is injected" grep -q "Bearer $RA" "$FN/api.log"
+printf '%s\n' "$RB" >"$RD/token.new"; chmod 644 "$RD/token.new"; mv "$RD/token.new" "$RD/token"
+rotated=0
+for i in $(seq 1 40); do
+	fx_ws "${C[@]}" --cacert "$SBXCA" "https://api.allowed.test/v1/rot-b$i" >"$(out rotb)" 2>&1
+	grep -q "Bearer $RB" "$FN/api.log" && { rotated=1; break; }
+	sleep 0.25
+done
+check "a rotated credential file is re-read and injected" test "$rotated" = 1
+refute "the workload never sees the rotated value" grep -q "$RB" "$(out rotb)"
+refute "no log line carries either file value" grep -qE "$RA|$RB" "$LOG"
+rm -rf "$RD"
+
 finish
 [ "$FAIL" -eq 0 ]
