@@ -236,6 +236,24 @@ api_allow(struct evhttp_request *req, const char *allow)
 	api_error(req, 405, "Method Not Allowed", "method not allowed");
 }
 
+/* The body of a PATCH or DELETE: NULL (already answered) when empty or on no memory. */
+static char *
+api_required_body(struct evhttp_request *req, size_t *len)
+{
+	char *body = api_body(req, len);
+
+	if (body == NULL) {
+		api_error(req, 500, "Internal Server Error", "out of memory");
+		return NULL;
+	}
+	if (api_blank(body, *len)) {
+		free(body);
+		api_error(req, 400, "Bad Request", "empty body");
+		return NULL;
+	}
+	return body;
+}
+
 static json_t *
 api_policy_status(struct api *a, const struct policy *p, bool with_mode)
 {
@@ -432,13 +450,8 @@ api_policy(struct api *a, struct evhttp_request *req)
 		api_commit(a, req, p, 0);
 		return;
 	case EVHTTP_REQ_PATCH:
-		if ((body = api_body(req, &len)) == NULL)
-			break;
-		if (api_blank(body, len)) {
-			free(body);
-			api_error(req, 400, "Bad Request", "empty body");
+		if ((body = api_required_body(req, &len)) == NULL)
 			return;
-		}
 		p = policy_patch_json(a->ws->policy, body, len, &lim, &pe);
 		free(body);
 		if (p == NULL) {
@@ -448,13 +461,8 @@ api_policy(struct api *a, struct evhttp_request *req)
 		api_commit(a, req, p, 2);
 		return;
 	case EVHTTP_REQ_DELETE:
-		if ((body = api_body(req, &len)) == NULL)
-			break;
-		if (api_blank(body, len)) {
-			free(body);
-			api_error(req, 400, "Bad Request", "empty body");
+		if ((body = api_required_body(req, &len)) == NULL)
 			return;
-		}
 		p = policy_remove_json(a->ws->policy, body, len, &removed, &pe);
 		free(body);
 		if (p == NULL) {
