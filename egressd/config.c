@@ -15,6 +15,7 @@
 
 #include <yaml.h>
 
+#include "certs/ca.h"
 #include "egressd/config.h"
 
 enum config_type {
@@ -120,6 +121,8 @@ config_free(struct config *c)
 {
 	free(c->rules_json);
 	c->rules_json = NULL;
+	ca_free(c->ca); /* wipes the key */
+	c->ca = NULL;
 	explicit_bzero(c->token, sizeof(c->token));
 }
 

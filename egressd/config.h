@@ -16,6 +16,8 @@
 
 #include "egressd/log.h"
 
+struct ca;
+
 enum config_mode {
 	CONFIG_MODE_DNS_NFT = 0, /* DNS filtering and nft enforcement (default) */
 	CONFIG_MODE_DNS,         /* DNS filtering only: compatibility, not secure */
@@ -52,6 +54,13 @@ struct config {
 	bool ssl_insecure;
 	enum log_level log_level;
 	char config_file[PATH_MAX];
+
+	/*
+	 * Not an option: the sandbox CA, made (or loaded) once by the parent
+	 * before the first fork, so that every worker incarnation serves the
+	 * same CA the workload already trusts.
+	 */
+	struct ca *ca;
 };
 
 /* Fill in the compiled defaults. */
@@ -68,7 +77,7 @@ int config_load(struct config *c, int argc, char **argv, char *err, size_t errle
 /* Apply the environment only (used by tests). */
 int config_from_env(struct config *c, char *err, size_t errlen) __attribute__((warn_unused_result));
 
-/* Free heap members (accepts a config that was only defaulted). */
+/* Free heap members and the CA (accepts a config that was only defaulted). */
 void config_free(struct config *c);
 
 /* Check cross-option constraints (token present, ports sane...). */

@@ -23,6 +23,7 @@
 
 #include <event2/event.h>
 
+#include "certs/ca.h"
 #include "egressd/chan.h"
 #include "egressd/ctflush.h"
 #include "egressd/enforce.h"
@@ -676,6 +677,24 @@ parent_run(struct config *cfg)
 		log_msg(LOG_WARN, "nft", "mode_dns",
 		    "mode dns: only DNS is filtered; direct IP connections, DoH and DoT are NOT "
 		    "blocked. Use dns+nft (the default) for enforcement");
+	/*
+	 * The sandbox CA is made once, here: every worker (restarts included)
+	 * inherits it, so the workload's trust survives a worker crash. The
+	 * operator's key files are read with the parent's rights.
+	 */
+	if (cfg->intercept) {
+		struct ca_config cc;
+
+		memset(&cc, 0, sizeof(cc));
+		if (cfg->ca_cert[0] != '\0')
+			cfg->ca = ca_load(cfg->ca_cert, cfg->ca_key, err, sizeof(err));
+		else
+			cfg->ca = ca_generate(&cc, err, sizeof(err));
+		if (cfg->ca == NULL) {
+			log_msg(LOG_ERROR, "vault", "ca_error", "sandbox CA: %s", err);
+			return 1;
+		}
+	}
 	/* The worker writes the CA certificate; give it the export directory. */
 	if (cfg->intercept && parent_export_dir(cfg, p.wuid, p.wgid, err, sizeof(err)) != 0) {
 		log_msg(LOG_ERROR, "proc", "startup", "%s", err);

@@ -31,6 +31,7 @@
 struct wintercept {
 	struct wstate *ws;
 	struct ca *ca;
+	bool own_ca; /* false when the parent's CA is used */
 	struct leaf_cache *leaves;
 	struct sockpool *pool;
 	struct intercept *ic;
@@ -174,10 +175,15 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	if (cfg->ssl_insecure)
 		log_msg(LOG_WARN, "vault", "intercept_config",
 		    "ssl-insecure is ignored: upstream certificates are always verified");
-	if (cfg->ca_cert[0] != '\0' || cfg->ca_key[0] != '\0')
+	if (cfg->ca != NULL)
+		w->ca = cfg->ca; /* the parent's, shared by every worker incarnation */
+	else if (cfg->ca_cert[0] != '\0' || cfg->ca_key[0] != '\0') {
 		w->ca = ca_load(cfg->ca_cert, cfg->ca_key, err, errlen);
-	else
+		w->own_ca = true;
+	} else {
 		w->ca = ca_generate(&cc, err, errlen);
+		w->own_ca = true;
+	}
 	if (w->ca == NULL)
 		goto fail;
 	/* Fail closed: without the exported CA the workload cannot trust us. */
@@ -226,7 +232,8 @@ wintercept_free(struct wintercept *w)
 	sockpool_free(w->pool);
 	intercept_free(w->ic);
 	leaf_cache_free(w->leaves);
-	ca_free(w->ca);
+	if (w->own_ca)
+		ca_free(w->ca);
 	free(w);
 }
 

@@ -116,6 +116,21 @@ check "its log shows pid 1 as the parent" grep -q '"proc":"parent","pid":1,' "$T
 kill -TERM $(pgrep -P "$pid1") 2>/dev/null
 wait "$pid1" 2>/dev/null
 
+# With interception, the sandbox CA survives a worker crash (the workload trusts it).
+mkdir -p "$TMP/ca" && chown 999:999 "$TMP/ca"
+ns_egressd OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=true EGRESSD_CA_EXPORT="$TMP/ca/ca.pem"
+sum1=$(sha256sum <"$TMP/ca/ca.pem")
+W=$(pgrep -P "$EGRESSD_PID" | head -1)
+kill -KILL "$W"
+for i in $(seq 1 60); do
+	W2=$(pgrep -P "$EGRESSD_PID" | head -1)
+	[ -n "$W2" ] && [ "$W2" != "$W" ] && [ -f "$TMP/ready" ] && break
+	sleep 0.05
+done
+check "the worker restarted with interception on" test -f "$TMP/ready"
+check "the restarted worker serves the same sandbox CA" test "$(sha256sum <"$TMP/ca/ca.pem")" = "$sum1"
+kill -TERM "$EGRESSD_PID"; wait "$EGRESSD_PID"; EGRESSD_PID=""
+
 # With remove-table-on-exit the table goes away.
 ns_egressd EGRESSD_REMOVE_TABLE_ON_EXIT=1
 kill -TERM "$EGRESSD_PID"; wait "$EGRESSD_PID"; EGRESSD_PID=""
