@@ -18,7 +18,9 @@ PY=/usr/bin/python3
 
 ns_cleanup() {
 	local p
+	# Servers that fork per connection (socat ...,fork) leave children: end them too.
 	for p in "${PIDS[@]}"; do
+		pkill -P "$p" 2>/dev/null
 		kill "$p" 2>/dev/null
 	done
 	if [ -n "$EGRESSD_PID" ]; then

@@ -8,7 +8,7 @@ mkdir -p "$TMP/always"
 ns_dns --address=/api.allowed.test/203.0.113.10
 # Sinks that record every byte they receive, one file per address.
 for a in 198.51.100.7 203.0.113.10 203.0.113.11; do
-	ip netns exec "$WAN" socat -u "TCP-LISTEN:9000,bind=$a,fork,reuseaddr" "OPEN:$TMP/sink-$a,creat,append" \
+	ip netns exec "$WAN" socat -T5 -u "TCP-LISTEN:9000,bind=$a,fork,reuseaddr" "OPEN:$TMP/sink-$a,creat,append" \
 		>/dev/null 2>&1 &
 	PIDS+=($!)
 done
