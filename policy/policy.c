@@ -469,6 +469,32 @@ rule_ports(struct policy_ctx *c, const json_t *node, const char *path, struct po
 static const char *const rule_keys[] = {"action", "target", "ports", NULL};
 
 /* One {"action","target","ports"?} object. */
+
+/*
+ * A keyword-like JSON string: the value trimmed of spaces (*s, *len, a view
+ * into v, capped to cap - 1 bytes) and an ASCII-lowercased copy in word.
+ */
+static void
+policy_json_word(const json_t *v, const char **s, size_t *len, char *word, size_t cap)
+{
+	const char *p = json_string_value(v);
+	size_t n = json_string_length(v);
+
+	while (n > 0 && policy_is_space(*p)) {
+		p++;
+		n--;
+	}
+	while (n > 0 && policy_is_space(p[n - 1]))
+		n--;
+	if (n >= cap)
+		n = cap - 1;
+	for (size_t i = 0; i < n; i++)
+		word[i] = (char)((p[i] >= 'A' && p[i] <= 'Z') ? p[i] - 'A' + 'a' : p[i]);
+	word[n] = '\0';
+	*s = p;
+	*len = n;
+}
+
 static int
 rule_from_json(struct policy_ctx *c, const json_t *parent, size_t index, const char *ppath,
     struct policy_rule *r)
@@ -495,19 +521,7 @@ rule_from_json(struct policy_ctx *c, const json_t *parent, size_t index, const c
 		if (!policy_json_is_str(act))
 			return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, "action", 0, 0, path,
 			    "action must be a string");
-		s = json_string_value(act);
-		alen = json_string_length(act);
-		while (alen > 0 && policy_is_space(*s)) {
-			s++;
-			alen--;
-		}
-		while (alen > 0 && policy_is_space(s[alen - 1]))
-			alen--;
-		if (alen >= sizeof(a))
-			alen = sizeof(a) - 1;
-		for (size_t i = 0; i < alen; i++)
-			a[i] = (char)((s[i] >= 'A' && s[i] <= 'Z') ? s[i] - 'A' + 'a' : s[i]);
-		a[alen] = '\0';
+		policy_json_word(act, &s, &alen, a, sizeof(a));
 		if (strcmp(a, "allow") == 0)
 			r->action = POLICY_ALLOW;
 		else if (alen != 0 && strcmp(a, "deny") != 0) {
@@ -939,19 +953,7 @@ parse_default(struct policy_ctx *c, const json_t *root, enum policy_action *def)
 	if (!policy_json_is_str(v))
 		return policy_ctx_fail(c, POLICY_ERR_INVALID, root, "defaultAction", 0, 0, "",
 		    "defaultAction must be \"allow\" or \"deny\"");
-	s = json_string_value(v);
-	len = json_string_length(v);
-	while (len > 0 && policy_is_space(*s)) {
-		s++;
-		len--;
-	}
-	while (len > 0 && policy_is_space(s[len - 1]))
-		len--;
-	if (len >= sizeof(a))
-		len = sizeof(a) - 1;
-	for (size_t i = 0; i < len; i++)
-		a[i] = (char)((s[i] >= 'A' && s[i] <= 'Z') ? s[i] - 'A' + 'a' : s[i]);
-	a[len] = '\0';
+	policy_json_word(v, &s, &len, a, sizeof(a));
 	if (len == 0 || strcmp(a, "deny") == 0)
 		return 0;
 	if (strcmp(a, "allow") == 0) {
