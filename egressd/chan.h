@@ -49,7 +49,12 @@ struct chan_socket_rep {
 	int32_t err; /* 0, or the errno; an fd is attached iff err == 0 */
 };
 
-/* CHAN_LEARN_MORE in hdr.flags: more learns follow in the same batch. */
+/*
+ * CHAN_LEARN_MORE in hdr.flags: more messages of the same type follow in
+ * the same batch (learn, forget, revoke); the last one, without it, is
+ * answered. A batch holds at most CHAN_MAX_BATCH messages.
+ */
+#define CHAN_MAX_BATCH 64
 #define CHAN_LEARN_MORE 0x1
 
 struct chan_learn {

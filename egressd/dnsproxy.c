@@ -79,7 +79,6 @@ struct dnsq {
 	size_t reply_len;
 	struct chan_learn learns[DNSPROXY_MAX_LEARN];
 	size_t nlearn;
-	uint32_t learn_id;
 	uint16_t ports[DNSPROXY_MAX_LEARN];
 	size_t nports;
 	size_t naddrs_ok; /* addresses accepted so far by the predicate */
@@ -620,20 +619,9 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 		dnsq_free(dq);
 		return;
 	}
-	dq->learn_id = wchan_id(d->ws->chan);
-	for (size_t i = 0; i < dq->nlearn; i++) {
-		dq->learns[i].hdr.id = dq->learn_id;
-		dq->learns[i].hdr.flags = i + 1 < dq->nlearn ? CHAN_LEARN_MORE : 0;
-		if (i + 1 < dq->nlearn) {
-			if (wchan_send(d->ws->chan, &dq->learns[i]) != 0) {
-				dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
-				return;
-			}
-		} else if (wchan_request(d->ws->chan, &dq->learns[i], dnsq_learned_cb, dq) != 0) {
-			dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
-			return;
-		}
-	}
+	if (wchan_batch(d->ws->chan, dq->learns, sizeof(dq->learns[0]), dq->nlearn, dnsq_learned_cb,
+	        dq) != 0)
+		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
 }
 
 /* --- Queries ---------------------------------------------------------- */

@@ -9,6 +9,8 @@
 
 #include <stdbool.h>
 
+#include "egressd/chan.h"
+
 struct wstate;
 struct dnsproxy;
 
@@ -22,7 +24,7 @@ struct dnsproxy;
 /* Marked sockets kept ready per family and type for c-ares. */
 #define DNSPROXY_POOL 4
 /* Learned elements per answer (addresses x port scopes). */
-#define DNSPROXY_MAX_LEARN 64
+#define DNSPROXY_MAX_LEARN CHAN_MAX_BATCH
 
 /*
  * Bind the listeners (127.0.0.1 and ::1, UDP and TCP, on cfg->dns_port),

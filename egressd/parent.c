@@ -47,8 +47,6 @@
 #define PARENT_STOP_GRACE_MS 700
 /* How often the ruleset is checked for changes made by someone else. */
 #define PARENT_WATCHDOG_MS 1000
-/* Learned addresses batched into one netlink transaction. */
-#define PARENT_MAX_LEARN_BATCH 64
 
 struct parent {
 	struct config *cfg;
@@ -81,12 +79,12 @@ struct parent {
 	bool st_default_allow;
 
 	/* Learned addresses being batched. */
-	struct chan_learn learns[PARENT_MAX_LEARN_BATCH];
+	struct chan_learn learns[CHAN_MAX_BATCH];
 	size_t nlearn;
 	unsigned learn_type;
 
 	/* Revoked prefixes being batched. */
-	struct ctflush_target revokes[PARENT_MAX_LEARN_BATCH];
+	struct ctflush_target revokes[CHAN_MAX_BATCH];
 	size_t nrevoke;
 };
 
@@ -200,7 +198,7 @@ parent_learn_flush(struct parent *p, uint32_t id)
 		rc = enforce_learn(p->enf, p->learns, p->nlearn, err, sizeof(err));
 	else {
 		/* A forgotten address also loses its established flows. */
-		struct ctflush_target t[PARENT_MAX_LEARN_BATCH];
+		struct ctflush_target t[CHAN_MAX_BATCH];
 		size_t deleted = 0;
 
 		rc = enforce_forget(p->enf, p->learns, p->nlearn, err, sizeof(err));
@@ -231,7 +229,7 @@ parent_learn(struct parent *p, const struct chan_learn *l)
 		parent_violation(p, "learn and forget mixed in one batch");
 		return;
 	}
-	if (p->nlearn >= PARENT_MAX_LEARN_BATCH) {
+	if (p->nlearn >= CHAN_MAX_BATCH) {
 		parent_violation(p, "learn batch too long");
 		return;
 	}
@@ -249,7 +247,7 @@ parent_revoke(struct parent *p, const struct chan_revoke *r)
 	size_t deleted = 0;
 	int rc;
 
-	if (p->nrevoke >= PARENT_MAX_LEARN_BATCH) {
+	if (p->nrevoke >= CHAN_MAX_BATCH) {
 		parent_violation(p, "revoke batch too long");
 		return;
 	}

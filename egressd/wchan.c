@@ -194,6 +194,27 @@ wchan_send(struct wchan *w, const void *msg)
 	return 0;
 }
 
+int
+wchan_batch(struct wchan *w, void *msgs, size_t size, size_t n, wchan_reply_cb cb, void *arg)
+{
+	uint32_t id = wchan_id(w);
+
+	if (n == 0 || n > CHAN_MAX_BATCH) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct chan_hdr *h = (struct chan_hdr *)((char *)msgs + i * size);
+		bool last = i + 1 == n;
+
+		h->id = id;
+		h->flags = last ? 0 : CHAN_LEARN_MORE;
+		if ((last ? wchan_request(w, h, cb, arg) : wchan_send(w, h)) != 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* The reply will still come; mark the slot so that it is dropped. */
 void
 wchan_cancel(struct wchan *w, uint32_t id)

@@ -38,6 +38,14 @@ int wchan_request(struct wchan *w, const void *msg, wchan_reply_cb cb, void *arg
 /* Send a message that has no reply of its own (static elements, ready). */
 int wchan_send(struct wchan *w, const void *msg) __attribute__((warn_unused_result));
 
+/*
+ * Send n (1..CHAN_MAX_BATCH) messages of one batchable type, `size` bytes
+ * apart in msgs, under one fresh id: CHAN_LEARN_MORE on all but the last,
+ * whose reply goes to cb. 0, or -1 if the channel broke.
+ */
+int wchan_batch(struct wchan *w, void *msgs, size_t size, size_t n, wchan_reply_cb cb, void *arg)
+    __attribute__((warn_unused_result));
+
 /* Forget a pending request whose requester is gone; its reply is dropped. */
 void wchan_cancel(struct wchan *w, uint32_t id);
 

@@ -200,32 +200,23 @@ wstate_revoke_cb(const union chan_msg *reply, int fd, void *arg)
 		wstate_revoke_finish(rv);
 }
 
-/* Send the messages in batches of one type (at most 64); wait for every batch. */
+/* Send the messages in batches of one type; wait for every batch. */
 static void
 wstate_revoke_send(struct wstate_revoke *rv)
 {
 	size_t i = 0;
 
 	while (i < rv->n) {
-		size_t j = i;
-		uint32_t id = wchan_id(rv->ws->chan);
+		size_t j = i + 1;
 
-		while (j + 1 < rv->n && j + 1 - i < 64 &&
-		       rv->msgs[j + 1].hdr.type == rv->msgs[i].hdr.type)
+		while (j < rv->n && j - i < CHAN_MAX_BATCH &&
+		       rv->msgs[j].hdr.type == rv->msgs[i].hdr.type)
 			j++;
-		for (size_t k = i; k <= j; k++) {
-			rv->msgs[k].hdr.id = id;
-			rv->msgs[k].hdr.flags = k < j ? CHAN_LEARN_MORE : 0;
-			if (k < j) {
-				if (wchan_send(rv->ws->chan, &rv->msgs[k]) != 0)
-					return;
-			} else if (wchan_request(
-			               rv->ws->chan, &rv->msgs[k], wstate_revoke_cb, rv) == 0)
-				rv->pending++;
-			else
-				return; /* the channel is broken: the worker is going down */
-		}
-		i = j + 1;
+		if (wchan_batch(rv->ws->chan, &rv->msgs[i], sizeof(rv->msgs[0]), j - i,
+		        wstate_revoke_cb, rv) != 0)
+			return; /* the channel is broken: the worker is going down */
+		rv->pending++;
+		i = j;
 	}
 	if (rv->pending == 0)
 		wstate_revoke_finish(rv);
