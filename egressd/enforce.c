@@ -159,12 +159,22 @@ enforce_static(struct enforce *e, const struct chan_static_elem *elems, size_t n
 int
 enforce_learn(struct enforce *e, const struct chan_learn *l, size_t n, char *err, size_t errlen)
 {
+	struct nftrules_elem el[CHAN_MAX_BATCH];
+
+	if (n > CHAN_MAX_BATCH) {
+		snprintf(err, errlen, "learn batch of %zu exceeds %d", n, CHAN_MAX_BATCH);
+		return -1;
+	}
 	for (size_t i = 0; i < n; i++) {
-		if (nftrules_learn(e->nft, l[i].family, l[i].addr, l[i].port,
-		        (uint64_t)l[i].timeout_s * 1000) != 0) {
-			snprintf(err, errlen, "%s", nftrules_error(e->nft));
-			return -1;
-		}
+		memset(&el[i], 0, sizeof(el[i]));
+		el[i].family = l[i].family;
+		memcpy(el[i].addr, l[i].addr, 16);
+		el[i].port = l[i].port;
+		el[i].timeout_ms = (uint64_t)l[i].timeout_s * 1000;
+	}
+	if (nftrules_learn_many(e->nft, el, n) != 0) {
+		snprintf(err, errlen, "%s", nftrules_error(e->nft));
+		return -1;
 	}
 	enforce_mark(e);
 	return 0;

@@ -1107,8 +1107,9 @@ nftrules_build_update_static(
 }
 
 /* One learned element: add (with timeout) or delete. */
-int
-nftrules_build_learn(struct nftrules_batch *b, const struct nftrules_config *cfg, int family,
+/* One learned element message (add with timeout, or delete) into an open batch. */
+static int
+msg_learn(struct nftrules_batch *b, const struct nftrules_config *cfg, int family,
     const uint8_t *addr, uint16_t port, uint64_t timeout_ms, bool del)
 {
 	enum nftrules_set_kind kind = port ? NFTRULES_SET_LEARNEDP : NFTRULES_SET_LEARNED;
@@ -1119,8 +1120,6 @@ nftrules_build_learn(struct nftrules_batch *b, const struct nftrules_config *cfg
 	size_t alen;
 	char *p;
 
-	if (!config_ok(b, cfg))
-		return -1;
 	if (family != AF_INET && family != AF_INET6) {
 		batch_fail(b, "invalid address family");
 		return -1;
@@ -1130,7 +1129,6 @@ nftrules_build_learn(struct nftrules_batch *b, const struct nftrules_config *cfg
 		return -1;
 	}
 	alen = fam_alen(family);
-	batch_begin(b);
 	p = batch_reserve(b);
 	s = nftnl_set_alloc();
 	e = nftnl_set_elem_alloc();
@@ -1155,6 +1153,19 @@ nftrules_build_learn(struct nftrules_batch *b, const struct nftrules_config *cfg
 	nftnl_set_free(s);
 	batch_commit(b, nlh, del ? "delete element from" : "add element to",
 	    nftrules_set_name(kind, family));
+	return 0;
+}
+
+/* One learned element: add (with timeout) or delete. */
+int
+nftrules_build_learn(struct nftrules_batch *b, const struct nftrules_config *cfg, int family,
+    const uint8_t *addr, uint16_t port, uint64_t timeout_ms, bool del)
+{
+	if (!config_ok(b, cfg))
+		return -1;
+	batch_begin(b);
+	if (msg_learn(b, cfg, family, addr, port, timeout_ms, del) != 0)
+		return -1;
 	return batch_end(b);
 }
 
@@ -1352,6 +1363,30 @@ nftrules_learn(
 	nftrules_batch_init(&b, n->seq);
 	return finish(
 	    n, &b, nftrules_build_learn(&b, &n->cfg, family, addr, port, timeout_ms, false), 0);
+}
+
+/*
+ * Add (or refresh) several learned elements in one transaction: one
+ * netlink round trip per DNS answer, however many addresses it has.
+ */
+int
+nftrules_learn_many(struct nftrules *n, const struct nftrules_elem *el, size_t count)
+{
+	struct nftrules_batch b;
+	int built = 0;
+
+	nftrules_batch_init(&b, n->seq);
+	if (!config_ok(&b, &n->cfg))
+		built = -1;
+	else {
+		batch_begin(&b);
+		for (size_t i = 0; i < count && built == 0; i++)
+			built = msg_learn(&b, &n->cfg, el[i].family, el[i].addr, el[i].port,
+			    el[i].timeout_ms, false);
+		if (built == 0)
+			built = batch_end(&b);
+	}
+	return finish(n, &b, built, 0);
 }
 
 /* Remove a learned address; absent is not an error. */

@@ -76,6 +76,18 @@ int nftrules_update_static(struct nftrules *n, const struct nftrules_static *st)
 int nftrules_learn(struct nftrules *n, int family, const uint8_t *addr, uint16_t port,
     uint64_t timeout_ms) __attribute__((warn_unused_result));
 
+/* A learned element for nftrules_learn_many(). */
+struct nftrules_elem {
+	int family;
+	uint8_t addr[16];
+	uint16_t port; /* 0 = all ports */
+	uint64_t timeout_ms;
+};
+
+/* Add (or refresh) count learned elements in one atomic batch. */
+int nftrules_learn_many(struct nftrules *n, const struct nftrules_elem *el, size_t count)
+    __attribute__((warn_unused_result));
+
 /* Remove a learned address; absent is not an error. */
 int nftrules_forget(struct nftrules *n, int family, const uint8_t *addr, uint16_t port)
     __attribute__((warn_unused_result));

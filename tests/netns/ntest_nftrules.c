@@ -224,6 +224,39 @@ test_learn_refresh(void **state)
 	free(out);
 }
 
+/* Several elements, one transaction: all present, and a bad one adds none. */
+static void
+test_learn_many(void **state)
+{
+	struct ctx *c = *state;
+	struct nftrules_elem el[3];
+	char *out;
+	int rc;
+
+	memset(el, 0, sizeof(el));
+	for (int i = 0; i < 3; i++) {
+		el[i].family = AF_INET;
+		el[i].timeout_ms = 60000;
+	}
+	assert_int_equal(inet_pton(AF_INET, "198.51.100.21", el[0].addr), 1);
+	assert_int_equal(inet_pton(AF_INET, "198.51.100.22", el[1].addr), 1);
+	assert_int_equal(inet_pton(AF_INET, "198.51.100.23", el[2].addr), 1);
+	el[2].port = 443;
+	assert_int_equal(nftrules_learn_many(c->n, el, 3), 0);
+	out = nft_out("list table inet egressd", &rc);
+	assert_int_equal(rc, 0);
+	assert_has(out, "198.51.100.21 timeout 1m");
+	assert_has(out, "198.51.100.22 timeout 1m");
+	assert_has(out, "198.51.100.23 . 443 timeout 1m");
+	free(out);
+	assert_int_equal(inet_pton(AF_INET, "198.51.100.24", el[0].addr), 1);
+	el[1].timeout_ms = 0; /* invalid: the whole batch is refused */
+	assert_int_equal(nftrules_learn_many(c->n, el, 2), -1);
+	out = nft_out("list table inet egressd", &rc);
+	assert_lacks(out, "198.51.100.24");
+	free(out);
+}
+
 /* Non-blocking TCP connect; returns the final errno (0: still pending). */
 static int
 connect_result(const char *ip, uint16_t port)
@@ -390,6 +423,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_install),
 	    cmocka_unit_test(test_learn_refresh),
+	    cmocka_unit_test(test_learn_many),
 	    cmocka_unit_test(test_reject),
 	    cmocka_unit_test(test_dns_redirect_and_mark),
 	    cmocka_unit_test(test_update_keeps_learned),
