@@ -609,26 +609,37 @@ retry : {
 }
 }
 
-/* Create the CA export directory if missing, owned by the worker. */
+/*
+ * Write the sandbox CA certificate where the workload reads it. The parent
+ * made the CA, so it writes the export itself, whatever a previous run
+ * left in the directory (another owner, stale temporary files); it says
+ * which path to fix when it cannot.
+ */
 static int
-parent_export_dir(const struct config *cfg, uid_t uid, gid_t gid, char *err, size_t errlen)
+parent_export_ca(const struct config *cfg, char *err, size_t errlen)
 {
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], e[256];
 	char *slash;
 
+	if (cfg->ca_export[0] == '\0')
+		return 0;
 	snprintf(dir, sizeof(dir), "%s", cfg->ca_export);
 	slash = strrchr(dir, '/');
-	if (slash == NULL || slash == dir)
-		return 0;
-	*slash = '\0';
-	if (mkdir(dir, 0755) == 0) {
-		if (chown(dir, uid, gid) != 0 && privsep_has_cap(CAP_CHOWN)) {
-			snprintf(err, errlen, "chown %.200s: %s", dir, strerror(errno));
+	if (slash != NULL && slash != dir) {
+		*slash = '\0';
+		if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+			snprintf(err, errlen,
+			    "cannot create the CA export directory %.200s: %s (uid %u); set "
+			    "EGRESSD_CA_EXPORT to a writable path",
+			    dir, strerror(errno), (unsigned)geteuid());
 			return -1;
 		}
-	} else if (errno != EEXIST) {
-		snprintf(err, errlen, "cannot create the CA export directory %.200s: %s", dir,
-		    strerror(errno));
+	}
+	if (ca_export_pem(cfg->ca, cfg->ca_export, e, sizeof(e)) != 0) {
+		snprintf(err, errlen,
+		    "cannot write the CA export %.200s: %.120s (uid %u); make its "
+		    "directory writable by that uid or set EGRESSD_CA_EXPORT",
+		    cfg->ca_export, e, (unsigned)geteuid());
 		return -1;
 	}
 	return 0;
@@ -693,9 +704,8 @@ parent_run(struct config *cfg)
 			return 1;
 		}
 	}
-	/* The worker writes the CA certificate; give it the export directory. */
-	if (cfg->intercept && parent_export_dir(cfg, p.wuid, p.wgid, err, sizeof(err)) != 0) {
-		log_msg(LOG_ERROR, "proc", "startup", "%s", err);
+	if (cfg->intercept && parent_export_ca(cfg, err, sizeof(err)) != 0) {
+		log_msg(LOG_ERROR, "vault", "ca_error", "%s", err);
 		return 1;
 	}
 	/* Fail closed: nothing runs until the table is in place. */

@@ -186,8 +186,8 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	}
 	if (w->ca == NULL)
 		goto fail;
-	/* Fail closed: without the exported CA the workload cannot trust us. */
-	if (cfg->ca_export[0] != '\0') {
+	/* The parent exported its CA before it started us; our own is exported here. */
+	if (w->own_ca && cfg->ca_export[0] != '\0') {
 		if (ca_export_pem(w->ca, cfg->ca_export, err, errlen) != 0)
 			goto fail;
 	}
