@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/config.h"
-#include "egressd/log.h"
-#include "egressd/parent.h"
+#include "egressd/common/config.h"
+#include "egressd/common/log.h"
+#include "egressd/priv/parent.h"
 #include "policy/cli.h"
 #include "version.h"
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/dnswire.h"
+#include "egressd/dns/dnswire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "egressd/nftrules.h"
+#include "egressd/priv/nftrules.h"
 
 #define GUARD_MS 5000 /* bound on waits for replies that are due at once */
 

@@ -12,7 +12,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
-#include "egressd/chan.h"
+#include "egressd/common/chan.h"
 
 static void
 test_valid_request_passes(void **state)

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "egressd/dnswire.h"
+#include "egressd/dns/dnswire.h"
 
 /* id 0xbeef, RD, "WwW.ExAmple.COM" A IN, OPT udp 4096. */
 static const uint8_t q_good[] = {0xbe, 0xef, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00,

@@ -19,9 +19,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "egressd/chan.h"
-#include "egressd/sockpool.h"
-#include "egressd/wchan.h"
+#include "egressd/common/chan.h"
+#include "egressd/intercept/sockpool.h"
+#include "egressd/child/wchan.h"
 
 struct fake {
 	struct event_base *base;

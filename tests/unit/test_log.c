@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "egressd/log.h"
+#include "egressd/common/log.h"
 
 static void
 test_escape_specials(void **state)

@@ -24,8 +24,8 @@
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 
-#include "egressd/nftrules.h"
-#include "egressd/nftrules_internal.h"
+#include "egressd/priv/nftrules.h"
+#include "egressd/priv/nftrules_internal.h"
 
 #define SEQ0 1000
 

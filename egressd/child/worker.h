@@ -5,7 +5,7 @@
 #ifndef EGRESSD_WORKER_H
 #define EGRESSD_WORKER_H
 
-#include "egressd/config.h"
+#include "egressd/common/config.h"
 
 /* Entry point of the worker after the privilege drop; returns exit code. */
 int worker_main(const struct config *cfg, int chanfd);

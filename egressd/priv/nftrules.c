@@ -30,8 +30,8 @@
 #include <libnftnl/set.h>
 #include <libnftnl/table.h>
 
-#include "egressd/nftrules.h"
-#include "egressd/nftrules_internal.h"
+#include "egressd/priv/nftrules.h"
+#include "egressd/priv/nftrules_internal.h"
 
 /* nft's datatype ids, so that `nft list` prints our sets readably. */
 #define NFTRULES_TYPE_IPV4 7

@@ -8,8 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "egressd/chan.h"
-#include "egressd/config.h"
+#include "egressd/common/chan.h"
+#include "egressd/common/config.h"
 
 struct enforce;
 

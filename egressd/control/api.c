@@ -26,12 +26,12 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include "egressd/api.h"
-#include "egressd/learnmap.h"
-#include "egressd/log.h"
-#include "egressd/vaultapi.h"
-#include "egressd/wintercept.h"
-#include "egressd/wstate.h"
+#include "egressd/control/api.h"
+#include "egressd/child/learnmap.h"
+#include "egressd/common/log.h"
+#include "egressd/control/vaultapi.h"
+#include "egressd/intercept/wintercept.h"
+#include "egressd/child/wstate.h"
 #include "policy/policy.h"
 
 #define API_MAX_BODY (1 << 20)

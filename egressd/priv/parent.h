@@ -5,7 +5,7 @@
 #ifndef EGRESSD_PARENT_H
 #define EGRESSD_PARENT_H
 
-#include "egressd/config.h"
+#include "egressd/common/config.h"
 
 /* Run the sidecar until SIGTERM/SIGINT. Returns the process exit code. */
 int parent_run(struct config *cfg);

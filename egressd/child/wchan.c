@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "egressd/log.h"
-#include "egressd/wchan.h"
+#include "egressd/common/log.h"
+#include "egressd/child/wchan.h"
 
 #define WCHAN_SLOTS (WCHAN_MAX_PENDING * 2)
 

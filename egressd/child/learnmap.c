@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "egressd/learnmap.h"
+#include "egressd/child/learnmap.h"
 
 #define LEARNMAP_BUCKETS 65536
 

@@ -14,7 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "egressd/privsep.h"
+#include "egressd/priv/privsep.h"
 
 static int
 privsep_capget(struct __user_cap_data_struct d[2])

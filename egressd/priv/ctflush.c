@@ -20,7 +20,7 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_conntrack.h>
 
-#include "egressd/ctflush.h"
+#include "egressd/priv/ctflush.h"
 
 /* Flows deleted per dump, and dumps per call: bounded work and memory. */
 #define CTFLUSH_MAX_MATCHES 4096

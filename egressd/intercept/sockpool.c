@@ -15,9 +15,9 @@
 
 #include <event2/event.h>
 
-#include "egressd/chan.h"
-#include "egressd/sockpool.h"
-#include "egressd/wchan.h"
+#include "egressd/common/chan.h"
+#include "egressd/intercept/sockpool.h"
+#include "egressd/child/wchan.h"
 
 /* One request: a caller's (cb set) or a refill of the pool (cb NULL). */
 struct sockpool_req {

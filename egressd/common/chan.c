@@ -12,7 +12,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
-#include "egressd/chan.h"
+#include "egressd/common/chan.h"
 
 /* Size of each message type; 0 marks an unknown type. */
 static const size_t chan_sizes[CHAN_TYPE_MAX] = {

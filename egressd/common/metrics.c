@@ -5,7 +5,7 @@
  */
 #include <event2/buffer.h>
 
-#include "egressd/metrics.h"
+#include "egressd/common/metrics.h"
 
 /* Upper bounds (seconds) of the histogram buckets; the last is +Inf. */
 static const double metrics_bounds[METRICS_NBUCKETS] = {

@@ -14,14 +14,14 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "egressd/api.h"
-#include "egressd/dnsproxy.h"
-#include "egressd/learnmap.h"
-#include "egressd/log.h"
-#include "egressd/vaultapi.h"
-#include "egressd/wchan.h"
-#include "egressd/wintercept.h"
-#include "egressd/wstate.h"
+#include "egressd/control/api.h"
+#include "egressd/dns/dnsproxy.h"
+#include "egressd/child/learnmap.h"
+#include "egressd/common/log.h"
+#include "egressd/control/vaultapi.h"
+#include "egressd/child/wchan.h"
+#include "egressd/intercept/wintercept.h"
+#include "egressd/child/wstate.h"
 #include "policy/policy.h"
 
 /* How often the policy and always files are checked for changes. */

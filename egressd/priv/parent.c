@@ -24,13 +24,13 @@
 #include <event2/event.h>
 
 #include "certs/ca.h"
-#include "egressd/chan.h"
-#include "egressd/ctflush.h"
-#include "egressd/enforce.h"
-#include "egressd/log.h"
-#include "egressd/parent.h"
-#include "egressd/privsep.h"
-#include "egressd/worker.h"
+#include "egressd/common/chan.h"
+#include "egressd/priv/ctflush.h"
+#include "egressd/priv/enforce.h"
+#include "egressd/common/log.h"
+#include "egressd/priv/parent.h"
+#include "egressd/priv/privsep.h"
+#include "egressd/child/worker.h"
 
 /* Restart backoff of a crashed worker. */
 #define PARENT_BACKOFF_MIN_MS 100

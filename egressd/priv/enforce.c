@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "egressd/enforce.h"
-#include "egressd/nftrules.h"
+#include "egressd/priv/enforce.h"
+#include "egressd/priv/nftrules.h"
 
 struct enforce {
 	struct nftrules *nft;

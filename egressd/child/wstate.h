@@ -12,8 +12,8 @@
 
 #include <event2/event.h>
 
-#include "egressd/config.h"
-#include "egressd/metrics.h"
+#include "egressd/common/config.h"
+#include "egressd/common/metrics.h"
 
 struct policy;
 struct wchan;

@@ -16,7 +16,7 @@
 #include <yaml.h>
 
 #include "certs/ca.h"
-#include "egressd/config.h"
+#include "egressd/common/config.h"
 
 enum config_type {
 	CT_STR,

@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "egressd/dnswire.h"
+#include "egressd/dns/dnswire.h"
 
 #define DNSWIRE_FLAG_QR 0x80
 #define DNSWIRE_FLAG_AA 0x04

@@ -6,7 +6,7 @@
 #ifndef EGRESSD_NFTRULES_INTERNAL_H
 #define EGRESSD_NFTRULES_INTERNAL_H
 
-#include "egressd/nftrules.h"
+#include "egressd/priv/nftrules.h"
 
 #define NFTRULES_ELEMS_PER_MSG 256   /* keeps the element nest far below 64 KiB */
 #define NFTRULES_MSG_MAX (96 * 1024) /* room reserved for one message */

@@ -18,10 +18,10 @@
 #include <jansson.h>
 #include <openssl/crypto.h>
 
-#include "egressd/api.h"
-#include "egressd/log.h"
-#include "egressd/vaultapi.h"
-#include "egressd/wstate.h"
+#include "egressd/control/api.h"
+#include "egressd/common/log.h"
+#include "egressd/control/vaultapi.h"
+#include "egressd/child/wstate.h"
 #include "policy/binding.h"
 #include "policy/policy.h"
 #include "vault/secret.h"

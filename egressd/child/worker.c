@@ -14,10 +14,10 @@
 
 #include <event2/event.h>
 
-#include "egressd/log.h"
-#include "egressd/wchan.h"
-#include "egressd/worker.h"
-#include "egressd/wstate.h"
+#include "egressd/common/log.h"
+#include "egressd/child/wchan.h"
+#include "egressd/child/worker.h"
+#include "egressd/child/wstate.h"
 
 static void
 worker_dead_cb(const char *why, void *arg)

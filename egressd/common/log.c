@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "egressd/log.h"
+#include "egressd/common/log.h"
 
 static const char *log_role = "egressd";
 static enum log_level log_min = LOG_INFO;

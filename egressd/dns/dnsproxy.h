@@ -9,7 +9,7 @@
 
 #include <stdbool.h>
 
-#include "egressd/chan.h"
+#include "egressd/common/chan.h"
 
 struct wstate;
 struct dnsproxy;

@@ -28,12 +28,12 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
-#include "egressd/dnsproxy.h"
-#include "egressd/dnswire.h"
-#include "egressd/learnmap.h"
-#include "egressd/log.h"
-#include "egressd/wchan.h"
-#include "egressd/wstate.h"
+#include "egressd/dns/dnsproxy.h"
+#include "egressd/dns/dnswire.h"
+#include "egressd/child/learnmap.h"
+#include "egressd/common/log.h"
+#include "egressd/child/wchan.h"
+#include "egressd/child/wstate.h"
 #include "policy/policy.h"
 
 #define DNSPROXY_MAX_LOCAL 32

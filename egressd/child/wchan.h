@@ -9,7 +9,7 @@
 
 #include <event2/event.h>
 
-#include "egressd/chan.h"
+#include "egressd/common/chan.h"
 
 struct wchan;
 

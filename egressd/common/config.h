@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "egressd/log.h"
+#include "egressd/common/log.h"
 
 struct ca;
 
