@@ -1,0 +1,317 @@
+/*
+ * icpt_accept: the entry of every intercepted connection (intercept
+ * process): the original destination from conntrack, the refusal of
+ * connections aimed at egressd itself, the ClientHello peek and its checks
+ * (SNI allowed, destination learned for it, no ECH), then passthrough or
+ * termination with a leaf for the SNI.
+ */
+#include <errno.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include "certs/leaf.h"
+#include "policy/binding.h"
+#include "policy/name.h"
+#include "vault/httpwire.h"
+#include "vault/intercept.h"
+#include "vault/intercept_internal.h"
+#include "vault/redact.h"
+#include "vault/snap.h"
+#include "vault/tlspeek.h"
+#include "vault/icpt_internal.h"
+
+/* ---------------------------------------------------------------- TLS entry */
+
+/* Terminate TLS with a leaf for the SNI and connect upstream in parallel. */
+static void
+icpt_terminate(struct icpt_conn *c)
+{
+	struct intercept *ic = c->ic;
+	EVP_PKEY *key = NULL;
+	char err[256];
+	X509 *leaf;
+	SSL *ssl;
+
+	leaf = leaf_cache_get(ic->cfg.leaves, c->host, strlen(c->host), &key, err, sizeof(err));
+	if (leaf == NULL) {
+		icpt_reject(c, "leaf_refused");
+		icpt_alert(c, TLSPEEK_ALERT_INTERNAL_ERROR);
+		return;
+	}
+	ssl = SSL_new(ic->srv_ctx);
+	if (ssl == NULL || SSL_use_certificate(ssl, leaf) != 1 ||
+	    SSL_use_PrivateKey(ssl, key) != 1) {
+		X509_free(leaf);
+		SSL_free(ssl);
+		icpt_close(c, "tls_setup");
+		return;
+	}
+	X509_free(leaf);
+	c->terminated = true;
+	icpt_set_state(c, ICPT_S_HTTP);
+	free(c->hello);
+	c->hello = NULL;
+	/* The ClientHello is still in craw's input: the filter reads it from there. */
+	c->cbev = bufferevent_openssl_filter_new(ic->base, c->craw, ssl, BUFFEREVENT_SSL_ACCEPTING,
+	    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (c->cbev == NULL) {
+		SSL_free(ssl);
+		c->cbev = c->craw;
+		icpt_close(c, "tls_setup");
+		return;
+	}
+	bufferevent_openssl_set_allow_dirty_shutdown(c->cbev, 1);
+	icpt_count(ic, INTERCEPT_M_TERMINATED, 1);
+	icpt_http_start(c);
+	if (c->state == ICPT_S_HTTP && icpt_up_start(c) != 0)
+		icpt_up_fail(c, "upstream_socket_unavailable");
+}
+
+/* Peek the ClientHello and run every check before anything is forwarded. */
+static void
+icpt_hello_cb(struct bufferevent *bev, void *arg)
+{
+	struct icpt_conn *c = arg;
+	struct intercept *ic = c->ic;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t len = evbuffer_get_length(in), consumed = 0, clen;
+	uint8_t *data = evbuffer_pullup(in, -1);
+	enum tlspeek_status st;
+	struct vault_snap *snap;
+	bool bound;
+
+	if (data == NULL)
+		return;
+	st = tlspeek_parse(data, len, c->hello, &consumed);
+	if (st == TLSPEEK_NEED_MORE)
+		return;
+	if (st != TLSPEEK_OK) {
+		icpt_reject(c, tlspeek_reason_str(c->hello->reason));
+		icpt_alert(c, TLSPEEK_ALERT_DECODE_ERROR);
+		return;
+	}
+	if (!c->hello->has_sni) {
+		icpt_reject(c, "no_sni");
+		icpt_alert(c, TLSPEEK_ALERT_UNRECOGNIZED_NAME);
+		return;
+	}
+	if (policy_name_canon((const uint8_t *)c->hello->sni, c->hello->sni_len, 0, c->host,
+	        &clen) != POLICY_NAME_OK) {
+		icpt_reject(c, "sni_invalid");
+		icpt_alert(c, TLSPEEK_ALERT_UNRECOGNIZED_NAME);
+		return;
+	}
+	if (c->hello->has_ech || c->hello->has_esni) {
+		/* The real name would be hidden from the checks below. */
+		icpt_reject(c, "ech_refused");
+		icpt_alert(c, TLSPEEK_ALERT_ACCESS_DENIED);
+		return;
+	}
+	if (!ic->ops->sni_allowed(ic->arg, c->host)) {
+		icpt_reject(c, "sni_denied");
+		icpt_alert(c, TLSPEEK_ALERT_ACCESS_DENIED);
+		return;
+	}
+	/* The shared-IP hole: the SNI must name the address actually dialled. */
+	if (!ic->ops->dst_ok(ic->arg, c->host, c->family, c->addr, c->port)) {
+		icpt_reject(c, "orig_dst_not_in_resolved_set");
+		icpt_alert(c, TLSPEEK_ALERT_ACCESS_DENIED);
+		return;
+	}
+	bufferevent_disable(bev, EV_READ);
+	bufferevent_set_timeouts(bev, NULL, NULL);
+	snap = ic->ops->snapshot(ic->arg);
+	bound = vault_snap_host_bound(snap, c->host);
+	vault_snap_unref(snap);
+	if (bound) {
+		icpt_terminate(c);
+		return;
+	}
+	free(c->hello);
+	c->hello = NULL;
+	icpt_set_state(c, ICPT_S_SPLICE);
+	bufferevent_setcb(bev, NULL, NULL, icpt_splice_event_cb, c);
+	if (icpt_up_start(c) != 0)
+		icpt_up_fail(c, "upstream_socket_unavailable");
+}
+
+/* No complete hello in time, or the workload went away. */
+static void
+icpt_hello_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	if (what & BEV_EVENT_TIMEOUT) {
+		icpt_reject(c, "hello_timeout");
+		icpt_close(c, NULL);
+		return;
+	}
+	icpt_close(c, "client_closed_in_hello");
+}
+
+/* ---------------------------------------------------------------- accept */
+
+/* The pre-NAT destination from conntrack. */
+static int
+icpt_orig_dst(struct icpt_conn *c, int fd, int lfamily)
+{
+	socklen_t len = sizeof(c->dst);
+
+	memset(&c->dst, 0, sizeof(c->dst));
+	if (lfamily == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)&c->dst;
+
+		len = sizeof(*sin);
+		if (getsockopt(fd, SOL_IP, ICPT_SO_ORIGINAL_DST, sin, &len) != 0 ||
+		    sin->sin_family != AF_INET)
+			return -1;
+		c->family = AF_INET;
+		memcpy(c->addr, &sin->sin_addr, 4);
+		c->port = ntohs(sin->sin_port);
+	} else {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&c->dst;
+
+		len = sizeof(*sin6);
+		if (getsockopt(fd, SOL_IPV6, ICPT_IP6T_SO_ORIGINAL_DST, sin6, &len) != 0 ||
+		    sin6->sin6_family != AF_INET6)
+			return -1;
+		c->family = AF_INET6;
+		memcpy(c->addr, &sin6->sin6_addr, 16);
+		c->port = ntohs(sin6->sin6_port);
+	}
+	c->dstlen = len;
+	return 0;
+}
+
+/* Why the original destination is egressd itself, or NULL. */
+static const char *
+icpt_self_check(struct icpt_conn *c)
+{
+	struct intercept *ic = c->ic;
+	struct ifaddrs *ifa = NULL;
+	struct timespec now;
+	long long age_ms;
+
+	/* A netlink dump per connection is too dear: reuse the list briefly. */
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	age_ms = (long long)(now.tv_sec - ic->local_at.tv_sec) * 1000 +
+	         (now.tv_nsec - ic->local_at.tv_nsec) / 1000000;
+	if ((ic->local_at.tv_sec == 0 && ic->local_at.tv_nsec == 0) || age_ms < 0 ||
+	    age_ms >= ICPT_LOCAL_TTL_MS) {
+		size_t n = 0;
+
+		if (getifaddrs(&ifa) == 0) {
+			for (struct ifaddrs *i = ifa; i != NULL && n < ICPT_MAX_LOCAL;
+			     i = i->ifa_next) {
+				if (i->ifa_addr == NULL)
+					continue;
+				if (i->ifa_addr->sa_family == AF_INET) {
+					memcpy(ic->local[n],
+					    &((struct sockaddr_in *)i->ifa_addr)->sin_addr, 4);
+					ic->local_fam[n++] = AF_INET;
+				} else if (i->ifa_addr->sa_family == AF_INET6) {
+					memcpy(ic->local[n],
+					    &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, 16);
+					ic->local_fam[n++] = AF_INET6;
+				}
+			}
+			freeifaddrs(ifa);
+		}
+		ic->nlocal = n;
+		ic->local_at = now;
+	}
+	return intercept_self_reason(c->family, c->addr, c->port, ic->cfg.tls_port,
+	    ic->cfg.plain_port, (const uint8_t(*)[16])ic->local, ic->local_fam, ic->nlocal);
+}
+
+/* A redirected connection: find where it was going and start its checks. */
+void
+icpt_accept_cb(
+    struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
+{
+	struct intercept *ic = arg;
+	struct sockaddr_storage ls;
+	socklen_t lslen = sizeof(ls);
+	struct icpt_conn *c;
+	const char *self;
+	bool tls;
+
+	if (getsockname(fd, (struct sockaddr *)&ls, &lslen) != 0) {
+		close(fd);
+		return;
+	}
+	tls = ntohs(ls.ss_family == AF_INET
+	                ? ((struct sockaddr_in *)&ls)->sin_port
+	                : ((struct sockaddr_in6 *)&ls)->sin6_port) == ic->cfg.tls_port;
+	icpt_count(ic, INTERCEPT_M_ACCEPTED, 1);
+	if (ic->nconns >= ic->cfg.max_conns || (c = calloc(1, sizeof(*c))) == NULL) {
+		icpt_count(ic, INTERCEPT_M_REJECTED, 1);
+		close(fd);
+		return;
+	}
+	c->ic = ic;
+	c->id = ++ic->next_id;
+	c->tls = tls;
+	c->state = ICPT_S_HELLO;
+	c->ev_free = event_new(ic->base, -1, 0, icpt_free_cb, c);
+	c->craw = bufferevent_socket_new(ic->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	c->cbev = c->craw;
+	c->next = ic->conns;
+	if (ic->conns != NULL)
+		ic->conns->prev = c;
+	ic->conns = c;
+	ic->nconns++;
+	if (c->ev_free == NULL || c->craw == NULL) {
+		if (c->craw == NULL)
+			close(fd);
+		if (c->ev_free == NULL) {
+			icpt_release(c);
+			free(c);
+			return;
+		}
+		icpt_close(c, "oom");
+		return;
+	}
+	if (icpt_orig_dst(c, fd, ls.ss_family) != 0) {
+		icpt_reject(c, "orig_dst_unknown");
+		icpt_close(c, NULL);
+		return;
+	}
+	/* Not an open proxy: a connection aimed at egressd itself goes nowhere. */
+	if ((self = icpt_self_check(c)) != NULL) {
+		icpt_reject(c, self);
+		icpt_close(c, NULL);
+		return;
+	}
+	if (!tls) {
+		icpt_set_state(c, ICPT_S_HTTP);
+		icpt_http_start(c);
+		return;
+	}
+	c->hello = malloc(sizeof(*c->hello));
+	if (c->hello == NULL) {
+		icpt_close(c, "oom");
+		return;
+	}
+	bufferevent_setcb(c->craw, icpt_hello_cb, NULL, icpt_hello_event_cb, c);
+	bufferevent_setwatermark(
+	    c->craw, EV_READ, 0, TLSPEEK_MAX_HELLO + 5 * TLSPEEK_MAX_RECORDS + 64);
+	icpt_timeouts(c->craw, ic->cfg.hello_timeout_s, ic->cfg.hello_timeout_s);
+	bufferevent_enable(c->craw, EV_READ);
+}

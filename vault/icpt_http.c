@@ -1,0 +1,643 @@
+/*
+ * icpt_http: the HTTP/1.1 relay of terminated and plain connections
+ * (intercept process): strict request heads, exactly one binding per
+ * request, injection, and every byte back to the workload redacted.
+ */
+#include <errno.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include "certs/leaf.h"
+#include "policy/binding.h"
+#include "policy/name.h"
+#include "vault/httpwire.h"
+#include "vault/intercept.h"
+#include "vault/intercept_internal.h"
+#include "vault/redact.h"
+#include "vault/snap.h"
+#include "vault/tlspeek.h"
+#include "vault/icpt_internal.h"
+
+/* ---------------------------------------------------------------- HTTP relay */
+
+/* Workload-leg timeouts for the request state. */
+static void
+icpt_client_timeouts(struct icpt_conn *c)
+{
+	struct intercept *ic = c->ic;
+
+	/* A silent workload waiting for a long response (SSE) is not idle. */
+	if (c->req == ICPT_REQ_HEAD)
+		icpt_timeouts(c->cbev, ic->cfg.head_timeout_s, ic->cfg.idle_timeout_s);
+	else if (c->req == ICPT_REQ_BODY)
+		icpt_timeouts(c->cbev, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
+	else
+		icpt_timeouts(c->cbev, 0, ic->cfg.idle_timeout_s);
+}
+
+/* Returns false when the request was refused (the connection is draining). */
+static bool
+icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_t headlen)
+{
+	struct intercept *ic = c->ic;
+	char host[POLICY_NAME_MAX + 1];
+	char path[HTTPWIRE_MAX_PATH + 1];
+	const char *scheme = c->tls ? "https" : "http";
+	struct evbuffer *in = bufferevent_get_input(c->cbev);
+	struct evbuffer *head;
+	size_t idx = 0;
+	bool inject = false, bound;
+	enum binding_match_result mr = BINDING_MATCH_NONE;
+
+	snprintf(c->method, sizeof(c->method), "%.*s",
+	    (int)(req->method.len > ICPT_MAX_METHOD ? ICPT_MAX_METHOD : req->method.len),
+	    (const char *)req->method.ptr);
+	if (intercept_host_canon(req->host.ptr, req->host.len, c->port, host) != 0) {
+		icpt_http_error(c, c->tls ? 421 : 400,
+		    c->tls ? "Misdirected Request" : "Bad Request", "host_invalid");
+		return false;
+	}
+	if (c->host[0] == '\0') {
+		/* Plain HTTP: the first Host is checked like an SNI and pins the connection. */
+		if (!ic->ops->sni_allowed(ic->arg, host)) {
+			snprintf(c->host, sizeof(c->host), "%s", host);
+			icpt_reject(c, "host_denied");
+			icpt_http_error(c, 403, "Forbidden", "host_denied");
+			return false;
+		}
+		if (!ic->ops->dst_ok(ic->arg, host, c->family, c->addr, c->port)) {
+			snprintf(c->host, sizeof(c->host), "%s", host);
+			icpt_reject(c, "orig_dst_not_in_resolved_set");
+			icpt_http_error(c, 403, "Forbidden", "orig_dst_not_in_resolved_set");
+			return false;
+		}
+		snprintf(c->host, sizeof(c->host), "%s", host);
+	} else if (strcmp(host, c->host) != 0) {
+		/* The upstream (and its certificate) is for c->host only. */
+		icpt_http_error(
+		    c, 421, "Misdirected Request", c->tls ? "host_not_sni" : "host_changed");
+		return false;
+	}
+	if (c->up_failed) {
+		icpt_http_error(c, 502, "Bad Gateway", c->up_why);
+		return false;
+	}
+	vault_snap_unref(c->snap);
+	c->snap = ic->ops->snapshot(ic->arg);
+	bound = vault_snap_host_bound(c->snap, host);
+	if (bound) {
+		/* Bindings match on the raw path: refuse paths that read two ways. */
+		if (req->path.len > HTTPWIRE_MAX_PATH ||
+		    httpwire_path_is_ambiguous(req->path.ptr, req->path.len)) {
+			icpt_http_error(c, 403, "Forbidden", "path_ambiguous");
+			return false;
+		}
+		memcpy(path, req->path.ptr, req->path.len);
+		path[req->path.len] = '\0';
+		mr = binding_match(
+		    vault_snap_bindings(c->snap), scheme, host, c->method, path, &idx);
+		if (mr == BINDING_MATCH_AMBIGUOUS) {
+			icpt_http_error(
+			    c, 403, "credential binding ambiguous", "binding_ambiguous");
+			return false;
+		}
+		inject = mr == BINDING_MATCH_ONE;
+	}
+	head = evbuffer_new();
+	if (head == NULL || intercept_request_head(req, ic->hdrs, c->snap, idx, inject, ic->scratch,
+	                        sizeof(ic->scratch), head) != 0) {
+		evbuffer_free(head);
+		icpt_http_error(c, 400, "Bad Request", "head_rewrite");
+		return false;
+	}
+	c->credentialed = inject;
+	c->binding[0] = '\0';
+	if (inject) {
+		snprintf(c->binding, sizeof(c->binding), "%s",
+		    binding_name(vault_snap_bindings(c->snap), idx));
+		icpt_count(ic, INTERCEPT_M_INJECTED, 1);
+	}
+	icpt_count(ic, INTERCEPT_M_REQUESTS, 1);
+	c->req_is_head = req->method.len == 4 && memcmp(req->method.ptr, "HEAD", 4) == 0;
+	c->req_upgrade = req->upgrade;
+	c->req_keep = req->keep_alive;
+	c->status = 0;
+	c->head_matches = 0;
+	c->resp_bytes = 0;
+	c->interim = 0;
+	evbuffer_drain(in, headlen);
+	icpt_to_upstream(c, head, evbuffer_get_length(head));
+	evbuffer_free(head);
+	httpwire_body_init(&c->reqbody, req->framing, req->content_length, 0);
+	c->req = req->framing == HTTPWIRE_FRAME_NONE ? ICPT_REQ_DONE : ICPT_REQ_BODY;
+	c->resp = ICPT_RESP_HEAD;
+	c->scanned = 0;
+	if (!c->up_asked && icpt_up_start(c) != 0) {
+		icpt_http_error(c, 502, "Bad Gateway", "upstream_socket_unavailable");
+		return false;
+	}
+	icpt_client_timeouts(c);
+	return true;
+}
+
+/* Whether a line end arrived past what was already searched. */
+static int
+icpt_find_head(struct evbuffer *in, size_t *scanned)
+{
+	size_t len = evbuffer_get_length(in);
+	struct evbuffer_ptr p;
+
+	if (len <= *scanned)
+		return 0;
+	if (evbuffer_ptr_set(in, &p, *scanned, EVBUFFER_PTR_SET) != 0)
+		return 0;
+	p = evbuffer_search(in, "\n", 1, &p);
+	if (p.pos < 0) {
+		*scanned = len;
+		return 0;
+	}
+	return 1;
+}
+
+/* Workload -> upstream, per the request state. */
+void
+icpt_http_client(struct icpt_conn *c)
+{
+	struct intercept *ic = c->ic;
+
+	while (c->state == ICPT_S_HTTP) {
+		struct evbuffer *in = bufferevent_get_input(c->cbev);
+		size_t len = evbuffer_get_length(in);
+
+		if (c->req == ICPT_REQ_HEAD) {
+			struct httpwire_request req;
+			enum httpwire_status st;
+			size_t consumed = 0, n;
+			uint8_t *data;
+
+			if (c->resp != ICPT_RESP_IDLE || len == 0)
+				return;
+			/* Re-parse only when a new line end arrived. */
+			if (!icpt_find_head(in, &c->scanned)) {
+				if (len > HTTPWIRE_MAX_HEAD_BYTES)
+					icpt_http_error(c, 431, "Request Header Fields Too Large",
+					    "head_too_large");
+				return;
+			}
+			n = len > HTTPWIRE_MAX_HEAD_BYTES + 1 ? HTTPWIRE_MAX_HEAD_BYTES + 1 : len;
+			data = evbuffer_pullup(in, (ssize_t)n);
+			if (data == NULL) {
+				icpt_close(c, "oom");
+				return;
+			}
+			st = httpwire_parse_request(
+			    data, n, &req, ic->hdrs, HTTPWIRE_MAX_HEADERS, &consumed);
+			if (st == HTTPWIRE_NEED_MORE) {
+				c->scanned = len;
+				return;
+			}
+			if (st != HTTPWIRE_OK) {
+				/* Smuggling shapes and malformed heads never reach upstream. */
+				icpt_http_error(c, intercept_request_error_status(st, req.error),
+				    "Bad Request", httpwire_error_str(req.error));
+				return;
+			}
+			if (!icpt_http_request(c, &req, consumed))
+				return;
+			continue;
+		}
+		if (c->req == ICPT_REQ_BODY) {
+			struct evbuffer_iovec v[8];
+			int nv;
+			size_t take = 0;
+			enum httpwire_status st = HTTPWIRE_NEED_MORE;
+
+			if (len == 0)
+				return;
+			nv = evbuffer_peek(in, -1, NULL, v, 8);
+			for (int i = 0; i < nv && i < 8; i++) {
+				size_t used = 0;
+
+				st = httpwire_body_feed(
+				    &c->reqbody, v[i].iov_base, v[i].iov_len, &used, NULL, NULL);
+				take += used;
+				if (st != HTTPWIRE_NEED_MORE)
+					break;
+			}
+			if (st == HTTPWIRE_INVALID || st == HTTPWIRE_TOO_LARGE) {
+				icpt_http_error(c, 400, "Bad Request",
+				    httpwire_error_str(httpwire_body_error(&c->reqbody)));
+				return;
+			}
+			icpt_to_upstream(c, in, take);
+			if (st == HTTPWIRE_OK) {
+				c->req = ICPT_REQ_DONE;
+				icpt_client_timeouts(c);
+			}
+			/* Backpressure: stop reading the workload while upstream is behind. */
+			if (icpt_up_pending(c) >= ic->cfg.max_buffer) {
+				bufferevent_disable(c->cbev, EV_READ);
+				return;
+			}
+			continue;
+		}
+		return; /* REQ_DONE: the next request waits for this response */
+	}
+	if (c->state == ICPT_S_TUNNEL && c->up_ready) {
+		struct evbuffer *in = bufferevent_get_input(c->cbev);
+
+		icpt_to_upstream(c, in, evbuffer_get_length(in));
+		if (icpt_up_pending(c) >= ic->cfg.max_buffer)
+			bufferevent_disable(c->cbev, EV_READ);
+	}
+}
+
+/* Redacted bytes toward the workload; chunked bodies are re-framed. */
+static int
+icpt_emit(struct icpt_conn *c)
+{
+	struct evbuffer *out = bufferevent_get_output(c->cbev);
+	size_t n = evbuffer_get_length(c->tmp);
+
+	if (n == 0)
+		return 0;
+	c->resp_bytes += n;
+	if (c->rechunk) {
+		if (evbuffer_add_printf(out, "%zx\r\n", n) < 0 ||
+		    evbuffer_add_buffer(out, c->tmp) != 0 || evbuffer_add(out, "\r\n", 2) != 0)
+			return -1;
+		return 0;
+	}
+	return evbuffer_add_buffer(out, c->tmp);
+}
+
+/* One span of response payload: through the redactor into c->tmp. */
+static void
+icpt_body_span_cb(const uint8_t *data, size_t off, size_t len, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	if (c->rs != NULL) {
+		if (redact_stream_feed(c->rs, data, len, c->tmp) != 0)
+			c->oom = true;
+	} else if (evbuffer_add(c->tmp, data, len) != 0) {
+		c->oom = true;
+	}
+}
+
+/* The response ended: flush the redactor, audit, then next request or close. */
+static void
+icpt_resp_finish(struct icpt_conn *c, bool eof)
+{
+	struct intercept *ic = c->ic;
+	uint64_t m = 0;
+
+	if (c->rs != NULL) {
+		if (redact_stream_flush(c->rs, c->tmp) != 0) {
+			icpt_close(c, "oom");
+			return;
+		}
+		m = redact_stream_matches(c->rs);
+		redact_stream_free(c->rs);
+		c->rs = NULL;
+		icpt_count(ic, INTERCEPT_M_REDACTED, m);
+	}
+	if (icpt_emit(c) != 0) {
+		icpt_close(c, "oom");
+		return;
+	}
+	if (c->rechunk)
+		bufferevent_write(c->cbev, "0\r\n\r\n", 5);
+	m += c->head_matches;
+	c->head_matches = 0;
+	if (m > 0) {
+		struct intercept_event ev = {.level = INTERCEPT_L_INFO,
+		    .event = "redact",
+		    .conn = c->id,
+		    .host = c->host,
+		    .method = c->method,
+		    .status = c->status,
+		    .count = m};
+		ic->ops->log(ic->arg, &ev);
+	}
+	if (c->credentialed) {
+		/* Audit: binding, host, method, status, bytes; never the value. */
+		struct intercept_event ev = {.level = INTERCEPT_L_INFO,
+		    .event = "inject",
+		    .conn = c->id,
+		    .host = c->host,
+		    .method = c->method,
+		    .binding = c->binding,
+		    .status = c->status,
+		    .bytes = c->resp_bytes,
+		    .count = m};
+		ic->ops->log(ic->arg, &ev);
+	}
+	vault_snap_unref(c->snap);
+	c->snap = NULL;
+	c->credentialed = false;
+	c->resp = ICPT_RESP_IDLE;
+	c->scanned = 0;
+	if (eof || !c->req_keep || !c->resp_keep || c->req != ICPT_REQ_DONE || c->c_eof) {
+		icpt_drain(c);
+		return;
+	}
+	c->req = ICPT_REQ_HEAD;
+	c->method[0] = '\0';
+	icpt_client_timeouts(c);
+	bufferevent_enable(c->cbev, EV_READ);
+	icpt_http_client(c);
+}
+
+/* Whether the response declares a content coding other than identity. */
+static bool
+icpt_encoded(const struct httpwire_response *r)
+{
+	for (size_t i = 0; i < r->nheaders; i++) {
+		const struct httpwire_header *h = &r->headers[i];
+
+		if (!httpwire_name_eq(h->name, "content-encoding"))
+			continue;
+		if (!(h->value.len == 8 &&
+		        strncasecmp((const char *)h->value.ptr, "identity", 8) == 0))
+			return true;
+	}
+	return false;
+}
+
+/* A complete response head: check it, redact it, send it on. */
+static bool
+icpt_http_response(
+    struct icpt_conn *c, const struct httpwire_response *r, uint8_t *data, size_t headlen)
+{
+	struct intercept *ic = c->ic;
+	struct redact_set *set = vault_snap_redact(c->snap);
+	struct evbuffer *in = bufferevent_get_input(c->ubev);
+	uint64_t m = 0;
+
+	c->status = r->status;
+	if (r->status == 101 && !c->req_upgrade) {
+		icpt_http_error(c, 502, "Bad Gateway", "unexpected_101");
+		return false;
+	}
+	if (c->credentialed && !r->interim && icpt_encoded(r)) {
+		/* We asked for identity; an encoded body cannot be scanned. */
+		icpt_http_error(c, 502, "Bad Gateway", "encoded_credentialed_response");
+		return false;
+	}
+	if (r->interim && ++c->interim > HTTPWIRE_MAX_INTERIM) {
+		icpt_http_error(c, 502, "Bad Gateway", "too_many_interim");
+		return false;
+	}
+	if (headlen > sizeof(ic->scratch)) {
+		icpt_close(c, "head_too_large");
+		return false;
+	}
+	memcpy(ic->scratch, data, headlen);
+	if (set != NULL)
+		redact_buf(set, ic->scratch, headlen, &m);
+	if (m > 0)
+		icpt_count(ic, INTERCEPT_M_REDACTED, m);
+	c->head_matches += m;
+	bufferevent_write(c->cbev, ic->scratch, headlen);
+	c->resp_bytes += headlen;
+	evbuffer_drain(in, headlen);
+	c->scanned = 0;
+	if (r->interim)
+		return true;
+	c->resp_keep = r->keep_alive;
+	c->rechunk = r->framing == HTTPWIRE_FRAME_CHUNKED;
+	if (set != NULL) {
+		c->rs = redact_stream_new(set);
+		if (c->rs == NULL) {
+			icpt_close(c, "oom");
+			return false;
+		}
+	}
+	if (r->framing == HTTPWIRE_FRAME_TUNNEL) {
+		/* WebSocket: raw both ways from here; toward the workload still redacted. */
+		icpt_set_state(c, ICPT_S_TUNNEL);
+		icpt_timeouts(c->cbev, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
+		bufferevent_enable(c->cbev, EV_READ);
+		icpt_http_client(c);
+		return true;
+	}
+	httpwire_body_init(&c->respbody, r->framing, r->content_length, 0);
+	c->resp = ICPT_RESP_BODY;
+	if (r->framing == HTTPWIRE_FRAME_NONE) {
+		icpt_resp_finish(c, false);
+		return c->state == ICPT_S_HTTP;
+	}
+	return true;
+}
+
+/* Upstream -> workload, per the response state. */
+void
+icpt_http_upstream(struct icpt_conn *c)
+{
+	struct intercept *ic = c->ic;
+
+	while (c->state == ICPT_S_HTTP || c->state == ICPT_S_TUNNEL) {
+		struct evbuffer *in = bufferevent_get_input(c->ubev);
+		size_t len = evbuffer_get_length(in);
+
+		/* Backpressure: the workload is behind; its write callback resumes us. */
+		if (evbuffer_get_length(bufferevent_get_output(c->cbev)) >= ic->cfg.max_buffer) {
+			bufferevent_disable(c->ubev, EV_READ);
+			return;
+		}
+		if (c->state == ICPT_S_TUNNEL) {
+			if (len > 0) {
+				if (c->rs != NULL) {
+					if (redact_stream_feed_evbuffer(c->rs, in, c->tmp) != 0) {
+						icpt_close(c, "oom");
+						return;
+					}
+				} else {
+					evbuffer_add_buffer(c->tmp, in);
+				}
+				c->rechunk = false;
+				if (icpt_emit(c) != 0) {
+					icpt_close(c, "oom");
+					return;
+				}
+			}
+			if (c->u_eof) {
+				if (c->rs != NULL && redact_stream_flush(c->rs, c->tmp) == 0)
+					(void)icpt_emit(c);
+				icpt_drain(c);
+			}
+			return;
+		}
+		if (c->resp == ICPT_RESP_IDLE) {
+			if (len > 0) {
+				icpt_close(c, "upstream_unsolicited");
+				return;
+			}
+			/* Upstream ended a keep-alive connection: end ours too. */
+			if (c->u_eof)
+				icpt_drain(c);
+			return;
+		}
+		if (c->resp == ICPT_RESP_HEAD) {
+			struct httpwire_response r;
+			enum httpwire_status st;
+			size_t consumed = 0, n;
+			uint8_t *data;
+
+			if (len == 0 || !icpt_find_head(in, &c->scanned)) {
+				if (len > HTTPWIRE_MAX_HEAD_BYTES) {
+					icpt_http_error(
+					    c, 502, "Bad Gateway", "response_head_too_large");
+					return;
+				}
+				if (c->u_eof)
+					icpt_http_error(c, 502, "Bad Gateway", "upstream_closed");
+				return;
+			}
+			n = len > HTTPWIRE_MAX_HEAD_BYTES + 1 ? HTTPWIRE_MAX_HEAD_BYTES + 1 : len;
+			data = evbuffer_pullup(in, (ssize_t)n);
+			if (data == NULL) {
+				icpt_close(c, "oom");
+				return;
+			}
+			st = httpwire_parse_response(
+			    data, n, c->req_is_head, &r, ic->hdrs, HTTPWIRE_MAX_HEADERS, &consumed);
+			if (st == HTTPWIRE_NEED_MORE) {
+				c->scanned = len;
+				if (c->u_eof)
+					icpt_http_error(c, 502, "Bad Gateway", "upstream_closed");
+				return;
+			}
+			if (st != HTTPWIRE_OK) {
+				icpt_http_error(c, 502, "Bad Gateway", httpwire_error_str(r.error));
+				return;
+			}
+			if (!icpt_http_response(c, &r, data, consumed))
+				return;
+			continue;
+		}
+		/* RESP_BODY */
+		{
+			struct evbuffer_iovec v[8];
+			int nv;
+			size_t take = 0;
+			enum httpwire_status st = HTTPWIRE_NEED_MORE;
+
+			nv = len > 0 ? evbuffer_peek(in, -1, NULL, v, 8) : 0;
+			for (int i = 0; i < nv && i < 8; i++) {
+				size_t used = 0;
+
+				st = httpwire_body_feed(&c->respbody, v[i].iov_base, v[i].iov_len,
+				    &used, icpt_body_span_cb, c);
+				take += used;
+				if (st != HTTPWIRE_NEED_MORE)
+					break;
+			}
+			if (st == HTTPWIRE_INVALID || st == HTTPWIRE_TOO_LARGE) {
+				icpt_close(c, "response_body_invalid");
+				return;
+			}
+			evbuffer_drain(in, take);
+			if (c->oom || icpt_emit(c) != 0) {
+				icpt_close(c, "oom");
+				return;
+			}
+			if (st == HTTPWIRE_OK) {
+				icpt_resp_finish(c, false);
+				continue;
+			}
+			if (c->u_eof && evbuffer_get_length(in) == 0) {
+				if (httpwire_body_eof(&c->respbody) == HTTPWIRE_OK)
+					icpt_resp_finish(c, true);
+				else
+					icpt_close(c, "upstream_truncated");
+				return;
+			}
+			if (take == 0 || len == take)
+				return;
+		}
+	}
+}
+
+/* Request bytes from the workload. */
+static void
+icpt_c_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	icpt_http_client(c);
+}
+
+/* The workload caught up: resume reading upstream. */
+static void
+icpt_c_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	/* The workload caught up: read upstream again. */
+	if ((c->state == ICPT_S_HTTP || c->state == ICPT_S_TUNNEL) && c->ubev != NULL &&
+	    c->up_ready && !c->u_eof) {
+		bufferevent_enable(c->ubev, EV_READ);
+		icpt_http_upstream(c);
+	}
+}
+
+/* Workload EOF, error or timeout (handshake completion is ignored). */
+static void
+icpt_c_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	if (what & BEV_EVENT_CONNECTED)
+		return; /* TLS handshake with the workload done */
+	if (what & BEV_EVENT_EOF) {
+		c->c_eof = true;
+		bufferevent_disable(bev, EV_READ);
+		if (c->state == ICPT_S_HTTP && c->resp != ICPT_RESP_IDLE)
+			return; /* let the response finish, then close */
+		icpt_close(c, "client_eof");
+		return;
+	}
+	if (what & BEV_EVENT_TIMEOUT)
+		icpt_close(c, c->req == ICPT_REQ_HEAD ? "head_timeout" : "idle_timeout");
+	else
+		icpt_close(c, "client_error");
+}
+
+/* Start the HTTP relay on the workload leg (plain or TLS filter). */
+void
+icpt_http_start(struct icpt_conn *c)
+{
+	struct intercept *ic = c->ic;
+
+	c->toup = evbuffer_new();
+	c->tmp = evbuffer_new();
+	if (c->toup == NULL || c->tmp == NULL) {
+		icpt_close(c, "oom");
+		return;
+	}
+	c->req = ICPT_REQ_HEAD;
+	c->resp = ICPT_RESP_IDLE;
+	bufferevent_setcb(c->cbev, icpt_c_read_cb, icpt_c_write_cb, icpt_c_event_cb, c);
+	/* Bound what is buffered from the workload while a response is pending. */
+	bufferevent_setwatermark(c->cbev, EV_READ, 0, ic->cfg.max_buffer);
+	icpt_client_timeouts(c);
+	bufferevent_enable(c->cbev, EV_READ | EV_WRITE);
+}

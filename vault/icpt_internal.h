@@ -1,0 +1,167 @@
+/*
+ * Internals shared by the interceptor's modules (intercept.c, icpt_*.c):
+ * the connection and interceptor structs, their state enums, and the
+ * functions one module calls in another. Not for outside vault/.
+ */
+#ifndef VAULT_ICPT_INTERNAL_H
+#define VAULT_ICPT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
+#include <openssl/ssl.h>
+
+#include "policy/binding.h"
+#include "policy/name.h"
+#include "vault/httpwire.h"
+#include "vault/intercept.h"
+#include "vault/tlspeek.h"
+
+/* linux/netfilter_ipv4.h and linux/netfilter_ipv6/ip6_tables.h. */
+#define ICPT_SO_ORIGINAL_DST 80
+#define ICPT_IP6T_SO_ORIGINAL_DST 80
+
+#define ICPT_DEFAULT_IDLE_S 120
+#define ICPT_DRAIN_POLL_MS 5
+#define ICPT_DRAIN_MAX_S 5
+#define ICPT_MAX_METHOD 32
+#define ICPT_SESS_SLOTS 256    /* upstream TLS sessions kept for resumption */
+#define ICPT_SESS_KEY 320      /* "host addr port" */
+#define ICPT_LOCAL_TTL_MS 1000 /* how long the list of local addresses is reused */
+#define ICPT_MAX_LOCAL 64      /* local addresses checked against the original destination */
+#define ICPT_HEAD_SLACK 512    /* room for the rewritten head beyond the workload's */
+
+/* Connection states (conn_set_state checks the transitions). */
+enum icpt_state {
+	ICPT_S_HELLO,  /* TLS: reading the ClientHello */
+	ICPT_S_SPLICE, /* passthrough: waiting for upstream, then raw bytes both ways */
+	ICPT_S_HTTP,   /* terminated TLS or plain HTTP: request/response relay */
+	ICPT_S_TUNNEL, /* after 101: raw both ways, upstream->workload redacted */
+	ICPT_S_DRAIN,  /* last bytes toward the workload, then close */
+	ICPT_S_CLOSED, /* freed on the next loop turn */
+};
+
+/* Request side of the relay. */
+enum icpt_req {
+	ICPT_REQ_HEAD, /* waiting for a request head */
+	ICPT_REQ_BODY, /* streaming the request body upstream */
+	ICPT_REQ_DONE, /* request sent; the next is read after the response */
+};
+
+/* Response side of the relay. */
+enum icpt_resp {
+	ICPT_RESP_IDLE, /* no request outstanding */
+	ICPT_RESP_HEAD, /* waiting for a (possibly interim) response head */
+	ICPT_RESP_BODY, /* streaming the response body to the workload */
+};
+
+struct intercept {
+	struct event_base *base;
+	const struct intercept_ops *ops;
+	void *arg;
+	struct intercept_config cfg;
+	char upstream_ca[PATH_MAX];
+	struct evconnlistener *ls[4];
+	size_t nls;
+	SSL_CTX *srv_ctx;
+	SSL_CTX *up_ctx;
+	size_t nconns;
+	uint64_t next_id;
+	struct icpt_conn *conns;
+	struct icpt_conn *dead;            /* closed, freed on the next loop turn */
+	uint8_t local[ICPT_MAX_LOCAL][16]; /* the sidecar's own addresses, cached */
+	int local_fam[ICPT_MAX_LOCAL];
+	size_t nlocal;
+	struct timespec local_at; /* when they were read; zero: never */
+	struct icpt_sess {
+		char key[ICPT_SESS_KEY];
+		SSL_SESSION *sess;
+	} sess[ICPT_SESS_SLOTS]; /* by exact upstream (name, address, port) */
+	struct httpwire_header hdrs[HTTPWIRE_MAX_HEADERS];
+	uint8_t scratch[HTTPWIRE_MAX_HEAD_BYTES + ICPT_HEAD_SLACK];
+};
+
+struct icpt_conn {
+	struct intercept *ic;
+	struct icpt_conn *prev, *next;
+	uint64_t id;
+	enum icpt_state state;
+	int sockreqs;       /* upstream socket requests in flight */
+	bool tls;           /* came in on the TLS listener */
+	bool terminated;    /* TLS terminated here */
+	bool up_asked;      /* upstream socket requested */
+	bool up_ready;      /* upstream connected (and verified) */
+	bool up_failed;     /* upstream connect or verification failed */
+	const char *up_why; /* reason of up_failed */
+	bool c_eof, u_eof;
+	bool shut_sent;
+	bool oom; /* the redactor failed: the connection must end */
+
+	struct sockaddr_storage dst;
+	socklen_t dstlen;
+	int family;
+	uint8_t addr[16];
+	uint16_t port;
+	char host[POLICY_NAME_MAX + 1]; /* canonical SNI, or the first Host on plain */
+	char sess_key[ICPT_SESS_KEY];   /* upstream session cache key */
+
+	struct tlspeek_hello *hello; /* HELLO state only */
+	struct bufferevent *craw;    /* workload socket */
+	struct bufferevent *cbev;    /* workload application bytes (craw or its TLS filter) */
+	struct bufferevent *usock;   /* upstream socket */
+	struct bufferevent *ubev;    /* upstream application bytes */
+	struct evbuffer *toup;       /* bytes for upstream while it is not ready */
+	struct evbuffer *tmp;        /* redactor output */
+
+	enum icpt_req req;
+	enum icpt_resp resp;
+	size_t scanned; /* head bytes already searched for a line end */
+	struct httpwire_body reqbody, respbody;
+	bool req_is_head, req_upgrade, req_keep, resp_keep, rechunk;
+	bool credentialed;
+	char method[ICPT_MAX_METHOD + 1];
+	char binding[BINDING_MAX_NAME + 1];
+	int status;
+	uint64_t resp_bytes;
+	int interim;
+	uint64_t head_matches;   /* masked in response heads of this request */
+	struct vault_snap *snap; /* of the current request */
+	struct redact_stream *rs;
+
+	struct event *ev_free;
+	struct event *ev_drain;
+	int drain_polls;
+};
+
+/* Defined in one module, called from another. */
+void icpt_accept_cb(
+    struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg);
+void icpt_alert(struct icpt_conn *c, enum tlspeek_alert a);
+void icpt_close(struct icpt_conn *c, const char *why);
+void icpt_count(struct intercept *ic, enum intercept_metric m, uint64_t n);
+void icpt_drain(struct icpt_conn *c);
+void icpt_free_cb(evutil_socket_t fd, short what, void *arg);
+void icpt_http_client(struct icpt_conn *c);
+void icpt_http_error(struct icpt_conn *c, int status, const char *text, const char *reason);
+void icpt_http_start(struct icpt_conn *c);
+void icpt_http_upstream(struct icpt_conn *c);
+void icpt_log(struct icpt_conn *c, enum intercept_level lvl, const char *event, const char *reason,
+    int status);
+void icpt_reject(struct icpt_conn *c, const char *reason);
+void icpt_release(struct icpt_conn *c);
+int icpt_sess_new_cb(SSL *ssl, SSL_SESSION *sess);
+bool icpt_set_state(struct icpt_conn *c, enum icpt_state s);
+void icpt_splice_event_cb(struct bufferevent *bev, short what, void *arg);
+void icpt_splice_start(struct icpt_conn *c);
+void icpt_timeouts(struct bufferevent *bev, unsigned rd_s, unsigned wr_s);
+void icpt_to_upstream(struct icpt_conn *c, struct evbuffer *src, size_t n);
+void icpt_up_fail(struct icpt_conn *c, const char *why);
+size_t icpt_up_pending(struct icpt_conn *c);
+int icpt_up_start(struct icpt_conn *c);
+
+#endif /* VAULT_ICPT_INTERNAL_H */

@@ -1,0 +1,311 @@
+/*
+ * icpt_up: the upstream leg (intercept process): a marked socket to the
+ * original destination, TLS with verification of the certificate for
+ * the SNI (never skipped), sessions resumed only for the exact name,
+ * address and port they were verified for.
+ */
+#include <errno.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include "certs/leaf.h"
+#include "policy/binding.h"
+#include "policy/name.h"
+#include "vault/httpwire.h"
+#include "vault/intercept.h"
+#include "vault/intercept_internal.h"
+#include "vault/redact.h"
+#include "vault/snap.h"
+#include "vault/tlspeek.h"
+#include "vault/icpt_internal.h"
+
+/* ---------------------------------------------------------------- upstream */
+
+/* Upstream unusable: record why; a waiting request gets 502. */
+void
+icpt_up_fail(struct icpt_conn *c, const char *why)
+{
+	icpt_count(c->ic, INTERCEPT_M_UPSTREAM_ERR, 1);
+	icpt_log(c, INTERCEPT_L_WARN, "upstream_error", why, 0);
+	if (c->state == ICPT_S_SPLICE) {
+		icpt_close(c, why);
+		return;
+	}
+	c->up_failed = true;
+	c->up_why = why;
+	if (c->ubev != NULL) {
+		bufferevent_free(c->ubev);
+		c->ubev = c->usock = NULL;
+	} else if (c->usock != NULL) {
+		bufferevent_free(c->usock);
+		c->usock = NULL;
+	}
+	/* A request already waiting gets 502; nothing of it was sent. */
+	if (c->state == ICPT_S_HTTP && c->req != ICPT_REQ_HEAD)
+		icpt_http_error(c, 502, "Bad Gateway", why);
+	else if (c->state == ICPT_S_TUNNEL)
+		icpt_close(c, why);
+}
+
+/* Upstream connected (and verified when TLS): flush what was queued. */
+static void
+icpt_up_ready(struct icpt_conn *c)
+{
+	struct intercept *ic = c->ic;
+
+	c->up_ready = true;
+	icpt_timeouts(c->ubev, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
+	if (evbuffer_get_length(c->toup) > 0)
+		evbuffer_add_buffer(bufferevent_get_output(c->ubev), c->toup);
+	bufferevent_enable(c->ubev, EV_READ | EV_WRITE);
+	if (c->state == ICPT_S_HTTP)
+		icpt_http_client(c);
+}
+
+/* Response bytes from upstream. */
+static void
+icpt_up_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	if (c->state == ICPT_S_HTTP || c->state == ICPT_S_TUNNEL)
+		icpt_http_upstream(c);
+}
+
+/* Upstream caught up with the request body. */
+static void
+icpt_up_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	/* Upstream caught up: read the workload again. */
+	if ((c->state == ICPT_S_HTTP || c->state == ICPT_S_TUNNEL) && !c->c_eof) {
+		bufferevent_enable(c->cbev, EV_READ);
+		icpt_http_client(c);
+	}
+}
+
+/* Upstream handshake done, EOF, error or timeout. */
+static void
+icpt_up_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	if (c->state == ICPT_S_DRAIN)
+		return; /* the workload gets what it has; upstream goes at close */
+	if (what & BEV_EVENT_CONNECTED) {
+		if (c->terminated) {
+			SSL *ssl = bufferevent_openssl_get_ssl(bev);
+
+			/* Belt and braces: the handshake already required both. */
+			if (ssl == NULL || SSL_get_verify_result(ssl) != X509_V_OK ||
+			    SSL_get0_peer_certificate(ssl) == NULL) {
+				icpt_up_fail(c, "upstream_verify_failed");
+				return;
+			}
+		}
+		icpt_up_ready(c);
+		return;
+	}
+	if (!c->up_ready) {
+		const char *why = "upstream_connect_failed";
+
+		if (c->terminated && c->ubev != NULL) {
+			SSL *ssl = bufferevent_openssl_get_ssl(c->ubev);
+			long v = ssl != NULL ? SSL_get_verify_result(ssl) : X509_V_OK;
+
+			why = v != X509_V_OK ? "upstream_verify_failed" : "upstream_tls_failed";
+		}
+		if (what & BEV_EVENT_TIMEOUT)
+			why = "upstream_timeout";
+		icpt_up_fail(c, why);
+		return;
+	}
+	if (what & BEV_EVENT_EOF) {
+		c->u_eof = true;
+		if (c->state == ICPT_S_HTTP || c->state == ICPT_S_TUNNEL)
+			icpt_http_upstream(c);
+		return;
+	}
+	icpt_count(c->ic, INTERCEPT_M_UPSTREAM_ERR, 1);
+	icpt_close(c, (what & BEV_EVENT_TIMEOUT) ? "upstream_idle_timeout" : "upstream_error");
+}
+
+/* Slot of a session key (FNV-1a). */
+static size_t
+icpt_sess_slot(const char *key)
+{
+	uint32_t h = 2166136261u;
+
+	for (const char *p = key; *p != '\0'; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	return h % ICPT_SESS_SLOTS;
+}
+
+/*
+ * Offer the session last verified for exactly this name, address and
+ * port: resumption skips the chain check, so the key must pin all three.
+ */
+static void
+icpt_sess_resume(struct icpt_conn *c, SSL *ssl)
+{
+	char a[INET6_ADDRSTRLEN];
+	struct icpt_sess *e;
+
+	if (inet_ntop(c->family, c->addr, a, sizeof(a)) == NULL)
+		return;
+	snprintf(c->sess_key, sizeof(c->sess_key), "%s %s %u", c->host, a, c->port);
+	SSL_set_app_data(ssl, c);
+	e = &c->ic->sess[icpt_sess_slot(c->sess_key)];
+	if (e->sess != NULL && strcmp(e->key, c->sess_key) == 0 &&
+	    SSL_SESSION_is_resumable(e->sess))
+		(void)SSL_set_session(ssl, e->sess);
+}
+
+/* OpenSSL hands us a new upstream session (after a verified handshake). */
+int
+icpt_sess_new_cb(SSL *ssl, SSL_SESSION *sess)
+{
+	struct icpt_conn *c = SSL_get_app_data(ssl);
+	struct icpt_sess *e;
+
+	if (c == NULL || c->sess_key[0] == '\0' || SSL_get_verify_result(ssl) != X509_V_OK)
+		return 0;
+	e = &c->ic->sess[icpt_sess_slot(c->sess_key)];
+	SSL_SESSION_free(e->sess);
+	e->sess = sess;
+	snprintf(e->key, sizeof(e->key), "%s", c->sess_key);
+	return 1; /* we keep the reference */
+}
+
+/* The marked socket connected: splice, plain relay, or start upstream TLS. */
+static void
+icpt_usock_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct icpt_conn *c = arg;
+	struct intercept *ic = c->ic;
+
+	if (c->state == ICPT_S_DRAIN)
+		return;
+	if (!(what & BEV_EVENT_CONNECTED)) {
+		icpt_up_fail(
+		    c, (what & BEV_EVENT_TIMEOUT) ? "upstream_timeout" : "upstream_connect_failed");
+		return;
+	}
+	if (c->state == ICPT_S_SPLICE) {
+		icpt_splice_start(c);
+		return;
+	}
+	if (!c->terminated) {
+		c->ubev = c->usock;
+		bufferevent_setcb(c->ubev, icpt_up_read_cb, icpt_up_write_cb, icpt_up_event_cb, c);
+		icpt_up_ready(c);
+		return;
+	}
+	SSL *ssl = SSL_new(ic->up_ctx);
+	if (ssl == NULL || SSL_set_tlsext_host_name(ssl, c->host) != 1 ||
+	    SSL_set1_host(ssl, c->host) != 1) {
+		SSL_free(ssl);
+		icpt_up_fail(c, "upstream_tls_setup");
+		return;
+	}
+	icpt_sess_resume(c, ssl);
+	c->ubev = bufferevent_openssl_filter_new(ic->base, c->usock, ssl,
+	    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (c->ubev == NULL) {
+		SSL_free(ssl);
+		icpt_up_fail(c, "upstream_tls_setup");
+		return;
+	}
+	/* A server that closes without close_notify still ends a close-delimited body. */
+	bufferevent_openssl_set_allow_dirty_shutdown(c->ubev, 1);
+	bufferevent_setcb(c->ubev, icpt_up_read_cb, icpt_up_write_cb, icpt_up_event_cb, c);
+	icpt_timeouts(c->ubev, ic->cfg.connect_timeout_s, ic->cfg.connect_timeout_s);
+	bufferevent_enable(c->ubev, EV_READ | EV_WRITE);
+}
+
+/* A marked socket from the worker: connect it to the original destination. */
+static void
+icpt_sock_cb(int fd, int err, void *arg)
+{
+	struct icpt_conn *c = arg;
+	struct intercept *ic = c->ic;
+
+	c->sockreqs--;
+	if (c->state == ICPT_S_CLOSED) {
+		if (fd >= 0)
+			close(fd);
+		if (c->sockreqs == 0)
+			event_active(c->ev_free, EV_TIMEOUT, 0);
+		return;
+	}
+	if (c->state == ICPT_S_DRAIN) {
+		/* The workload already got its answer: no upstream connection. */
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	if (fd < 0) {
+		icpt_up_fail(c, "upstream_socket_unavailable");
+		return;
+	}
+	c->usock = bufferevent_socket_new(ic->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (c->usock == NULL) {
+		close(fd);
+		icpt_up_fail(c, "oom");
+		return;
+	}
+	bufferevent_setcb(c->usock, NULL, NULL, icpt_usock_event_cb, c);
+	icpt_timeouts(c->usock, ic->cfg.connect_timeout_s, ic->cfg.connect_timeout_s);
+	if (bufferevent_socket_connect(c->usock, (struct sockaddr *)&c->dst, (int)c->dstlen) != 0)
+		icpt_up_fail(c, "upstream_connect_failed");
+}
+
+/* Ask the worker for a marked socket of the destination family. */
+int
+icpt_up_start(struct icpt_conn *c)
+{
+	c->up_asked = true;
+	c->sockreqs++;
+	if (c->ic->ops->get_upstream_socket(c->ic->arg, c->family, icpt_sock_cb, c) != 0) {
+		c->sockreqs--;
+		return -1;
+	}
+	return 0;
+}
+
+/* Bytes for upstream: queued until it is connected and verified. */
+void
+icpt_to_upstream(struct icpt_conn *c, struct evbuffer *src, size_t n)
+{
+	struct evbuffer *dst = c->up_ready ? bufferevent_get_output(c->ubev) : c->toup;
+
+	evbuffer_remove_buffer(src, dst, n);
+}
+
+/* Bytes queued toward upstream, connected or not. */
+size_t
+icpt_up_pending(struct icpt_conn *c)
+{
+	size_t n = evbuffer_get_length(c->toup);
+
+	if (c->ubev != NULL)
+		n += evbuffer_get_length(bufferevent_get_output(c->ubev));
+	return n;
+}
