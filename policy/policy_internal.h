@@ -75,4 +75,146 @@ int binding_set_check(const struct binding_set *bs, const struct policy *p, stru
  */
 json_t *binding_set_to_tree(const struct binding_set *bs);
 
+#define POLICY_FNV_OFFSET 0xcbf29ce484222325ULL /* hash seed */
+
+struct policy_rule {
+	enum policy_action action;
+	enum policy_target_kind kind;
+	char *target; /* canonical */
+	struct policy_addr addr;
+	struct policy_port_range *ports; /* NULL = all ports */
+	size_t nports;
+};
+
+struct policy_rules {
+	struct policy_rule *v;
+	size_t n, cap;
+};
+
+#define POLICY_NKEY_INLINE 40 /* key bytes kept inside an index entry */
+
+/*
+ * Name index entry: a name (exact table) or a wildcard suffix (wild
+ * table). One cache line; short keys live inline so a hit costs no
+ * extra memory access.
+ */
+struct policy_nent {
+	uint64_t h;
+	uint32_t len;                          /* 0 = empty slot */
+	int32_t idx[POLICY_ORIGIN_RULE_LISTS]; /* first rule per origin, -1 none */
+	union {
+		char inl[POLICY_NKEY_INLINE];
+		const char *ptr; /* borrowed from the rule's target */
+	} k;
+};
+
+struct policy_ntab {
+	struct policy_nent *e;
+	size_t mask;
+	uint64_t labels; /* bit n-1: some key has n labels (bit 63: >= 64) */
+	uint64_t *bloom; /* one bit per key hash: skips probes (and cache misses) for absent keys */
+	size_t bmask;    /* bits in bloom - 1 */
+};
+
+#define POLICY_BLOOM_BITS_PER_KEY 16 /* about 6% false positives with one bit per key */
+
+/* Address index entry: one (family, prefix, masked address). */
+struct policy_aent {
+	uint64_t h;
+	bool used;
+	struct policy_addr a;
+	int32_t idx[POLICY_ORIGIN_RULE_LISTS];
+};
+
+struct policy_atab {
+	struct policy_aent *e;
+	size_t mask;
+	uint8_t plen4[33], n4; /* prefix lengths present, longest first */
+	uint8_t plen6[129], n6;
+};
+
+struct policy {
+	int refs;
+	enum policy_action def;
+	struct policy_rules lists[POLICY_ORIGIN_RULE_LISTS];
+	struct policy_dns dns;
+	struct binding_set *bindings;
+	struct policy_ntab exact, wild;
+	struct policy_atab addrs;
+};
+
+/* Hot helpers of the name index, shared by building and matching. */
+/* Hash of one label, 8 bytes at a time. */
+static inline uint64_t
+policy_label_hash(const char *p, size_t n)
+{
+	uint64_t acc = 0x9e3779b97f4a7c15ULL ^ n, w;
+
+	while (n >= 8) {
+		memcpy(&w, p, 8);
+		acc = (acc ^ w) * 0xff51afd7ed558ccdULL;
+		acc ^= acc >> 32;
+		p += 8;
+		n -= 8;
+	}
+	/* Tails in registers (two overlapping loads), never byte stores then a wide load. */
+	if (n >= 4) {
+		uint32_t a, b;
+		memcpy(&a, p, 4);
+		memcpy(&b, p + n - 4, 4);
+		w = (uint64_t)a | (uint64_t)b << 32;
+	} else if (n > 0) {
+		w = (uint64_t)(uint8_t)p[0] | (uint64_t)(uint8_t)p[n / 2] << 8 |
+		    (uint64_t)(uint8_t)p[n - 1] << 16;
+	} else {
+		return acc;
+	}
+	acc = (acc ^ w) * 0xff51afd7ed558ccdULL;
+	return acc ^ (acc >> 32);
+}
+
+/* False only if no key of the table can have hash h. */
+static inline bool
+policy_ntab_maybe(const struct policy_ntab *t, uint64_t h)
+{
+	size_t b = (size_t)(h >> 32) & t->bmask;
+	return t->bloom == NULL || (t->bloom[b / 64] >> (b % 64)) & 1;
+}
+
+/* Extend the hash of a suffix by the label to its left. */
+static inline uint64_t
+policy_suffix_step(uint64_t h, uint64_t lh)
+{
+	h = (h ^ lh) * 0xc4ceb9fe1a85ec53ULL;
+	return h ^ (h >> 29);
+}
+
+/* Defined in one module of policy/, called from another. */
+uint64_t policy_addr_hash(const struct policy_addr *a);
+struct policy_aent *policy_atab_find(
+    const struct policy_atab *t, const struct policy_addr *a, uint64_t h);
+uint64_t policy_label_bit(unsigned labels);
+struct policy_nent *policy_ntab_find(
+    const struct policy_ntab *t, uint64_t h, const char *key, size_t len);
+int policy_ntab_init(struct policy_ntab *t, size_t n);
+int policy_parse_rules(struct policy_ctx *c, const json_t *parent, const json_t *arr,
+    const char *path, struct policy_rules *l, bool strict_dups);
+bool policy_blank(const char *buf, size_t len);
+struct policy *policy_build(enum policy_action def,
+    struct policy_rules lists[POLICY_ORIGIN_RULE_LISTS], const struct policy_dns *dns,
+    struct binding_set *bs);
+bool policy_is_space(char ch);
+json_t *policy_load_json(struct policy_ctx *c, const char *buf, size_t len);
+char *policy_read_file(
+    const char *path, size_t max, size_t *len, struct policy_err *err, bool *missing);
+void policy_rule_deinit(struct policy_rule *r);
+enum policy_errcode policy_rule_target(
+    const char *s, size_t len, size_t max_len, struct policy_rule *r, const char **why);
+int policy_rules_copy(struct policy_rules *dst, const struct policy_rules *src);
+int policy_rules_dedup(struct policy_rules *l);
+void policy_rules_free(struct policy_rules *l);
+int policy_rules_push(struct policy_rules *l, struct policy_rule *r);
+void policy_strset_put(struct policy_nent *e, const char *key, uint64_t h, size_t idx);
+struct policy_nent *policy_strset_slot(struct policy_ntab *t, const char *key, uint64_t *h);
+
 #endif
