@@ -74,4 +74,79 @@ int nftrules_build_learn(struct nftrules_batch *b, const struct nftrules_config 
 int nftrules_build_remove_table(struct nftrules_batch *b, const struct nftrules_config *cfg)
     __attribute__((warn_unused_result));
 
+/* nft's datatype ids, so that `nft list` prints our sets readably. */
+#define NFTRULES_TYPE_IPV4 7
+#define NFTRULES_TYPE_IPV6 8
+#define NFTRULES_TYPE_SERVICE 13
+#define NFTRULES_TYPE_BITS 6
+#define NFTRULES_LOOPBACK_IFINDEX 1 /* lo is always ifindex 1 in a netns */
+#define NFTRULES_RECV_BUF (64 * 1024)
+#define NFTRULES_ICMPV6_RS 133
+#define NFTRULES_ICMPV6_NS 135
+#define NFTRULES_ICMPV6_NA 136
+#define NFTRULES_PORT_DNS 53
+#define NFTRULES_PORT_DOT 853
+
+struct nftrules {
+	struct nftrules_config cfg;
+	struct mnl_socket *nl;
+	uint32_t portid;
+	uint32_t seq;
+	char err[NFTRULES_ERRLEN];
+};
+
+/* An address range (and port range for port-scoped sets). */
+struct nftrules_range {
+	uint8_t lo[16];
+	uint8_t hi[16];
+	uint16_t plo;
+	uint16_t phi;
+};
+
+static const char *const nftrules_set_names[NFTRULES_SET_KINDS][2] = {
+    [NFTRULES_SET_ALLOW] = {"allow4", "allow6"},
+    [NFTRULES_SET_DENY] = {"deny4", "deny6"},
+    [NFTRULES_SET_ALLOWP] = {"allowp4", "allowp6"},
+    [NFTRULES_SET_DENYP] = {"denyp4", "denyp6"},
+    [NFTRULES_SET_LEARNED] = {"learned4", "learned6"},
+    [NFTRULES_SET_LEARNEDP] = {"learnedp4", "learnedp6"},
+};
+
+static inline bool
+nftrules_kind_has_port(enum nftrules_set_kind k)
+{
+	return k == NFTRULES_SET_ALLOWP || k == NFTRULES_SET_DENYP || k == NFTRULES_SET_LEARNEDP;
+}
+
+static inline bool
+nftrules_kind_is_interval(enum nftrules_set_kind k)
+{
+	return k != NFTRULES_SET_LEARNED && k != NFTRULES_SET_LEARNEDP;
+}
+
+static inline size_t
+nftrules_fam_alen(int family)
+{
+	return family == AF_INET ? 4 : 16;
+}
+
+/* Defined in one module of policy/, called from another. */
+void nftrules_batch_begin(struct nftrules_batch *b);
+void nftrules_batch_commit(
+    struct nftrules_batch *b, struct nlmsghdr *nlh, const char *what, const char *obj);
+int nftrules_batch_end(struct nftrules_batch *b);
+void nftrules_batch_fail(struct nftrules_batch *b, const char *why);
+char *nftrules_batch_reserve(struct nftrules_batch *b);
+bool nftrules_config_ok(struct nftrules_batch *b, const struct nftrules_config *cfg);
+void nftrules_msg_del_set(struct nftrules_batch *b, const struct nftrules_config *cfg,
+    enum nftrules_set_kind kind, int family);
+int nftrules_msg_learn(struct nftrules_batch *b, const struct nftrules_config *cfg, int family,
+    const uint8_t *addr, uint16_t port, uint64_t timeout_ms, bool del);
+void nftrules_msg_set(struct nftrules_batch *b, const struct nftrules_config *cfg,
+    enum nftrules_set_kind kind, int family);
+void nftrules_msg_table(struct nftrules_batch *b, const struct nftrules_config *cfg, uint16_t cmd);
+uint32_t nftrules_set_id(struct nftrules_batch *b, enum nftrules_set_kind kind, int family);
+void nftrules_static_elems(
+    struct nftrules_batch *b, const struct nftrules_config *cfg, const struct nftrules_static *st);
+
 #endif
