@@ -14,7 +14,7 @@
 #include "version.h"
 
 /* What this build implements, for scripts and the exfil suite. */
-#define EGRESSD_FEATURES "dns nft api intercept vault dnsratelimit watchdog"
+#define EGRESSD_FEATURES "dns nft api intercept vault dnsratelimit watchdog embedded4"
 
 int
 main(int argc, char **argv)

@@ -33,33 +33,18 @@
 #include "vault/redact.h"
 #include "vault/snap.h"
 #include "vault/tlspeek.h"
+#include "policy/addrclass.h"
 #include "vault/icpt_internal.h"
 
 /* ---------------------------------------------------------------- pure helpers */
-
-/* Loopback or unspecified, IPv4-mapped forms included. */
-static bool
-icpt_is_loopback(int family, const uint8_t *a)
-{
-	static const uint8_t v6lo[16] = {[15] = 1};
-	static const uint8_t zero[16];
-
-	if (family == AF_INET)
-		return a[0] == 127 || memcmp(a, zero, 4) == 0;
-	if (memcmp(a, v6lo, 16) == 0 || memcmp(a, zero, 16) == 0)
-		return true;
-	/* IPv4-mapped loopback or unspecified. */
-	if (memcmp(a, zero, 10) == 0 && a[10] == 0xff && a[11] == 0xff)
-		return a[12] == 127 || memcmp(a + 12, zero, 4) == 0;
-	return false;
-}
 
 /* Why the original destination is egressd itself, or NULL. */
 const char *
 intercept_self_reason(int family, const uint8_t *addr, uint16_t port, uint16_t tls_port,
     uint16_t plain_port, const uint8_t (*local)[16], const int *local_fam, size_t nlocal)
 {
-	if (icpt_is_loopback(family, addr))
+	/* Loopback and unspecified in any spelling (policy/addrclass.c). */
+	if (addrclass_of(family, addr, NULL) == ADDRCLASS_LOOPBACK)
 		return "orig_dst_loopback";
 	for (size_t i = 0; i < nlocal; i++) {
 		if (local_fam[i] == family &&

@@ -34,6 +34,7 @@
 #include "egressd/common/log.h"
 #include "egressd/child/wchan.h"
 #include "egressd/child/wstate.h"
+#include "policy/addrclass.h"
 #include "policy/policy.h"
 
 #define DNSPROXY_MAX_LOCAL 32
@@ -140,61 +141,19 @@ dnsproxy_elapsed(const struct timespec *a)
 
 /* --- Address classification ------------------------------------------ */
 
-static bool
-dnsproxy_v4_inner(const uint8_t *a, bool block_private)
-{
-	uint32_t v = ((uint32_t)a[0] << 24) | ((uint32_t)a[1] << 16) | ((uint32_t)a[2] << 8) | a[3];
-
-	if ((v >> 24) == 0 || (v >> 24) == 127) /* this network, loopback */
-		return true;
-	if ((v >> 16) == 0xa9fe) /* 169.254/16 link-local, metadata */
-		return true;
-	if ((v >> 28) >= 0xe) /* multicast, reserved, broadcast */
-		return true;
-	if (v == 0x646464c8) /* 100.100.100.200 metadata (Alibaba) */
-		return true;
-	if ((v >> 8) == 0xc00000) /* 192.0.0.0/24 IETF protocol assignments */
-		return true;
-	if (block_private &&
-	    ((v >> 24) == 10 || (v >> 20) == 0xac1 || (v >> 16) == 0xc0a8 || (v >> 22) == 0x191))
-		return true; /* 10/8, 172.16/12, 192.168/16, 100.64/10 */
-	return false;
-}
-
-static bool
-dnsproxy_v6_inner(const uint8_t *a, bool block_private)
-{
-	static const uint8_t zero[16];
-	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
-	static const uint8_t ec2[16] = {
-	    0xfd, 0, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54};
-
-	if (memcmp(a, zero, 15) == 0 && (a[15] == 0 || a[15] == 1)) /* ::, ::1 */
-		return true;
-	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0)
-		return dnsproxy_v4_inner(a + 12, block_private);
-	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80) /* fe80::/10 link-local */
-		return true;
-	if (a[0] == 0xff) /* multicast */
-		return true;
-	if (memcmp(a, ec2, 16) == 0) /* AWS IPv6 metadata */
-		return true;
-	if (block_private && ((a[0] & 0xfe) == 0xfc || (a[0] == 0xfe && (a[1] & 0xc0) == 0xc0)))
-		return true; /* fc00::/7 ULA, fec0::/10 site-local */
-	return false;
-}
-
+/*
+ * Whether an answer address may be learned: policy/addrclass.c decides
+ * what is inner (the same table as the kernel's deny sets), and the
+ * sidecar's own addresses are never handed out.
+ */
 bool
 dnsproxy_addr_ok(
     const struct dnsproxy *d, int family, const unsigned char *addr, bool block_private)
 {
 	struct policy_addr pa;
 
-	if (family == AF_INET ? dnsproxy_v4_inner(addr, block_private)
-	                      : dnsproxy_v6_inner(addr, block_private))
+	if (addrclass_refused(family, addr, block_private, NULL))
 		return false;
-	/* Never hand out one of the sidecar's own addresses. */
 	policy_addr_from_bytes(family, addr, &pa);
 	for (size_t i = 0; d != NULL && i < d->nlocal; i++)
 		if (d->local[i].family == pa.family &&

@@ -27,6 +27,7 @@
 #include <libnftnl/table.h>
 #include "egressd/priv/nftrules.h"
 #include "egressd/priv/nftrules_internal.h"
+#include "policy/addrclass.h"
 
 /* Table message: NEWTABLE or DELTABLE. */
 void
@@ -334,29 +335,6 @@ nomem:
 	return NULL;
 }
 
-/*
- * Destinations no rule can open: link-local (where cloud metadata lives),
- * the Alibaba and AWS IPv6 metadata addresses, "this network", multicast,
- * reserved and broadcast. They are always in the deny sets, whatever the
- * policy says (0.0.0.0/0 included). The sidecar's own marked traffic is
- * accepted before, so a link-local resolver still works for egressd.
- */
-static const struct {
-	int family;
-	uint8_t addr[16];
-	uint8_t prefix;
-} nftrules_inner[] = {
-    {AF_INET, {169, 254}, 16},
-    {AF_INET, {100, 100, 100, 200}, 32},
-    {AF_INET, {0}, 8},
-    {AF_INET, {224}, 3},
-    {AF_INET6, {0xfe, 0x80}, 10},
-    {AF_INET6, {0xff}, 8},
-    {AF_INET6, {0xfd, 0x00, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54}, 128},
-};
-
-#define NFTRULES_NINNER (sizeof(nftrules_inner) / sizeof(nftrules_inner[0]))
-
 static void
 range_from_prefix(struct nftrules_range *r, const uint8_t *addr, uint8_t prefix, size_t alen)
 {
@@ -378,6 +356,8 @@ nftrules_static_elems(
 	static const int fams[] = {AF_INET, AF_INET6};
 	static const enum nftrules_set_kind kinds[] = {
 	    NFTRULES_SET_ALLOW, NFTRULES_SET_DENY, NFTRULES_SET_ALLOWP, NFTRULES_SET_DENYP};
+	struct policy_addr inner[ADDRCLASS_MAX_DENY];
+	size_t ninner;
 	struct nftrules_range *r;
 
 	if (st->nrules > NFTRULES_MAX_RULES) {
@@ -394,7 +374,19 @@ nftrules_static_elems(
 			return;
 		}
 	}
-	r = calloc(st->nrules + NFTRULES_NINNER, sizeof(*r));
+	/*
+	 * Destinations no rule can open (policy/addrclass.c): link-local
+	 * and metadata, loopback, multicast, reserved, and their IPv6
+	 * spellings. Always in the deny sets, whatever the policy says
+	 * (0.0.0.0/0 included). The sidecar's own marked traffic is accepted
+	 * before, so a link-local resolver still works for egressd.
+	 */
+	ninner = addrclass_deny_prefixes(inner, ADDRCLASS_MAX_DENY);
+	if (ninner > ADDRCLASS_MAX_DENY) {
+		nftrules_batch_fail(b, "too many inner prefixes");
+		return;
+	}
+	r = calloc(st->nrules + ninner, sizeof(*r));
 	if (r == NULL) {
 		nftrules_batch_fail(b, "out of memory");
 		return;
@@ -422,10 +414,10 @@ nftrules_static_elems(
 				n++;
 			}
 			if (kinds[k] == NFTRULES_SET_DENY)
-				for (size_t i = 0; i < NFTRULES_NINNER; i++)
-					if (nftrules_inner[i].family == fams[f])
-						range_from_prefix(&r[n++], nftrules_inner[i].addr,
-						    nftrules_inner[i].prefix, alen);
+				for (size_t i = 0; i < ninner; i++)
+					if (inner[i].family == fams[f])
+						range_from_prefix(
+						    &r[n++], inner[i].bytes, inner[i].prefix, alen);
 			if (ports) {
 				bool oom = false;
 				struct nftrules_range *d =
