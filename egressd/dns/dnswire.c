@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "egressd/dns/dnswire.h"
+#include "policy/name.h"
 
 #define DNSWIRE_FLAG_QR 0x80
 #define DNSWIRE_FLAG_AA 0x04
@@ -184,32 +185,38 @@ dnswire_read_name(struct dnswire_cur *c, bool allow_ptr, uint8_t *wire, size_t *
 	return DNSWIRE_OK;
 }
 
-/* Letters, digits, hyphen and underscore (SRV/DMARC labels) only. */
-static bool
-name_char_ok(uint8_t ch)
-{
-	return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_';
-}
-
-/* Wire (lowercased) to canonical text; refuses anything outside LDH+_. */
+/*
+ * Wire (lowercased) to canonical text, through the one canonicaliser
+ * (policy_name_canon) that SNI, Host, policy and bindings use too: a name
+ * it would change or refuse (underscore, a dot or NUL inside a label,
+ * non-LDH bytes, a numeric last label) is not a name we answer for.
+ */
 static bool
 wire_to_text(const uint8_t *wire, size_t wl, char *text, size_t *text_len)
 {
-	size_t i = 0, t = 0;
+	char raw[DNSWIRE_MAX_NAME + 1];
+	size_t i = 0, t = 0, clen;
 
 	while (i < wl && wire[i] != 0) {
 		uint8_t l = wire[i++];
 
 		if (t > 0)
-			text[t++] = '.';
+			raw[t++] = '.';
+		if (t + l > DNSWIRE_MAX_NAME)
+			return false;
 		for (uint8_t k = 0; k < l; k++, i++) {
-			if (!name_char_ok(wire[i]))
+			/* A dot inside a label would read as a label boundary. */
+			if (wire[i] == '.')
 				return false;
-			text[t++] = (char)wire[i];
+			raw[t++] = (char)wire[i];
 		}
 	}
-	text[t] = '\0';
-	*text_len = t;
+	if (t == 0)
+		return false;
+	if (policy_name_canon((const uint8_t *)raw, t, 0, text, &clen) != POLICY_NAME_OK ||
+	    clen != t || memcmp(text, raw, t) != 0)
+		return false;
+	*text_len = clen;
 	return true;
 }
 
@@ -358,11 +365,15 @@ dnswire_build_query(uint16_t id, const char *name, uint16_t qtype, uint16_t qcla
     size_t cap, size_t *out_len)
 {
 	struct dnswire_out o = {out, cap, 0, false};
-	size_t n = strlen(name), wl = 0;
+	size_t n = strlen(name), wl = 0, clen;
 	const char *p = name;
+	char canon[POLICY_NAME_MAX + 1];
 
 	*out_len = 0;
-	if (n > DNSWIRE_MAX_NAME)
+	/* Only a canonical name is sent upstream (the one canonicaliser decides). */
+	if (n > DNSWIRE_MAX_NAME ||
+	    policy_name_canon((const uint8_t *)name, n, 0, canon, &clen) != POLICY_NAME_OK ||
+	    clen != n || memcmp(canon, name, n) != 0)
 		return -1;
 	out_u16(&o, id);
 	out_u16(&o, DNSWIRE_FLAG_RD << 8);
@@ -376,9 +387,6 @@ dnswire_build_query(uint16_t id, const char *name, uint16_t qtype, uint16_t qcla
 
 		if (l == 0 || l > DNSWIRE_MAX_LABEL)
 			return -1;
-		for (size_t i = 0; i < l; i++)
-			if (!name_char_ok(lower((uint8_t)p[i])))
-				return -1;
 		out_u8(&o, (uint8_t)l);
 		for (size_t i = 0; i < l; i++)
 			out_u8(&o, lower((uint8_t)p[i]));

@@ -150,8 +150,11 @@ test_query_bad(void **state)
 	b[12] = 64;
 	parse_bad(b, sizeof(q_good), true);
 
-	/* Non-LDH byte in a label: NUL, dot, space, high bit. */
-	const uint8_t badch[] = {0, '.', ' ', 0xc3};
+	/*
+	 * Bytes the one canonicaliser refuses (NUL, dot, space, high bit,
+	 * underscore): the query is not for a name we could allow.
+	 */
+	const uint8_t badch[] = {0, '.', ' ', 0xc3, '_'};
 	for (size_t i = 0; i < sizeof(badch); i++) {
 		memcpy(b, q_good, sizeof(q_good));
 		b[14] = badch[i];
@@ -266,9 +269,13 @@ test_build_query(void **state)
 	size_t n;
 
 	assert_int_equal(
-	    dnswire_build_query(0x1234, "A.bc", DNSWIRE_TYPE_AAAA, 1, out, sizeof(out), &n), 0);
+	    dnswire_build_query(0x1234, "a.bc", DNSWIRE_TYPE_AAAA, 1, out, sizeof(out), &n), 0);
 	assert_int_equal(n, sizeof(want));
 	assert_memory_equal(out, want, sizeof(want));
+	/* Only a canonical name goes upstream (policy_name_canon decides). */
+	assert_int_equal(dnswire_build_query(1, "A.bc", 1, 1, out, sizeof(out), &n), -1);
+	assert_int_equal(dnswire_build_query(1, "_dmarc.bc", 1, 1, out, sizeof(out), &n), -1);
+	assert_int_equal(dnswire_build_query(1, "a.123", 1, 1, out, sizeof(out), &n), -1);
 	assert_int_equal(dnswire_build_query(1, "a.bc.", 1, 1, out, sizeof(out), &n), -1);
 	assert_int_equal(dnswire_build_query(1, "a..bc", 1, 1, out, sizeof(out), &n), -1);
 	assert_int_equal(dnswire_build_query(1, "a b", 1, 1, out, sizeof(out), &n), -1);
