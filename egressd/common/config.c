@@ -13,10 +13,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include <yaml.h>
-
 #include "certs/ca.h"
 #include "egressd/common/config.h"
+#include "policy/yamltree.h"
 
 enum config_type {
 	CT_STR,
@@ -256,82 +255,85 @@ config_find(const char *name)
 	return NULL;
 }
 
-/* Config file: a flat YAML mapping of option names to scalars. */
+/*
+ * Config file: a flat YAML mapping of option names to scalars, read by the
+ * one YAML reader (policy/yamltree.c), which refuses aliases, anchors,
+ * tags, duplicate keys and several documents.
+ */
 static int
 config_from_file(struct config *c, const char *path, char *err, size_t errlen)
 {
+	struct yamltree_marks *marks = NULL;
+	struct yamltree_error ye;
+	uint8_t *buf;
+	size_t len = 0;
+	json_t *root, *v;
+	const char *k;
+	int rc = -1;
 	FILE *f = fopen(path, "r");
-	yaml_parser_t p;
-	yaml_event_t ev;
-	char key[64] = "";
-	bool have_key = false, done = false;
-	int depth = 0, rc = -1;
 
 	if (f == NULL) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
 	}
-	yaml_parser_initialize(&p);
-	yaml_parser_set_input_file(&p, f);
-	while (!done) {
-		if (!yaml_parser_parse(&p, &ev)) {
-			snprintf(err, errlen, "%s:%zu:%zu: %s", path, p.problem_mark.line + 1,
-			    p.problem_mark.column + 1, p.problem ? p.problem : "parse error");
+	buf = malloc(CONFIG_FILE_MAX + 1);
+	if (buf != NULL)
+		len = fread(buf, 1, CONFIG_FILE_MAX + 1, f);
+	fclose(f);
+	if (buf == NULL || len > CONFIG_FILE_MAX) {
+		snprintf(
+		    err, errlen, "%s: %s", path, buf == NULL ? "out of memory" : "file too large");
+		free(buf);
+		return -1;
+	}
+	memset(&ye, 0, sizeof(ye));
+	root = yamltree_parse(buf, len, &marks, &ye);
+	free(buf);
+	if (root == NULL) {
+		snprintf(err, errlen, "%s:%u:%u: %s", path, ye.line, ye.col, ye.msg);
+		return -1;
+	}
+	if (json_is_null(root)) {
+		rc = 0;
+		goto out;
+	}
+	if (!json_is_object(root)) {
+		snprintf(err, errlen, "%s:1:1: the file must be a mapping of option names", path);
+		goto out;
+	}
+	json_object_foreach(root, k, v)
+	{
+		unsigned line = 0, col = 0;
+		char src[PATH_MAX + 32], num[32];
+		const char *val = NULL;
+
+		(void)yamltree_mark(marks, root, k, 0, 0, &line, &col);
+		if (config_find(k) == NULL) {
+			(void)yamltree_mark(marks, root, k, 0, 1, &line, &col);
+			snprintf(
+			    err, errlen, "%s:%u:%u: unknown option \"%.64s\"", path, line, col, k);
 			goto out;
 		}
-		switch (ev.type) {
-		case YAML_MAPPING_START_EVENT:
-			if (++depth > 1) {
-				snprintf(err, errlen, "%s:%zu:%zu: nested mappings are not options",
-				    path, ev.start_mark.line + 1, ev.start_mark.column + 1);
-				yaml_event_delete(&ev);
-				goto out;
-			}
-			break;
-		case YAML_MAPPING_END_EVENT:
-			depth--;
-			break;
-		case YAML_SEQUENCE_START_EVENT:
-			snprintf(err, errlen, "%s:%zu:%zu: %s: lists are not supported here", path,
-			    ev.start_mark.line + 1, ev.start_mark.column + 1, have_key ? key : "?");
-			yaml_event_delete(&ev);
+		if (json_is_string(v))
+			val = json_string_value(v);
+		else if (json_is_integer(v)) {
+			snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
+			val = num;
+		} else if (json_is_boolean(v))
+			val = json_is_true(v) ? "true" : "false";
+		if (val == NULL) {
+			snprintf(err, errlen, "%s:%u:%u: %s: a scalar value is required", path,
+			    line, col, k);
 			goto out;
-		case YAML_SCALAR_EVENT: {
-			const char *v = (const char *)ev.data.scalar.value;
-			if (!have_key) {
-				if (config_find(v) == NULL || strlen(v) >= sizeof(key)) {
-					snprintf(err, errlen,
-					    "%s:%zu:%zu: unknown option \"%.64s\"", path,
-					    ev.start_mark.line + 1, ev.start_mark.column + 1, v);
-					yaml_event_delete(&ev);
-					goto out;
-				}
-				snprintf(key, sizeof(key), "%s", v);
-				have_key = true;
-			} else {
-				char src[PATH_MAX + 32];
-				snprintf(src, sizeof(src), "%s:%zu:%zu:", path,
-				    ev.start_mark.line + 1, ev.start_mark.column + 1);
-				if (config_set(c, config_find(key), v, src, err, errlen) != 0) {
-					yaml_event_delete(&ev);
-					goto out;
-				}
-				have_key = false;
-			}
-			break;
 		}
-		case YAML_STREAM_END_EVENT:
-			done = true;
-			break;
-		default:
-			break;
-		}
-		yaml_event_delete(&ev);
+		snprintf(src, sizeof(src), "%s:%u:%u:", path, line, col);
+		if (config_set(c, config_find(k), val, src, err, errlen) != 0)
+			goto out;
 	}
 	rc = 0;
 out:
-	yaml_parser_delete(&p);
-	fclose(f);
+	json_decref(root);
+	yamltree_marks_free(marks);
 	return rc;
 }
 

@@ -25,6 +25,7 @@ enum config_mode {
 
 #define CONFIG_MAX_INTERCEPT_PORTS 8
 #define CONFIG_TOKEN_MAX 256
+#define CONFIG_FILE_MAX (1u << 20) /* bytes of a --config file */
 
 struct config {
 	enum config_mode mode;
