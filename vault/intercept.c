@@ -336,14 +336,25 @@ icpt_ctx_setup(struct intercept *ic, char *err, size_t errlen)
 	return 0;
 }
 
-/* One loopback listener. */
+/* One loopback listener: the caller's socket `fd` if >= 0, else bound here. */
 static int
-icpt_listen(struct intercept *ic, int family, uint16_t port, char *err, size_t errlen)
+icpt_listen(struct intercept *ic, int family, uint16_t port, int fd, char *err, size_t errlen)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
 	struct evconnlistener *l;
 
+	if (fd >= 0) {
+		l = evconnlistener_new(ic->base, icpt_accept_cb, ic,
+		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+		if (l == NULL) {
+			snprintf(err, errlen, "intercept: cannot serve port %u: %s", port,
+			    strerror(errno));
+			return -1;
+		}
+		ic->ls[ic->nls++] = l;
+		return 0;
+	}
 	memset(&ss, 0, sizeof(ss));
 	if (family == AF_INET) {
 		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
@@ -371,6 +382,9 @@ icpt_listen(struct intercept *ic, int family, uint16_t port, char *err, size_t e
 	ic->ls[ic->nls++] = l;
 	return 0;
 }
+
+/* The caller's listening socket i, or -1. */
+#define ICPT_LFD(cfg, i) ((cfg)->listen_fds != NULL ? (cfg)->listen_fds[i] : -1)
 
 /* A configured value, defaulted and capped at the compiled maximum. */
 static unsigned
@@ -416,10 +430,10 @@ intercept_new(struct event_base *base, const struct intercept_ops *ops, void *ar
 	    cfg->upstream_ca != NULL ? cfg->upstream_ca : "");
 	ic->cfg.upstream_ca = ic->upstream_ca;
 	if (icpt_ctx_setup(ic, err, errlen) != 0 ||
-	    icpt_listen(ic, AF_INET, cfg->tls_port, err, errlen) != 0 ||
-	    icpt_listen(ic, AF_INET6, cfg->tls_port, err, errlen) != 0 ||
-	    icpt_listen(ic, AF_INET, cfg->plain_port, err, errlen) != 0 ||
-	    icpt_listen(ic, AF_INET6, cfg->plain_port, err, errlen) != 0) {
+	    icpt_listen(ic, AF_INET, cfg->tls_port, ICPT_LFD(cfg, 0), err, errlen) != 0 ||
+	    icpt_listen(ic, AF_INET6, cfg->tls_port, ICPT_LFD(cfg, 1), err, errlen) != 0 ||
+	    icpt_listen(ic, AF_INET, cfg->plain_port, ICPT_LFD(cfg, 2), err, errlen) != 0 ||
+	    icpt_listen(ic, AF_INET6, cfg->plain_port, ICPT_LFD(cfg, 3), err, errlen) != 0) {
 		intercept_free(ic);
 		return NULL;
 	}

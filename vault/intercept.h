@@ -99,6 +99,11 @@ struct intercept_config {
 	unsigned head_timeout_s;
 	unsigned idle_timeout_s;
 	unsigned connect_timeout_s;
+	/*
+	 * Listening sockets made by the caller (TLS v4, TLS v6, plain v4,
+	 * plain v6), or NULL: the interceptor binds loopback itself.
+	 */
+	const int *listen_fds;
 };
 
 /*

@@ -78,6 +78,11 @@ wchan_read_cb(evutil_socket_t fd, short what, void *arg)
 		case CHAN_INVALID:
 			wchan_break(w, why);
 			return;
+		case CHAN_FDLOST:
+			/* The socket never arrived: a failed request (EMFILE), not a broken channel. */
+			m.socket_rep.err = EMFILE;
+			passfd = -1;
+			break;
 		case CHAN_OK:
 			break;
 		}

@@ -302,7 +302,24 @@ chan_recv(int fd, union chan_msg *out, enum chan_side side, int *passfd, const c
 		} else
 			bad_cmsg = true;
 	}
-	if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0)
+	if ((mh.msg_flags & MSG_TRUNC) != 0)
+		bad_cmsg = true;
+	/*
+	 * MSG_CTRUNC with a valid socket reply: the descriptor was sent, but
+	 * this process had no slot for it (EMFILE). The kernel dropped it;
+	 * the request failed, and the process lives on.
+	 */
+	if ((mh.msg_flags & MSG_CTRUNC) != 0 && !bad_cmsg && fd_in < 0 &&
+	    chan_validate(buf, (size_t)n, side, why)) {
+		memcpy(out, buf, (size_t)n);
+		if (out->hdr.type == CHAN_SOCKET_REP && out->socket_rep.err == 0) {
+			*why = "descriptor lost: out of descriptors";
+			return CHAN_FDLOST;
+		}
+		*why = "truncated control data";
+		return CHAN_INVALID;
+	}
+	if ((mh.msg_flags & MSG_CTRUNC) != 0)
 		bad_cmsg = true;
 	if (!chan_validate(buf, (size_t)n, side, why) || bad_cmsg) {
 		if (bad_cmsg)

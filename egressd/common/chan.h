@@ -128,6 +128,7 @@ enum chan_status {
 	CHAN_AGAIN,   /* nothing to read now */
 	CHAN_EOF,     /* the peer closed */
 	CHAN_INVALID, /* wrong size, unknown type, bad field: the peer is broken */
+	CHAN_FDLOST,  /* a valid socket reply whose descriptor did not fit (EMFILE) */
 };
 
 /* Which side receives a message type; the other side must refuse it. */

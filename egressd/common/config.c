@@ -101,6 +101,7 @@ void
 config_defaults(struct config *c)
 {
 	memset(c, 0, sizeof(*c));
+	listen_set_none(&c->listen);
 	c->mode = CONFIG_MODE_DNS_NFT;
 	snprintf(c->always_dir, sizeof(c->always_dir), "/var/egress/rules");
 	snprintf(c->http_addr, sizeof(c->http_addr), ":18080");

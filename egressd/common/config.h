@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "egressd/common/listeners.h"
 #include "egressd/common/log.h"
 
 struct ca;
@@ -62,6 +63,11 @@ struct config {
 	 * same CA the workload already trusts.
 	 */
 	struct ca *ca;
+	/*
+	 * Not an option either: the listening sockets, bound by the parent
+	 * once (egressd/priv/listen.c) and inherited by every worker.
+	 */
+	struct listen_set listen;
 };
 
 /* Fill in the compiled defaults. */

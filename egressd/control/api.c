@@ -564,33 +564,6 @@ api_gencb(struct evhttp_request *req, void *arg)
 	api_error(req, 404, "Not Found", "404 page not found");
 }
 
-/* Split "[host]:port", "host:port" or ":port". */
-static int
-api_addr(const char *spec, char *host, size_t hostlen, uint16_t *port)
-{
-	const char *colon = strrchr(spec, ':');
-	char *end;
-	unsigned long v;
-
-	if (colon == NULL)
-		return -1;
-	v = strtoul(colon + 1, &end, 10);
-	if (*end != '\0' || v == 0 || v > 65535)
-		return -1;
-	*port = (uint16_t)v;
-	if (colon == spec)
-		snprintf(host, hostlen, "0.0.0.0");
-	else if (spec[0] == '[' && colon[-1] == ']' && (size_t)(colon - spec - 2) < hostlen) {
-		memcpy(host, spec + 1, (size_t)(colon - spec - 2));
-		host[colon - spec - 2] = '\0';
-	} else if ((size_t)(colon - spec) < hostlen) {
-		memcpy(host, spec, (size_t)(colon - spec));
-		host[colon - spec] = '\0';
-	} else
-		return -1;
-	return 0;
-}
-
 struct api *
 api_new(struct wstate *ws, char *err, size_t errlen)
 {
@@ -606,7 +579,7 @@ api_new(struct wstate *ws, char *err, size_t errlen)
 	a->auth = ws->cfg->token[0] != '\0';
 	if (a->auth)
 		api_hash(ws->cfg->token, strlen(ws->cfg->token), a->token_hash);
-	if (api_addr(ws->cfg->http_addr, host, sizeof(host), &port) != 0) {
+	if (listen_split_addr(ws->cfg->http_addr, host, sizeof(host), &port) != 0) {
 		snprintf(
 		    err, errlen, "http-addr: \"%.64s\" is not [host]:port", ws->cfg->http_addr);
 		free(a);
@@ -627,7 +600,10 @@ api_new(struct wstate *ws, char *err, size_t errlen)
 	                                        EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS |
 	                                        EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT);
 	evhttp_set_gencb(a->http, api_gencb, a);
-	if (evhttp_bind_socket(a->http, host, port) != 0) {
+	/* The parent's socket, held for the sidecar's life; tests without one bind here. */
+	if (ws->cfg->listen.fd[LISTEN_API] >= 0
+	        ? evhttp_accept_socket(a->http, ws->cfg->listen.fd[LISTEN_API]) != 0
+	        : evhttp_bind_socket(a->http, host, port) != 0) {
 		snprintf(err, errlen, "cannot listen on %s:%u: %s", host, port, strerror(errno));
 		evhttp_free(a->http);
 		free(a);

@@ -963,13 +963,20 @@ dnsproxy_upstreams(
 	return 0;
 }
 
+/*
+ * Serve the parent's DNS sockets of one family (UDP and TCP on loopback,
+ * bound once for the sidecar's life with its mark), or, without them
+ * (tests that run the proxy alone), bind loopback here.
+ */
 static int
 dnsproxy_listen(struct dnsproxy *d, int v6, char *err, size_t errlen)
 {
+	const struct listen_set *ls = &d->ws->cfg->listen;
+	int ufd = ls->fd[v6 ? LISTEN_DNS_UDP6 : LISTEN_DNS_UDP4];
+	int tfd = ls->fd[v6 ? LISTEN_DNS_TCP6 : LISTEN_DNS_TCP4];
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	int one = 1;
-	int fd;
 
 	memset(&ss, 0, sizeof(ss));
 	if (v6) {
@@ -985,22 +992,28 @@ dnsproxy_listen(struct dnsproxy *d, int v6, char *err, size_t errlen)
 		s4->sin_port = htons(d->ws->cfg->dns_port);
 		sl = sizeof(*s4);
 	}
-	fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		goto fail;
-	if (v6)
-		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&ss, sl) != 0) {
-		close(fd);
-		goto fail;
+	if (ufd < 0) {
+		ufd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (ufd < 0)
+			goto fail;
+		if (v6)
+			setsockopt(ufd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		if (bind(ufd, (struct sockaddr *)&ss, sl) != 0) {
+			close(ufd);
+			goto fail;
+		}
 	}
-	d->udp[v6] = fd;
-	d->ev_udp[v6] = event_new(d->ws->base, fd, EV_READ | EV_PERSIST, dnsproxy_udp_cb, d);
+	d->udp[v6] = ufd;
+	d->ev_udp[v6] = event_new(d->ws->base, ufd, EV_READ | EV_PERSIST, dnsproxy_udp_cb, d);
 	event_add(d->ev_udp[v6], NULL);
-	d->tcp[v6] = evconnlistener_new_bind(d->ws->base, dnsproxy_accept_cb, d,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC |
-	        (v6 ? LEV_OPT_BIND_IPV6ONLY : 0),
-	    64, (struct sockaddr *)&ss, (int)sl);
+	if (tfd >= 0)
+		d->tcp[v6] = evconnlistener_new(d->ws->base, dnsproxy_accept_cb, d,
+		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, tfd);
+	else
+		d->tcp[v6] = evconnlistener_new_bind(d->ws->base, dnsproxy_accept_cb, d,
+		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC |
+		        (v6 ? LEV_OPT_BIND_IPV6ONLY : 0),
+		    64, (struct sockaddr *)&ss, (int)sl);
 	if (d->tcp[v6] == NULL)
 		goto fail;
 	return 0;

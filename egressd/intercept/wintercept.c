@@ -205,6 +205,8 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	icfg.plain_port = cfg->plain_port;
 	icfg.leaves = w->leaves;
 	icfg.upstream_ca = cfg->upstream_ca;
+	/* The parent's sockets, in the order intercept_config wants (TLS4, TLS6, PLAIN4, PLAIN6). */
+	icfg.listen_fds = &cfg->listen.fd[LISTEN_TLS4];
 	w->ic = intercept_new(ws->base, &wintercept_ops, w, &icfg, err, errlen);
 	if (w->ic == NULL)
 		goto fail;

@@ -77,6 +77,20 @@ enforce_open(const struct config *cfg, char *err, size_t errlen)
 	nc.intercept = cfg->intercept;
 	if (enforce_ports(cfg, &nc, err, errlen) != 0)
 		return NULL;
+	for (int i = 0; i < LISTEN_MAX; i++) {
+		bool dup = false;
+
+		if (cfg->listen.fd[i] < 0)
+			continue;
+		for (size_t k = 0; k < nc.nlisteners; k++)
+			dup |= nc.listeners[k].proto == cfg->listen.proto[i] &&
+			       nc.listeners[k].port == cfg->listen.port[i];
+		if (dup || nc.nlisteners >= NFTRULES_MAX_LISTENERS)
+			continue;
+		nc.listeners[nc.nlisteners].proto = cfg->listen.proto[i];
+		nc.listeners[nc.nlisteners].port = cfg->listen.port[i];
+		nc.nlisteners++;
+	}
 	e = calloc(1, sizeof(*e));
 	if (e == NULL) {
 		snprintf(err, errlen, "out of memory");

@@ -46,6 +46,14 @@ struct nftrules_redirect {
 	uint16_t to_port;
 };
 
+/* A port of the sidecar's that only a socket with the mark may serve. */
+struct nftrules_listener {
+	uint8_t proto; /* IPPROTO_TCP or IPPROTO_UDP */
+	uint16_t port;
+};
+
+#define NFTRULES_MAX_LISTENERS 16
+
 struct nftrules_config {
 	char table[NFTRULES_MAX_TABLE_NAME];
 	uint32_t mark;     /* the sidecar's own sockets carry this SO_MARK */
@@ -53,6 +61,8 @@ struct nftrules_config {
 	bool intercept;    /* redirect intercept ports to the vault */
 	size_t nintercept;
 	struct nftrules_redirect intercept_ports[NFTRULES_MAX_INTERCEPT];
+	size_t nlisteners; /* input chain: these ports, marked sockets only */
+	struct nftrules_listener listeners[NFTRULES_MAX_LISTENERS];
 };
 
 struct nftrules;

@@ -47,6 +47,8 @@ enum nftrules_set_kind {
 #define NFTRULES_CHAIN_NAT "nat"
 #define NFTRULES_FILTER_PRIO (-150)
 #define NFTRULES_NAT_PRIO (-100)
+#define NFTRULES_CHAIN_INPUT "input"
+#define NFTRULES_INPUT_PRIO (-150)
 
 /* Start an empty batch whose first message gets sequence number seq. */
 void nftrules_batch_init(struct nftrules_batch *b, uint32_t seq);

@@ -419,9 +419,46 @@ chain_nat_rules(struct nftrules_batch *b, const struct nftrules_config *cfg)
 	}
 }
 
+/*
+ * The input chain: each of the sidecar's ports (API, DNS, intercept) is
+ * served only by a socket carrying the sidecar's mark. The parent holds
+ * those sockets for its whole life; should the port ever be bound by
+ * anyone else (while the sidecar restarts, with the table kept), that
+ * socket has no mark and cannot get one without CAP_NET_ADMIN, so what
+ * arrives for it is refused. A packet whose socket the kernel finds only
+ * as a request or time-wait socket (no mark to read) is not matched: such
+ * sockets exist only after a SYN that a marked listener accepted.
+ */
+static void
+chain_input_rules(struct nftrules_batch *b, const struct nftrules_config *cfg)
+{
+	const char *ic = NFTRULES_CHAIN_INPUT;
+
+	for (size_t i = 0; i < cfg->nlisteners; i++) {
+		const struct nftrules_listener *li = &cfg->listeners[i];
+		struct nftnl_rule *r = rule_new(cfg, ic);
+		bool oom = r == NULL;
+
+		if (r != NULL) {
+			struct nftnl_expr *e;
+
+			ex_meta_eq8(r, NFT_META_L4PROTO, li->proto, &oom);
+			ex_dport_eq(r, li->port, &oom);
+			e = ex(r, "socket", &oom);
+			if (e != NULL) {
+				nftnl_expr_set_u32(e, NFTNL_EXPR_SOCKET_KEY, NFT_SOCKET_MARK);
+				nftnl_expr_set_u32(e, NFTNL_EXPR_SOCKET_DREG, NFT_REG32_00);
+			}
+			ex_cmp(r, NFT_CMP_NEQ, &cfg->mark, sizeof(cfg->mark), &oom);
+			ex_reject(r, li->proto == IPPROTO_TCP, &oom);
+		}
+		msg_rule(b, r, oom, ic);
+	}
+}
+
 static void
 msg_chain(struct nftrules_batch *b, const struct nftrules_config *cfg, const char *name,
-    const char *type, int prio)
+    const char *type, uint32_t hook, int prio)
 {
 	struct nftnl_chain *c = nftnl_chain_alloc();
 	struct nlmsghdr *nlh;
@@ -437,7 +474,7 @@ msg_chain(struct nftrules_batch *b, const struct nftrules_config *cfg, const cha
 	nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, name);
 	nftnl_chain_set_u32(c, NFTNL_CHAIN_FAMILY, NFPROTO_INET);
 	nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, type);
-	nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, NF_INET_LOCAL_OUT);
+	nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, hook);
 	nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, prio);
 	nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, NF_ACCEPT);
 	nlh = nftnl_chain_nlmsg_build_hdr(
@@ -485,10 +522,12 @@ nftrules_build_install(
 		for (size_t f = 0; f < 2; f++)
 			nftrules_msg_set(b, cfg, (enum nftrules_set_kind)k, fams[f]);
 	nftrules_static_elems(b, cfg, st);
-	msg_chain(b, cfg, NFTRULES_CHAIN_FILTER, "filter", NFTRULES_FILTER_PRIO);
+	msg_chain(b, cfg, NFTRULES_CHAIN_FILTER, "filter", NF_INET_LOCAL_OUT, NFTRULES_FILTER_PRIO);
 	chain_filter_rules(b, cfg, st->default_action);
-	msg_chain(b, cfg, NFTRULES_CHAIN_NAT, "nat", NFTRULES_NAT_PRIO);
+	msg_chain(b, cfg, NFTRULES_CHAIN_NAT, "nat", NF_INET_LOCAL_OUT, NFTRULES_NAT_PRIO);
 	chain_nat_rules(b, cfg);
+	msg_chain(b, cfg, NFTRULES_CHAIN_INPUT, "filter", NF_INET_LOCAL_IN, NFTRULES_INPUT_PRIO);
+	chain_input_rules(b, cfg);
 	return nftrules_batch_end(b);
 }
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -27,6 +28,7 @@
 #include "egressd/common/chan.h"
 #include "egressd/priv/ctflush.h"
 #include "egressd/priv/enforce.h"
+#include "egressd/priv/listen.h"
 #include "egressd/common/log.h"
 #include "egressd/priv/parent.h"
 #include "egressd/priv/privsep.h"
@@ -378,6 +380,7 @@ parent_chan_cb(evutil_socket_t fd, short what, void *arg)
 			p->chanfd = -1;
 			return;
 		case CHAN_INVALID:
+		case CHAN_FDLOST: /* the worker passes the parent no descriptors */
 			parent_violation(p, why);
 			return;
 		case CHAN_OK:
@@ -534,7 +537,7 @@ parent_sighup_cb(evutil_socket_t sig, short what, void *arg)
 
 /* In the child: forget the parent's loop without touching its kernel state. */
 static void
-parent_child_reset(struct event_base *base, int keepfd)
+parent_child_reset(struct event_base *base, int keepfd, const struct listen_set *ls)
 {
 	sigset_t all;
 	struct sigaction sa;
@@ -545,7 +548,7 @@ parent_child_reset(struct event_base *base, int keepfd)
 	 * the parent's epoll registrations (it only meets closed fds).
 	 */
 	for (int fd = 3; fd < 1024; fd++)
-		if (fd != keepfd)
+		if (fd != keepfd && !listen_is(ls, fd))
 			close(fd);
 	event_base_free(base);
 	memset(&sa, 0, sizeof(sa));
@@ -577,7 +580,7 @@ parent_spawn(struct parent *p)
 	if (pid == 0) {
 		char err[256];
 
-		parent_child_reset(p->base, sv[1]);
+		parent_child_reset(p->base, sv[1], &p->cfg->listen);
 		log_set_role("worker");
 		if (privsep_drop(p->wuid, p->wgid, self, err, sizeof(err)) != 0) {
 			log_msg(LOG_ERROR, "proc", "privdrop", "%s", err);
@@ -645,6 +648,40 @@ parent_export_ca(const struct config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * Raise the soft descriptor limit to the hard one (systemd's default soft
+ * limit is 1024): a workload that opens many connections must meet the
+ * per-process connection caps, which leave a reserve, never EMFILE in
+ * the middle of a request. The workers inherit the limit.
+ */
+static void
+parent_raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t was = rl.rlim_cur;
+
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+			log_msg(LOG_WARN, "proc", "startup",
+			    "cannot raise RLIMIT_NOFILE from %llu: %s", (unsigned long long)was,
+			    strerror(errno));
+			return;
+		}
+	}
+	{
+		struct log_line l;
+
+		log_begin(&l, LOG_DEBUG, "proc", "nofile");
+		log_uint(&l, "soft", (uint64_t)rl.rlim_cur);
+		log_uint(&l, "hard", (uint64_t)rl.rlim_max);
+		log_end(&l);
+	}
+}
+
 int
 parent_run(struct config *cfg)
 {
@@ -708,12 +745,24 @@ parent_run(struct config *cfg)
 		log_msg(LOG_ERROR, "vault", "ca_error", "%s", err);
 		return 1;
 	}
+	parent_raise_nofile();
+	/*
+	 * The listening sockets are bound once, here, and held for the
+	 * parent's life: a worker crash never frees a port for the workload
+	 * to take, and the table's input chain refuses any unmarked socket
+	 * on these ports while the sidecar itself restarts.
+	 */
+	if (listen_open(cfg, err, sizeof(err)) != 0) {
+		log_msg(LOG_ERROR, "proc", "listen_error", "%s", err);
+		return 1;
+	}
 	/* Fail closed: nothing runs until the table is in place. */
 	p.enf = enforce_open(cfg, err, sizeof(err));
 	if (p.enf == NULL || enforce_install(p.enf, err, sizeof(err)) != 0) {
 		log_msg(LOG_ERROR, "nft", "nft_error", "cannot install enforcement: %s", err);
 		if (p.enf != NULL)
 			enforce_close(p.enf);
+		listen_close(&cfg->listen);
 		return 1;
 	}
 	log_msg(LOG_INFO, "nft", "nft_install", "table inet %s installed (%s)", cfg->table,
@@ -772,5 +821,6 @@ parent_run(struct config *cfg)
 	parent_static_reset(&p);
 	event_base_free(p.base);
 	enforce_close(p.enf);
+	listen_close(&cfg->listen);
 	return rc;
 }

@@ -8,7 +8,9 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <netinet/in.h>
 #include <unistd.h>
 
@@ -202,6 +204,67 @@ test_fd_passing(void **state)
 	close(p[1]);
 }
 
+/*
+ * A socket reply that arrives while the receiver has no free descriptor
+ * (the kernel drops the fd and sets MSG_CTRUNC) is a failed request, not
+ * a broken channel: the worker used to exit on it, freeing its ports.
+ * The scenario runs in a re-executed copy of this program, so that it
+ * meets the kernel's descriptor limit even under valgrind (which keeps
+ * descriptor limits of its own and does not follow exec). Its exit status
+ * is the number of the first check that failed.
+ */
+static const char *self_path;
+
+static int
+fd_lost_scenario(void)
+{
+	int sv[2], p[2], fd = -1, nfill = 0;
+	union chan_msg m;
+	const char *why;
+	struct chan_socket_rep rep = {.hdr = {.type = CHAN_SOCKET_REP, .id = 7}, .err = 0};
+	struct rlimit low;
+
+	if (chan_pair(sv) != 0 || pipe(p) != 0 || chan_send(sv[0], &rep, p[1]) != 0)
+		return 1;
+	/* Use up every descriptor slot (bounded): the next one cannot arrive. */
+	if (getrlimit(RLIMIT_NOFILE, &low) != 0)
+		return 2;
+	low.rlim_cur = (rlim_t)p[1] + 8;
+	if (setrlimit(RLIMIT_NOFILE, &low) != 0)
+		return 3;
+	while (nfill < 64 && dup(0) >= 0)
+		nfill++;
+	if (nfill == 64 || errno != EMFILE)
+		return 4;
+	if (chan_recv(sv[1], &m, CHAN_TO_WORKER, &fd, &why) != CHAN_FDLOST)
+		return 5;
+	if (fd != -1 || m.hdr.type != CHAN_SOCKET_REP || m.hdr.id != 7)
+		return 6;
+	/* The channel goes on: with a slot free, the next reply arrives whole. */
+	close(p[0]);
+	if (chan_send(sv[0], &rep, p[1]) != 0)
+		return 7;
+	if (chan_recv(sv[1], &m, CHAN_TO_WORKER, &fd, &why) != CHAN_OK || fd < 0)
+		return 8;
+	return 0;
+}
+
+static void
+test_fd_lost_is_a_failed_request(void **state)
+{
+	pid_t pid = fork();
+	int status;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execl(self_path, self_path, "--fd-lost-scenario", (char *)NULL);
+		_exit(99);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void
 test_oversize_datagram_refused(void **state)
 {
@@ -221,8 +284,11 @@ test_oversize_datagram_refused(void **state)
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
+	self_path = argv[0];
+	if (argc == 2 && strcmp(argv[1], "--fd-lost-scenario") == 0)
+		return fd_lost_scenario();
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_valid_request_passes),
 	    cmocka_unit_test(test_wrong_sizes_refused),
@@ -231,6 +297,7 @@ main(void)
 	    cmocka_unit_test(test_out_of_range_fields_refused),
 	    cmocka_unit_test(test_fd_passing),
 	    cmocka_unit_test(test_oversize_datagram_refused),
+	    cmocka_unit_test(test_fd_lost_is_a_failed_request),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -278,6 +278,16 @@ test_install_framing_and_objects(void **state)
 
 			assert_int_equal(nftnl_chain_nlmsg_parse(nlh, c), 0);
 			name = nftnl_chain_get_str(c, NFTNL_CHAIN_NAME);
+			if (strcmp(name, "input") == 0) {
+				/* Only marked sockets serve the sidecar's ports. */
+				assert_int_equal(
+				    nftnl_chain_get_u32(c, NFTNL_CHAIN_HOOKNUM), NF_INET_LOCAL_IN);
+				assert_string_equal(
+				    nftnl_chain_get_str(c, NFTNL_CHAIN_TYPE), "filter");
+				nchains++;
+				nftnl_chain_free(c);
+				continue;
+			}
 			assert_int_equal(
 			    nftnl_chain_get_u32(c, NFTNL_CHAIN_HOOKNUM), NF_INET_LOCAL_OUT);
 			if (strcmp(name, "filter") == 0) {
@@ -296,15 +306,22 @@ test_install_framing_and_objects(void **state)
 	}
 	assert_int_equal(ntables, 3);
 	assert_int_equal(nsets, 12);
-	assert_int_equal(nchains, 2);
+	assert_int_equal(nchains, 3);
+	/* One guard per listener: none configured here. */
+	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "input"), 0);
 	/* Interception off: mark return and the two DNS redirects only. */
 	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "nat"), 3);
 	nftrules_batch_deinit(&b);
 
 	cfg.intercept = true;
+	cfg.nlisteners = 3;
+	cfg.listeners[0] = (struct nftrules_listener){IPPROTO_TCP, 18080};
+	cfg.listeners[1] = (struct nftrules_listener){IPPROTO_UDP, 15353};
+	cfg.listeners[2] = (struct nftrules_listener){IPPROTO_TCP, 15353};
 	nftrules_batch_init(&b, SEQ0);
 	assert_int_equal(nftrules_build_install(&b, &cfg, &st), 0);
 	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "nat"), 3 + 1 + 2);
+	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "input"), 3);
 	nftrules_batch_deinit(&b);
 }
 
