@@ -4,6 +4,7 @@
  * the same name and validation everywhere. The token is an option like the
  * others but is never echoed: errors about it name the option only.
  */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
@@ -531,4 +532,96 @@ config_usage(FILE *out)
 	    "intercept-ports=%s tls-port=%u plain-port=%u ca-export=%s table=%s\n",
 	    config_mode_name(d.mode), d.http_addr, d.dns_port, d.mark, d.max_rules,
 	    d.intercept_ports, d.tls_port, d.plain_port, d.ca_export, d.table);
+}
+
+/* Resolve the upstream resolvers (see config.h). */
+int
+config_upstreams(struct config *c, char *err, size_t errlen)
+{
+	char buf[1024];
+	char *save = NULL;
+
+	c->nupstreams = 0;
+	if (c->dns_upstream[0] == '\0') {
+		/* From resolv.conf, captured once at start. */
+		FILE *f = fopen("/etc/resolv.conf", "r");
+		char line[512];
+		size_t o = 0;
+
+		buf[0] = '\0';
+		if (f == NULL) {
+			snprintf(err, errlen, "no upstream: /etc/resolv.conf: %s", strerror(errno));
+			return -1;
+		}
+		while (fgets(line, sizeof(line), f) != NULL) {
+			char ns[256];
+
+			if (sscanf(line, " nameserver %255s", ns) == 1 &&
+			    o + strlen(ns) + 2 < sizeof(buf))
+				o += (size_t)snprintf(
+				    buf + o, sizeof(buf) - o, "%s%s", o ? "," : "", ns);
+		}
+		fclose(f);
+	} else
+		snprintf(buf, sizeof(buf), "%s", c->dns_upstream);
+
+	for (char *t = strtok_r(buf, ", ", &save); t != NULL; t = strtok_r(NULL, ", ", &save)) {
+		struct config_upstream *u;
+		char host[128];
+		unsigned long port = 53;
+		char *end;
+
+		if (c->nupstreams >= CONFIG_MAX_UPSTREAMS)
+			break;
+		u = &c->upstreams[c->nupstreams];
+		memset(u, 0, sizeof(*u));
+		if (t[0] == '[') {
+			char *rb = strchr(t, ']');
+
+			if (rb == NULL || (size_t)(rb - t - 1) >= sizeof(host))
+				goto bad;
+			memcpy(host, t + 1, (size_t)(rb - t - 1));
+			host[rb - t - 1] = '\0';
+			if (rb[1] == ':') {
+				port = strtoul(rb + 2, &end, 10);
+				if (rb[2] == '\0' || *end != '\0')
+					goto bad;
+			} else if (rb[1] != '\0')
+				goto bad;
+		} else if (strchr(t, ':') != NULL && strchr(t, ':') == strrchr(t, ':')) {
+			char *colon = strchr(t, ':');
+
+			if ((size_t)(colon - t) >= sizeof(host))
+				goto bad;
+			memcpy(host, t, (size_t)(colon - t));
+			host[colon - t] = '\0';
+			port = strtoul(colon + 1, &end, 10);
+			if (colon[1] == '\0' || *end != '\0')
+				goto bad;
+		} else
+			snprintf(host, sizeof(host), "%s", t);
+		if (port == 0 || port > 65535)
+			goto bad;
+		if (inet_pton(AF_INET, host, u->addr) == 1)
+			u->family = AF_INET;
+		else if (inet_pton(AF_INET6, host, u->addr) == 1)
+			u->family = AF_INET6;
+		else
+			goto bad;
+		u->port = (uint16_t)port;
+		c->nupstreams++;
+		continue;
+	bad:
+		snprintf(err, errlen,
+		    "invalid DNS upstream \"%.64s\" (want ip, ip:port or [ip6]:port)", t);
+		c->nupstreams = 0;
+		return -1;
+	}
+	if (c->nupstreams == 0) {
+		snprintf(err, errlen,
+		    "no DNS upstream configured (resolv.conf or "
+		    "OPENSANDBOX_EGRESS_DNS_UPSTREAM)");
+		return -1;
+	}
+	return 0;
 }

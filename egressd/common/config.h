@@ -28,6 +28,15 @@ enum config_mode {
 #define CONFIG_TOKEN_MAX 256
 #define CONFIG_FILE_MAX (1u << 20) /* bytes of a --config file */
 
+#define CONFIG_MAX_UPSTREAMS 8
+
+/* An upstream resolver, as the parent resolved the configuration at start. */
+struct config_upstream {
+	int family; /* AF_INET or AF_INET6 */
+	uint8_t addr[16];
+	uint16_t port;
+};
+
 struct config {
 	enum config_mode mode;
 	char policy_file[PATH_MAX];    /* our YAML policy file */
@@ -68,7 +77,23 @@ struct config {
 	 * once (egressd/priv/listen.c) and inherited by every worker.
 	 */
 	struct listen_set listen;
+	/*
+	 * Nor this: the upstream resolvers, from dns_upstream or
+	 * /etc/resolv.conf, read once by the parent (config_upstreams) so
+	 * that the DNS proxy and the table's rule for the sidecar's own DNS
+	 * traffic name the same servers.
+	 */
+	struct config_upstream upstreams[CONFIG_MAX_UPSTREAMS];
+	size_t nupstreams;
 };
+
+/*
+ * Resolve the upstream resolvers into c->upstreams: the dns_upstream list
+ * ("ip", "ip:port" or "[ip6]:port", comma or space separated), or the
+ * nameservers of /etc/resolv.conf when it is empty. 0, or -1 with err.
+ */
+int config_upstreams(struct config *c, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
 
 /* Fill in the compiled defaults. */
 void config_defaults(struct config *c);

@@ -873,92 +873,35 @@ static int
 dnsproxy_upstreams(
     struct dnsproxy *d, struct ares_addr_port_node *nodes, size_t *n, char *err, size_t errlen)
 {
-	char buf[1024];
-	const char *spec = d->ws->cfg->dns_upstream;
+	struct config own;
+	const struct config *c = d->ws->cfg;
 
-	*n = 0;
-	if (spec[0] == '\0') {
-		/* From resolv.conf, captured once at start. */
-		FILE *f = fopen("/etc/resolv.conf", "r");
-		char line[512];
-		size_t o = 0;
-
-		buf[0] = '\0';
-		if (f == NULL) {
-			snprintf(err, errlen, "no upstream: /etc/resolv.conf: %s", strerror(errno));
+	/* The parent resolved them once; a proxy run alone resolves its own. */
+	if (c->nupstreams == 0) {
+		memset(&own, 0, sizeof(own));
+		snprintf(own.dns_upstream, sizeof(own.dns_upstream), "%s", c->dns_upstream);
+		if (config_upstreams(&own, err, errlen) != 0)
 			return -1;
-		}
-		while (fgets(line, sizeof(line), f) != NULL) {
-			char ns[256];
-			if (sscanf(line, " nameserver %255s", ns) == 1 &&
-			    o + strlen(ns) + 2 < sizeof(buf))
-				o += (size_t)snprintf(
-				    buf + o, sizeof(buf) - o, "%s%s", o ? "," : "", ns);
-		}
-		fclose(f);
-	} else
-		snprintf(buf, sizeof(buf), "%s", spec);
+		c = &own;
+	}
+	*n = 0;
+	for (size_t i = 0; i < c->nupstreams && i < DNSPROXY_MAX_UPSTREAMS; i++) {
+		struct ares_addr_port_node *nd = &nodes[*n];
 
-	char *save = NULL;
-	for (char *t = strtok_r(buf, ", ", &save); t != NULL; t = strtok_r(NULL, ", ", &save)) {
-		struct ares_addr_port_node *nd;
-		char host[128];
-		unsigned port = 53;
-		char *end;
-
-		if (*n >= DNSPROXY_MAX_UPSTREAMS)
-			break;
-		nd = &nodes[*n];
 		memset(nd, 0, sizeof(*nd));
-		if (t[0] == '[') {
-			char *rb = strchr(t, ']');
-			if (rb == NULL || (size_t)(rb - t - 1) >= sizeof(host))
-				goto bad;
-			memcpy(host, t + 1, (size_t)(rb - t - 1));
-			host[rb - t - 1] = '\0';
-			if (rb[1] == ':') {
-				port = (unsigned)strtoul(rb + 2, &end, 10);
-				if (*end != '\0')
-					goto bad;
-			} else if (rb[1] != '\0')
-				goto bad;
-		} else if (strchr(t, ':') != NULL && strchr(t, ':') == strrchr(t, ':')) {
-			char *c = strchr(t, ':');
-			if ((size_t)(c - t) >= sizeof(host))
-				goto bad;
-			memcpy(host, t, (size_t)(c - t));
-			host[c - t] = '\0';
-			port = (unsigned)strtoul(c + 1, &end, 10);
-			if (*end != '\0')
-				goto bad;
-		} else
-			snprintf(host, sizeof(host), "%s", t);
-		if (port == 0 || port > 65535)
-			goto bad;
-		if (inet_pton(AF_INET, host, &nd->addr.addr4) == 1) {
-			nd->family = AF_INET;
+		nd->family = c->upstreams[i].family;
+		if (nd->family == AF_INET) {
+			memcpy(&nd->addr.addr4, c->upstreams[i].addr, 4);
 			d->want_v4 = true;
-		} else if (inet_pton(AF_INET6, host, &nd->addr.addr6) == 1) {
-			nd->family = AF_INET6;
+		} else {
+			memcpy(&nd->addr.addr6, c->upstreams[i].addr, 16);
 			d->want_v6 = true;
-		} else
-			goto bad;
-		nd->udp_port = (int)port;
-		nd->tcp_port = (int)port;
+		}
+		nd->udp_port = c->upstreams[i].port;
+		nd->tcp_port = c->upstreams[i].port;
 		if (*n > 0)
 			nodes[*n - 1].next = nd;
 		(*n)++;
-		continue;
-	bad:
-		snprintf(err, errlen,
-		    "invalid DNS upstream \"%.64s\" (want ip, ip:port or [ip6]:port)", t);
-		return -1;
-	}
-	if (*n == 0) {
-		snprintf(err, errlen,
-		    "no DNS upstream configured (resolv.conf or "
-		    "OPENSANDBOX_EGRESS_DNS_UPSTREAM)");
-		return -1;
 	}
 	return 0;
 }

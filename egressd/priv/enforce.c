@@ -91,6 +91,12 @@ enforce_open(const struct config *cfg, char *err, size_t errlen)
 		nc.listeners[nc.nlisteners].port = cfg->listen.port[i];
 		nc.nlisteners++;
 	}
+	for (size_t i = 0; i < cfg->nupstreams && i < NFTRULES_MAX_RESOLVERS; i++) {
+		nc.resolvers[i].family = cfg->upstreams[i].family;
+		memcpy(nc.resolvers[i].addr, cfg->upstreams[i].addr, 16);
+		nc.resolvers[i].port = cfg->upstreams[i].port;
+		nc.nresolvers++;
+	}
 	e = calloc(1, sizeof(*e));
 	if (e == NULL) {
 		snprintf(err, errlen, "out of memory");

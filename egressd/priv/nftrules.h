@@ -54,6 +54,15 @@ struct nftrules_listener {
 
 #define NFTRULES_MAX_LISTENERS 16
 
+/* An upstream resolver the sidecar's own DNS traffic may reach. */
+struct nftrules_dest {
+	int family; /* AF_INET or AF_INET6 */
+	uint8_t addr[16];
+	uint16_t port;
+};
+
+#define NFTRULES_MAX_RESOLVERS 8
+
 struct nftrules_config {
 	char table[NFTRULES_MAX_TABLE_NAME];
 	uint32_t mark;     /* the sidecar's own sockets carry this SO_MARK */
@@ -63,6 +72,8 @@ struct nftrules_config {
 	struct nftrules_redirect intercept_ports[NFTRULES_MAX_INTERCEPT];
 	size_t nlisteners; /* input chain: these ports, marked sockets only */
 	struct nftrules_listener listeners[NFTRULES_MAX_LISTENERS];
+	size_t nresolvers; /* marked DNS (port 53 or theirs) goes to these only */
+	struct nftrules_dest resolvers[NFTRULES_MAX_RESOLVERS];
 };
 
 struct nftrules;

@@ -255,8 +255,51 @@ rule_set(struct nftrules_batch *b, const struct nftrules_config *cfg, enum nftru
 	msg_rule(b, r, oom, NFTRULES_CHAIN_FILTER);
 }
 
+/* meta mark == mark, daddr, l4proto, dport -> accept: the sidecar's DNS to one resolver. */
+static void
+rule_resolver(struct nftrules_batch *b, const struct nftrules_config *cfg,
+    const struct nftrules_dest *d, uint8_t proto)
+{
+	struct nftnl_rule *r = rule_new(cfg, NFTRULES_CHAIN_FILTER);
+	bool oom = r == NULL;
+	uint32_t alen = (uint32_t)nftrules_fam_alen(d->family);
+
+	if (r != NULL) {
+		ex_meta(r, NFT_META_MARK, NFT_REG32_00, &oom);
+		ex_cmp(r, NFT_CMP_EQ, &cfg->mark, sizeof(cfg->mark), &oom);
+		ex_meta_eq8(
+		    r, NFT_META_NFPROTO, d->family == AF_INET ? NFPROTO_IPV4 : NFPROTO_IPV6, &oom);
+		ex_payload(r, NFT_PAYLOAD_NETWORK_HEADER, d->family == AF_INET ? 16 : 24, alen,
+		    NFT_REG32_00, &oom);
+		ex_cmp(r, NFT_CMP_EQ, d->addr, alen, &oom);
+		ex_meta_eq8(r, NFT_META_L4PROTO, proto, &oom);
+		ex_dport_eq(r, d->port, &oom);
+		ex_verdict(r, NF_ACCEPT, &oom);
+	}
+	msg_rule(b, r, oom, NFTRULES_CHAIN_FILTER);
+}
+
+/* meta mark == mark, l4proto, dport -> reject: the sidecar's DNS to anyone else. */
+static void
+rule_mark_port_reject(struct nftrules_batch *b, const struct nftrules_config *cfg,
+    const char *chain, uint8_t proto, uint16_t port)
+{
+	struct nftnl_rule *r = rule_new(cfg, chain);
+	bool oom = r == NULL;
+
+	if (r != NULL) {
+		ex_meta(r, NFT_META_MARK, NFT_REG32_00, &oom);
+		ex_cmp(r, NFT_CMP_EQ, &cfg->mark, sizeof(cfg->mark), &oom);
+		ex_meta_eq8(r, NFT_META_L4PROTO, proto, &oom);
+		ex_dport_eq(r, port, &oom);
+		ex_reject(r, proto == IPPROTO_TCP, &oom);
+	}
+	msg_rule(b, r, oom, chain);
+}
+
 /*
- * The filter chain, in order: mark accept, established/related accept,
+ * The filter chain, in order: established/related accept, the sidecar's
+ * DNS to its resolvers accept and to anyone else reject,
  * loopback accept, IPv6 ND accept, DNS accept (the NAT chain redirects it),
  * deny sets reject, port-scoped allow/learned accept, DoT reject, allow and
  * learned accept, then reject (deny) or accept (allow). Deny comes before
@@ -272,9 +315,6 @@ chain_filter_rules(
 	const char *fc = NFTRULES_CHAIN_FILTER;
 	struct nftnl_rule *r;
 	bool oom;
-
-	/* The sidecar's own sockets: by SO_MARK, which needs CAP_NET_ADMIN. */
-	rule_mark(b, cfg, fc, NF_ACCEPT);
 
 	r = rule_new(cfg, fc);
 	oom = r == NULL;
@@ -299,6 +339,20 @@ chain_filter_rules(
 		ex_verdict(r, NF_ACCEPT, &oom);
 	}
 	msg_rule(b, r, oom, fc);
+
+	/*
+	 * The sidecar's own sockets (SO_MARK, which needs CAP_NET_ADMIN) are
+	 * no blanket exemption: their DNS goes to the configured resolvers
+	 * only, and everything else they send meets the same sets as the
+	 * workload's traffic below (never an inner address; under deny-all,
+	 * nothing the policy does not allow). A worker that a parser bug
+	 * handed to the workload gets no further with a marked socket.
+	 */
+	for (size_t i = 0; i < cfg->nresolvers; i++)
+		for (size_t p = 0; p < sizeof(l4); p++)
+			rule_resolver(b, cfg, &cfg->resolvers[i], l4[p]);
+	for (size_t p = 0; p < sizeof(l4); p++)
+		rule_mark_port_reject(b, cfg, fc, l4[p], NFTRULES_PORT_DNS);
 
 	r = rule_new(cfg, fc);
 	oom = r == NULL;

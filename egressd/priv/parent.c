@@ -756,6 +756,12 @@ parent_run(struct config *cfg)
 		log_msg(LOG_ERROR, "proc", "listen_error", "%s", err);
 		return 1;
 	}
+	/* The resolvers, once: the DNS proxy and the table's rule name the same ones. */
+	if (config_upstreams(cfg, err, sizeof(err)) != 0) {
+		log_msg(LOG_ERROR, "dns", "dns_upstream_error", "%s", err);
+		listen_close(&cfg->listen);
+		return 1;
+	}
 	/* Fail closed: nothing runs until the table is in place. */
 	p.enf = enforce_open(cfg, err, sizeof(err));
 	if (p.enf == NULL || enforce_install(p.enf, err, sizeof(err)) != 0) {

@@ -173,8 +173,10 @@ test_install(void **state)
 	assert_has(out, "10.7.0.0/16 . 853");
 	assert_has(out, "elements = { 2001:db8::/32 . 8000-8080 }");
 	assert_has(out, "2001:db8:1::/48");
-	assert_has(out, "\t\tmeta mark 0x00000001 accept\n\t\tct state established,related accept\n"
-	                "\t\toif \"lo\" accept\n");
+	assert_has(out, "\t\tct state established,related accept\n");
+	assert_has(out, "meta mark 0x00000001 udp dport 53 reject");
+	assert_has(out, "meta mark 0x00000001 tcp dport 53 reject with tcp reset");
+	assert_has(out, "\t\toif \"lo\" accept\n");
 	assert_has(out, "icmpv6 type nd-neighbor-solicit accept");
 	assert_has(out, "udp dport 53 accept");
 	assert_has(out, "meta l4proto tcp ip daddr @deny4 reject with tcp reset");
@@ -326,14 +328,18 @@ test_dns_redirect_and_mark(void **state)
 	assert_int_equal(recv(l, buf, sizeof(buf), 0), 2);
 	assert_memory_equal(buf, "q1", 2);
 
-	/* The sidecar's marked socket skips the redirect: port 53 is closed. */
+	/*
+	 * The sidecar's marked socket skips the redirect, and its DNS to a
+	 * server that is not a configured resolver is refused in the kernel.
+	 */
 	assert_int_equal(setsockopt(m, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)), 0);
 	assert_int_equal(connect(m, (struct sockaddr *)&dns, sizeof(dns)), 0);
-	assert_int_equal(send(m, "q2", 2, 0), 2);
-	p.fd = m;
-	assert_int_equal(poll(&p, 1, GUARD_MS), 1);
-	assert_int_equal(recv(m, buf, sizeof(buf), 0), -1);
-	assert_int_equal(errno, ECONNREFUSED);
+	if (send(m, "q2", 2, 0) == 2) {
+		p.fd = m;
+		assert_int_equal(poll(&p, 1, GUARD_MS), 1);
+		assert_int_equal(recv(m, buf, sizeof(buf), 0), -1);
+	} else
+		assert_true(errno == EPERM || errno == ECONNREFUSED);
 	/* ... and the proxy got nothing. */
 	assert_int_equal(recv(l, buf, sizeof(buf), MSG_DONTWAIT), -1);
 	close(l);

@@ -325,19 +325,29 @@ test_install_framing_and_objects(void **state)
 	nftrules_batch_deinit(&b);
 }
 
-/* The first rules of each chain: mark accept (filter), mark return (nat). */
+/*
+ * The mark is no blanket exemption: in the filter chain no rule accepts on
+ * the mark alone (the sidecar's sockets meet the workload's sets), the
+ * mark's DNS goes to the configured resolvers only, and the NAT chain's
+ * first rule is mark return (no redirect of the sidecar's own traffic).
+ */
 static void
-test_mark_rule_first(void **state)
+test_mark_is_scoped(void **state)
 {
 	struct nftrules_config cfg;
 	struct nftrules_batch b;
 	struct nftrules_static st = {NULL, 0, NFTRULES_DENY};
 	const struct nlmsghdr *nlh;
 	int len;
-	int seen = 0;
+	bool nat_first = false, nat_seen = false;
+	int resolver_rules = 0, mark_dns_rejects = 0;
 
 	nftrules_config_default(&cfg);
 	cfg.mark = 0x4242;
+	cfg.nresolvers = 1;
+	cfg.resolvers[0].family = AF_INET;
+	memcpy(cfg.resolvers[0].addr, "\xcb\x00\x71\x35", 4); /* 203.0.113.53 */
+	cfg.resolvers[0].port = 53;
 	nftrules_batch_init(&b, SEQ0);
 	assert_int_equal(nftrules_build_install(&b, &cfg, &st), 0);
 	nlh = (const struct nlmsghdr *)b.buf;
@@ -346,46 +356,58 @@ test_mark_rule_first(void **state)
 		struct nftnl_rule *r;
 		struct nftnl_expr_iter *it;
 		struct nftnl_expr *e;
-		const char *chain;
-		uint32_t dl;
+		const char *chain, *names[16];
+		uint32_t dl, mark = 0;
+		int n = 0, verdict = 0;
+		bool has_payload = false, has_reject = false;
 
 		if (nlh->nlmsg_type >> 8 != NFNL_SUBSYS_NFTABLES || cmd_of(nlh) != NFT_MSG_NEWRULE)
 			continue;
 		r = nftnl_rule_alloc();
 		assert_int_equal(nftnl_rule_nlmsg_parse(nlh, r), 0);
 		chain = nftnl_rule_get_str(r, NFTNL_RULE_CHAIN);
-		if ((strcmp(chain, "filter") == 0 && !(seen & 1)) ||
-		    (strcmp(chain, "nat") == 0 && !(seen & 2))) {
-			int bit = strcmp(chain, "filter") == 0 ? 1 : 2;
-
-			it = nftnl_expr_iter_create(r);
-			e = nftnl_expr_iter_next(it);
-			assert_string_equal(nftnl_expr_get_str(e, NFTNL_EXPR_NAME), "meta");
-			assert_int_equal(nftnl_expr_get_u32(e, NFTNL_EXPR_META_KEY), NFT_META_MARK);
-			e = nftnl_expr_iter_next(it);
-			assert_string_equal(nftnl_expr_get_str(e, NFTNL_EXPR_NAME), "cmp");
-			assert_int_equal(
-			    *(const uint32_t *)nftnl_expr_get(e, NFTNL_EXPR_CMP_DATA, &dl), 0x4242);
-			e = nftnl_expr_iter_next(it);
-			assert_string_equal(nftnl_expr_get_str(e, NFTNL_EXPR_NAME), "immediate");
-			assert_int_equal((int)nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_VERDICT),
-			    bit == 1 ? NF_ACCEPT : NFT_RETURN);
-			assert_null(nftnl_expr_iter_next(it));
-			nftnl_expr_iter_destroy(it);
-			seen |= bit;
-		}
-		/* Never an exemption by uid: no meta skuid/skgid anywhere. */
 		it = nftnl_expr_iter_create(r);
-		while ((e = nftnl_expr_iter_next(it)) != NULL)
-			if (strcmp(nftnl_expr_get_str(e, NFTNL_EXPR_NAME), "meta") == 0) {
+		while ((e = nftnl_expr_iter_next(it)) != NULL && n < 16) {
+			const char *name = nftnl_expr_get_str(e, NFTNL_EXPR_NAME);
+
+			names[n++] = name;
+			if (strcmp(name, "meta") == 0) {
 				uint32_t k = nftnl_expr_get_u32(e, NFTNL_EXPR_META_KEY);
 
+				/* Never an exemption by uid: no meta skuid/skgid anywhere. */
 				assert_true(k != NFT_META_SKUID && k != NFT_META_SKGID);
 			}
+			if (strcmp(name, "cmp") == 0 && n == 2 && strcmp(names[0], "meta") == 0)
+				mark =
+				    *(const uint32_t *)nftnl_expr_get(e, NFTNL_EXPR_CMP_DATA, &dl);
+			if (strcmp(name, "payload") == 0)
+				has_payload = true;
+			if (strcmp(name, "reject") == 0)
+				has_reject = true;
+			if (strcmp(name, "immediate") == 0)
+				verdict = (int)nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_VERDICT);
+		}
 		nftnl_expr_iter_destroy(it);
+		if (strcmp(chain, "filter") == 0 && mark == 0x4242) {
+			/* Never [meta mark, cmp, accept] alone. */
+			assert_true(n > 3);
+			if (verdict == NF_ACCEPT && has_payload)
+				resolver_rules++;
+			else if (has_reject)
+				mark_dns_rejects++;
+			else
+				fail_msg("a filter rule on the mark that is neither a resolver nor "
+				         "a reject");
+		}
+		if (strcmp(chain, "nat") == 0 && !nat_seen) {
+			nat_seen = true;
+			nat_first = n == 3 && mark == 0x4242 && verdict == NFT_RETURN;
+		}
 		nftnl_rule_free(r);
 	}
-	assert_int_equal(seen, 3);
+	assert_true(nat_first);
+	assert_int_equal(resolver_rules, 2);   /* UDP and TCP to the one resolver */
+	assert_int_equal(mark_dns_rejects, 2); /* UDP and TCP port 53 to anyone else */
 	nftrules_batch_deinit(&b);
 }
 
@@ -696,7 +718,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_install_framing_and_objects),
-	    cmocka_unit_test(test_mark_rule_first),
+	    cmocka_unit_test(test_mark_is_scoped),
 	    cmocka_unit_test(test_default_action),
 	    cmocka_unit_test(test_static_elements),
 	    cmocka_unit_test(test_port_ranges_disjoint),
