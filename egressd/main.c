@@ -4,6 +4,7 @@
  * and flags.
  */
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,19 @@
 
 /* What this build implements, for scripts and the exfil suite. */
 #define EGRESSD_FEATURES "dns nft api intercept vault dnsratelimit watchdog embedded4"
+
+/* A variable that is set but not implemented: said at every start. */
+static void
+main_env_ignored(const char *name, const char *why, void *arg)
+{
+	struct log_line l;
+
+	(void)arg;
+	log_begin(&l, LOG_WARN, "config", "env_ignored");
+	log_str(&l, "variable", name);
+	log_str(&l, "why", why);
+	log_end(&l);
+}
 
 int
 main(int argc, char **argv)
@@ -50,6 +64,11 @@ main(int argc, char **argv)
 		return 2;
 	}
 	log_init("parent", cfg.log_level, 2);
+	if (config_env_audit(environ, main_env_ignored, NULL, err, sizeof(err)) != 0) {
+		log_msg(LOG_ERROR, "config", "env_refused", "%s", err);
+		config_free(&cfg);
+		return 2;
+	}
 	rc = parent_run(&cfg);
 	config_free(&cfg);
 	return rc;

@@ -78,6 +78,9 @@ static const struct config_opt config_opts[] = {
         O(intercept), false, "transparent TLS/HTTP interception (credential vault)"},
     {"intercept-ports", "EGRESSD_INTERCEPT_PORTS", NULL, CT_STR, O(intercept_ports), false,
         "TCP ports redirected to the intercept listener"},
+    {"intercept-extra-ports", "OPENSANDBOX_EGRESS_MITMPROXY_EXTRA_PORTS", NULL, CT_STR,
+        O(intercept_extra_ports), false,
+        "more TCP ports to intercept, added to intercept-ports (OpenSandbox: at most 15 in all)"},
     {"tls-port", "EGRESSD_TLS_PORT", NULL, CT_U16, O(tls_port), false,
         "intercept listener port for TLS"},
     {"plain-port", "EGRESSD_PLAIN_PORT", NULL, CT_U16, O(plain_port), false,
@@ -339,6 +342,133 @@ out:
 	return rc;
 }
 
+/*
+ * Variables of the OpenSandbox sidecar (and our own prefix) that egressd
+ * does not implement. Ignoring a setting silently is never right: those
+ * whose absence would weaken or change enforcement refuse the start when
+ * they ask for something (refuse), the others are warned about at every
+ * start (warn), and a few are known and harmless (quiet). docs/api.md has
+ * the same table with the reasons.
+ */
+enum config_env_verdict { ENV_QUIET, ENV_WARN, ENV_REFUSE };
+
+static const struct {
+	const char *name;
+	enum config_env_verdict verdict;
+	const char *why;
+} config_env_known[] = {
+    {"OPENSANDBOX_EGRESS_UPSTREAM_PROXY", ENV_REFUSE,
+        "a chained upstream proxy is not implemented: egressd would dial direct, bypassing it"},
+    {"OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH", ENV_REFUSE,
+        "a chained upstream proxy is not implemented"},
+    {"OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_REQUIRE_TLS", ENV_REFUSE,
+        "the vault-write transport guard is not implemented"},
+    {"OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_TRUSTED_PROXY_CIDRS", ENV_REFUSE,
+        "the vault-write transport guard is not implemented"},
+    {"OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_REQUIRE_SCOPED_MATCH", ENV_REFUSE,
+        "not implemented as a switch"},
+    {"OPENSANDBOX_EGRESS_PROFILE", ENV_REFUSE,
+        "only the sidecar profile exists (fleet and fast-sandbox are not implemented)"},
+    {"OPENSANDBOX_EGRESS_REDIRECT_BACKEND", ENV_REFUSE,
+        "egressd always redirects with its own nft table (only auto or nft)"},
+    {"OPENSANDBOX_EGRESS_MITMPROXY_PASSTHROUGH_HOSTS", ENV_REFUSE,
+        "operator passthrough selectors are not implemented (hosts without a binding are "
+        "always passed through)"},
+    {"OPENSANDBOX_EGRESS_DENY_WEBHOOK", ENV_WARN, "the deny webhook is not implemented"},
+    {"OPENSANDBOX_EGRESS_SANDBOX_ID", ENV_QUIET, "used by the deny webhook and exporters"},
+    {"OPENSANDBOX_EGRESS_METRICS_EXTRA_ATTRS", ENV_WARN,
+        "OTLP export is not implemented (GET /metrics serves Prometheus text)"},
+    {"OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT", ENV_WARN,
+        "upstream health (timeout, probe, ejection) is not implemented"},
+    {"OPENSANDBOX_EGRESS_DNS_UPSTREAM_PROBE", ENV_WARN, "upstream probes are not implemented"},
+    {"OPENSANDBOX_EGRESS_DNS_UPSTREAM_PROBE_INTERVAL_SEC", ENV_WARN,
+        "upstream probes are not implemented"},
+    {"OPENSANDBOX_EGRESS_NAMESERVER_EXEMPT", ENV_WARN,
+        "the sidecar reaches its resolvers by its mark; the workload gets no exemption"},
+    {"OPENSANDBOX_EGRESS_MITMPROXY_PORT", ENV_WARN,
+        "egressd has no mitmproxy: set EGRESSD_TLS_PORT / EGRESSD_PLAIN_PORT"},
+    {"OPENSANDBOX_EGRESS_MITMPROXY_SCRIPT", ENV_WARN,
+        "addon scripts are never run (upstream removed it from the server's allowlist)"},
+    {"OPENSANDBOX_EGRESS_MITMPROXY_SHADOW", ENV_WARN, "egressd has nothing to shadow"},
+    {"OPENSANDBOX_EGRESS_MITMPROXY_UPSTREAM_EXTRA_CA", ENV_WARN,
+        "set OPENSANDBOX_EGRESS_MITMPROXY_UPSTREAM_TRUST_DIR instead"},
+    {"OPENSANDBOX_EGRESS_PENDING_PUSH_TTL", ENV_WARN, "fast-sandbox profile only"},
+    {"OPENSANDBOX_EGRESS_SLOT_STORE_DIR", ENV_WARN, "fleet profile only (obsolete)"},
+    {"OPENSANDBOX_EGRESS_SLOT_POLL_INTERVAL", ENV_WARN, "fleet profile only (obsolete)"},
+    {"OPENSANDBOX_EGRESS_EXTENSIONS_POC", ENV_WARN, "storage-only extensions are not implemented"},
+    {"OPENSANDBOX_EGRESS_EXPERIMENTAL_REVISION_RUNTIME", ENV_WARN, "branch-only upstream"},
+    {"OPENSANDBOX_EGRESS_QUARANTINE_ID", ENV_WARN, "branch-only upstream"},
+    {"OPENSANDBOX_EGRESS_REVISION_DRAIN_TIMEOUT_SECONDS", ENV_WARN, "branch-only upstream"},
+    {"OPENSANDBOX_EGRESS_PUBLIC_POLICY", ENV_WARN, "a fork's setting, not implemented"},
+    {"EGRESSD_CONFIG", ENV_QUIET, "the --config file"},
+    {"EGRESSD_BIN", ENV_QUIET, "test harness"},
+    {"EGRESSD_SRC", ENV_QUIET, "test harness"},
+    {"EGRESSD_BUILD", ENV_QUIET, "test harness"},
+};
+
+/* Whether a setting's value asks for something (so that ignoring it would matter). */
+static bool
+config_env_asks(const char *name, const char *v)
+{
+	if (strcmp(name, "OPENSANDBOX_EGRESS_PROFILE") == 0)
+		return strcasecmp(v, "sidecar") != 0;
+	if (strcmp(name, "OPENSANDBOX_EGRESS_REDIRECT_BACKEND") == 0)
+		return strcasecmp(v, "auto") != 0 && strcasecmp(v, "nft") != 0;
+	if (strstr(name, "_REQUIRE_") != NULL)
+		return strcasecmp(v, "false") != 0 && strcasecmp(v, "0") != 0 &&
+		       strcasecmp(v, "off") != 0 && strcasecmp(v, "no") != 0;
+	return v[0] != '\0';
+}
+
+/* See config.h. */
+int
+config_env_audit(char **envp, config_env_report_cb report, void *arg, char *err, size_t errlen)
+{
+	for (char **e = envp; e != NULL && *e != NULL; e++) {
+		const char *eq = strchr(*e, '=');
+		char name[128];
+		bool known = false;
+		size_t n;
+
+		if (eq == NULL || (strncmp(*e, "OPENSANDBOX_EGRESS_", 19) != 0 &&
+		                      strncmp(*e, "EGRESSD_", 8) != 0))
+			continue;
+		n = (size_t)(eq - *e);
+		if (n >= sizeof(name))
+			n = sizeof(name) - 1;
+		memcpy(name, *e, n);
+		name[n] = '\0';
+		for (size_t i = 0; i < CONFIG_NOPTS && !known; i++)
+			known =
+			    (config_opts[i].env != NULL && strcmp(config_opts[i].env, name) == 0) ||
+			    (config_opts[i].env2 != NULL && strcmp(config_opts[i].env2, name) == 0);
+		if (known)
+			continue;
+		for (size_t i = 0; i < sizeof(config_env_known) / sizeof(config_env_known[0]);
+		     i++) {
+			if (strcmp(config_env_known[i].name, name) != 0)
+				continue;
+			known = true;
+			if (config_env_known[i].verdict == ENV_REFUSE &&
+			    config_env_asks(name, eq + 1)) {
+				snprintf(err, errlen,
+				    "%s is set but not implemented by egressd (%s); ignoring it "
+				    "would "
+				    "change enforcement, so egressd refuses to start: unset it",
+				    name, config_env_known[i].why);
+				return -1;
+			}
+			if (config_env_known[i].verdict != ENV_QUIET && eq[1] != '\0' &&
+			    report != NULL)
+				report(name, config_env_known[i].why, arg);
+			break;
+		}
+		if (!known && report != NULL)
+			report(name, "unknown variable: not an egressd setting (see --help)", arg);
+	}
+	return 0;
+}
+
 /* Apply environment variables; an empty variable counts as unset. */
 int
 config_from_env(struct config *c, char *err, size_t errlen)
@@ -422,6 +552,18 @@ config_load(struct config *c, int argc, char **argv, char *err, size_t errlen)
 			    err, errlen, "unexpected argument \"%.64s\" (see --help)", av[optind]);
 			return -1;
 		}
+	}
+	/* OpenSandbox's extra intercept ports add to ours (80 and 443 by default). */
+	if (c->intercept_extra_ports[0] != '\0') {
+		size_t n = strlen(c->intercept_ports);
+
+		if (n + 1 + strlen(c->intercept_extra_ports) >= sizeof(c->intercept_ports)) {
+			snprintf(err, errlen, "too many intercept ports");
+			return -1;
+		}
+		snprintf(c->intercept_ports + n, sizeof(c->intercept_ports) - n, "%s%s",
+		    n > 0 ? "," : "", c->intercept_extra_ports);
+		c->intercept_extra_ports[0] = '\0';
 	}
 	return 0;
 }

@@ -55,7 +55,8 @@ struct config {
 	bool remove_table_on_exit;
 	char table[32];
 	bool intercept;
-	char intercept_ports[64];
+	char intercept_ports[128];
+	char intercept_extra_ports[96]; /* OPENSANDBOX_EGRESS_MITMPROXY_EXTRA_PORTS */
 	uint16_t tls_port;
 	uint16_t plain_port;
 	char ca_export[PATH_MAX];
@@ -93,6 +94,19 @@ struct config {
  * nameservers of /etc/resolv.conf when it is empty. 0, or -1 with err.
  */
 int config_upstreams(struct config *c, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+/* Called for each variable that is set but ignored: its name and why. */
+typedef void (*config_env_report_cb)(const char *name, const char *why, void *arg);
+
+/*
+ * Check the environment envp for OPENSANDBOX_EGRESS_* and EGRESSD_*
+ * variables egressd does not implement. One that would change
+ * enforcement if ignored (a chained proxy, the vault transport guard, a
+ * profile...) is an error (-1, err names it); every other one is reported
+ * to `report` (warn at start). 0 otherwise. docs/api.md lists them all.
+ */
+int config_env_audit(char **envp, config_env_report_cb report, void *arg, char *err, size_t errlen)
     __attribute__((warn_unused_result));
 
 /* Fill in the compiled defaults. */

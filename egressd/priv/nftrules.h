@@ -12,7 +12,7 @@
 
 #define NFTRULES_TABLE_DEFAULT "egressd"
 #define NFTRULES_MAX_TABLE_NAME 32 /* NFT_TABLE_MAXNAMELEN is 256; ours is short */
-#define NFTRULES_MAX_INTERCEPT 8   /* intercepted TCP ports */
+#define NFTRULES_MAX_INTERCEPT 16  /* intercepted TCP ports */
 #define NFTRULES_MAX_RULES 65536   /* static IP rules per install/update */
 #define NFTRULES_ERRLEN 256
 #define NFTRULES_MARK_DEFAULT 0x1

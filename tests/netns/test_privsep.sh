@@ -19,6 +19,15 @@ rc=$?
 check "without a token egressd refuses to start" test "$rc" = 2
 check "and names the variable" grep -q "OPENSANDBOX_EGRESS_TOKEN" <<<"$out"
 
+# A setting egressd does not implement, and that would change enforcement if
+# ignored, refuses the start; an unimplemented harmless one is warned about.
+out=$(ip netns exec "$SBX" env OPENSANDBOX_EGRESS_TOKEN=x \
+	OPENSANDBOX_EGRESS_UPSTREAM_PROXY=http://proxy.test:3128 "$EGRESSD_BIN" 2>&1)
+rc=$?
+check "an unimplemented enforcement setting (UPSTREAM_PROXY) refuses the start" test "$rc" = 2
+check "and names it" grep -q "OPENSANDBOX_EGRESS_UPSTREAM_PROXY is set but not implemented" <<<"$out"
+refute "and installs no table" ip netns exec "$SBX" nft list table inet egressd
+
 out=$("$EGRESSD_BIN" --bogus-flag 2>&1)
 check "an unknown flag is a clear error" grep -q "unknown or incomplete option" <<<"$out"
 check "--version prints the version" bash -c "'$EGRESSD_BIN' --version | grep -q '^egressd [0-9]'"
@@ -39,9 +48,11 @@ check "and gives up at once: the parent binds before any worker starts" \
 	test "$(grep -c worker_start "$TMP/squat.log")" = 0
 kill "$squat"; wait "$squat" 2>/dev/null
 
-ns_egressd
+ns_egressd OPENSANDBOX_EGRESS_DENY_WEBHOOK=http://hook.test/x
 W=$(pgrep -P "$EGRESSD_PID" | head -1)
 check "a worker process runs" test -n "$W"
+check "an unimplemented harmless setting is warned about, by name" \
+	grep -q '"event":"env_ignored","variable":"OPENSANDBOX_EGRESS_DENY_WEBHOOK"' "$TMP/egressd.log"
 check "worker CapEff is 0" grep -q "^CapEff:[[:space:]]*0000000000000000" "/proc/$W/status"
 check "worker CapPrm is 0" grep -q "^CapPrm:[[:space:]]*0000000000000000" "/proc/$W/status"
 check "worker CapBnd is 0" grep -q "^CapBnd:[[:space:]]*0000000000000000" "/proc/$W/status"

@@ -112,11 +112,92 @@ test_file_refused(void **state)
 	refused("table: a\n---\ntable: b\n", ":");
 }
 
+struct reports {
+	int n;
+	char last[128];
+};
+
+static void
+count_report(const char *name, const char *why, void *arg)
+{
+	struct reports *r = arg;
+
+	r->n++;
+	snprintf(r->last, sizeof(r->last), "%s", name);
+	assert_non_null(why);
+}
+
+/* Settings egressd does not implement are never ignored silently. */
+static void
+test_env_audit(void **state)
+{
+	char err[512];
+	struct reports r;
+	char *proxy[] = {
+	    (char *)"PATH=/bin", (char *)"OPENSANDBOX_EGRESS_UPSTREAM_PROXY=http://p:3128", NULL};
+	char *auth[] = {(char *)"OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH=Basic c2VjcmV0", NULL};
+	char *empty[] = {(char *)"OPENSANDBOX_EGRESS_UPSTREAM_PROXY=", NULL};
+	char *scoped_on[] = {
+	    (char *)"OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_REQUIRE_SCOPED_MATCH=true", NULL};
+	char *scoped_off[] = {
+	    (char *)"OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_REQUIRE_SCOPED_MATCH=false", NULL};
+	char *tls[] = {(char *)"OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_REQUIRE_TLS=1", NULL};
+	char *cidrs[] = {
+	    (char *)"OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_TRUSTED_PROXY_CIDRS=10.0.0.0/8", NULL};
+	char *fleet[] = {(char *)"OPENSANDBOX_EGRESS_PROFILE=fast-sandbox", NULL};
+	char *sidecar[] = {(char *)"OPENSANDBOX_EGRESS_PROFILE=sidecar", NULL};
+	char *warned[] = {(char *)"OPENSANDBOX_EGRESS_DENY_WEBHOOK=http://hook.test/x",
+	    (char *)"OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT=2", (char *)"EGRESSD_NO_SUCH=1",
+	    (char *)"OPENSANDBOX_EGRESS_TOKEN=t",
+	    (char *)"OPENSANDBOX_EGRESS_MITMPROXY_EXTRA_PORTS=8443",
+	    (char *)"OPENSANDBOX_EGRESS_SANDBOX_ID=sbx-1", (char *)"HOME=/root", NULL};
+
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(config_env_audit(proxy, count_report, &r, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "OPENSANDBOX_EGRESS_UPSTREAM_PROXY"));
+	assert_int_equal(config_env_audit(auth, count_report, &r, err, sizeof(err)), -1);
+	/* The refusal names the variable, never its value (it may be a credential). */
+	assert_null(strstr(err, "c2VjcmV0"));
+	assert_int_equal(config_env_audit(scoped_on, count_report, &r, err, sizeof(err)), -1);
+	assert_int_equal(config_env_audit(tls, count_report, &r, err, sizeof(err)), -1);
+	assert_int_equal(config_env_audit(cidrs, count_report, &r, err, sizeof(err)), -1);
+	assert_int_equal(config_env_audit(fleet, count_report, &r, err, sizeof(err)), -1);
+	assert_int_equal(r.n, 0);
+	/* Unset (empty), switched off, or the one profile that exists: a warning at most. */
+	assert_int_equal(config_env_audit(empty, count_report, &r, err, sizeof(err)), 0);
+	assert_int_equal(r.n, 0);
+	assert_int_equal(config_env_audit(scoped_off, count_report, &r, err, sizeof(err)), 0);
+	assert_int_equal(r.n, 1);
+	assert_int_equal(config_env_audit(sidecar, count_report, &r, err, sizeof(err)), 0);
+	assert_int_equal(r.n, 2);
+	/* Implemented ones are silent; unimplemented and unknown ones are reported. */
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(config_env_audit(warned, count_report, &r, err, sizeof(err)), 0);
+	assert_int_equal(r.n, 3); /* DENY_WEBHOOK, DNS_UPSTREAM_TIMEOUT, EGRESSD_NO_SUCH */
+	assert_string_equal(r.last, "EGRESSD_NO_SUCH");
+}
+
+/* OPENSANDBOX_EGRESS_MITMPROXY_EXTRA_PORTS adds to the intercepted ports. */
+static void
+test_extra_ports(void **state)
+{
+	struct config c;
+	char err[512] = "";
+
+	setenv("OPENSANDBOX_EGRESS_MITMPROXY_EXTRA_PORTS", "8443,9443", 1);
+	assert_int_equal(load(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), 0);
+	unsetenv("OPENSANDBOX_EGRESS_MITMPROXY_EXTRA_PORTS");
+	assert_string_equal(c.intercept_ports, "80,443,8443,9443");
+	config_free(&c);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_file_good),
+	    cmocka_unit_test(test_env_audit),
+	    cmocka_unit_test(test_extra_ports),
 	    cmocka_unit_test(test_precedence),
 	    cmocka_unit_test(test_file_refused),
 	};
