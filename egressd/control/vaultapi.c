@@ -767,6 +767,9 @@ vaultapi_handle(
 			why = "credential vault requires egress API auth token";
 		else if (!ws->cfg->intercept)
 			why = "credential vault requires transparent mitmproxy";
+		else if (ws->cfg->mode == CONFIG_MODE_DNS)
+			/* DNS-only filtering lets the workload dial around the vault. */
+			why = "credential vault requires dns+nft egress enforcement";
 		else if (ws->cfg->ssl_insecure)
 			why = "credential vault rejects insecure upstream TLS mode";
 		else if (!proxy_ready)
