@@ -11,6 +11,7 @@
 #include "egressd/common/config.h"
 #include "egressd/common/log.h"
 #include "egressd/priv/parent.h"
+#include "egressd/priv/privsep.h"
 #include "policy/cli.h"
 #include "version.h"
 
@@ -40,6 +41,11 @@ main(int argc, char **argv)
 	if (argc >= 2 && (strcmp(argv[1], "check") == 0 || strcmp(argv[1], "explain") == 0 ||
 	                     strcmp(argv[1], "test") == 0)) {
 		log_init("cli", LOG_WARN, 2);
+		/* Nothing is parsed with a privilege: root's capabilities go first. */
+		if (privsep_drop_caps(err, sizeof(err)) != 0) {
+			fprintf(stderr, "egressd %s: cannot drop capabilities: %s\n", argv[1], err);
+			return 2;
+		}
 		return policycli_main(argc - 1, argv + 1);
 	}
 	for (int i = 1; i < argc; i++) {

@@ -60,27 +60,10 @@ privsep_harden(void)
 	return 0;
 }
 
-int
-privsep_drop(uid_t uid, gid_t gid, pid_t parent, char *err, size_t errlen)
+/* Shrink the bounding set to nothing (only while CAP_SETPCAP is held) and clear ambient. */
+static int
+privsep_drop_inheritable(char *err, size_t errlen)
 {
-	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
-	struct __user_cap_data_struct d[2];
-	bool can_switch = privsep_has_cap(CAP_SETUID) && privsep_has_cap(CAP_SETGID);
-
-	/*
-	 * Die with the parent; re-check for the race with an early exit. The
-	 * parent may itself be pid 1 (a container's entrypoint), so compare
-	 * with its pid rather than with 1.
-	 */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
-		snprintf(err, errlen, "PDEATHSIG failed: %s", strerror(errno));
-		return -1;
-	}
-	if (getppid() != parent) {
-		snprintf(err, errlen, "parent %ld gone before the drop", (long)parent);
-		return -1;
-	}
-	/* The bounding set can only shrink while we still hold CAP_SETPCAP. */
 	if (privsep_has_cap(CAP_SETPCAP)) {
 		for (int c = 0; c <= 63; c++) {
 			if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL) {
@@ -94,19 +77,16 @@ privsep_drop(uid_t uid, gid_t gid, pid_t parent, char *err, size_t errlen)
 		snprintf(err, errlen, "ambient clear: %s", strerror(errno));
 		return -1;
 	}
-	if (can_switch) {
-		if (setgroups(0, NULL) != 0 || setresgid(gid, gid, gid) != 0 ||
-		    setresuid(uid, uid, uid) != 0) {
-			snprintf(err, errlen, "switch to %u:%u: %s", (unsigned)uid, (unsigned)gid,
-			    strerror(errno));
-			return -1;
-		}
-		/* Root must be unreachable again. */
-		if (uid != 0 && (setuid(0) == 0 || seteuid(0) == 0)) {
-			snprintf(err, errlen, "could regain uid 0 after the switch");
-			return -1;
-		}
-	}
+	return 0;
+}
+
+/* Clear effective, permitted and inheritable, set no_new_privs, harden, verify. */
+static int
+privsep_clear_caps(char *err, size_t errlen)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	struct __user_cap_data_struct d[2];
+
 	memset(d, 0, sizeof(d));
 	if (syscall(SYS_capset, &h, d) != 0) {
 		snprintf(err, errlen, "capset: %s", strerror(errno));
@@ -126,4 +106,50 @@ privsep_drop(uid_t uid, gid_t gid, pid_t parent, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
+}
+
+int
+privsep_drop(uid_t uid, gid_t gid, pid_t parent, char *err, size_t errlen)
+{
+	bool can_switch = privsep_has_cap(CAP_SETUID) && privsep_has_cap(CAP_SETGID);
+
+	/*
+	 * Die with the parent; re-check for the race with an early exit. The
+	 * parent may itself be pid 1 (a container's entrypoint), so compare
+	 * with its pid rather than with 1.
+	 */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
+		snprintf(err, errlen, "PDEATHSIG failed: %s", strerror(errno));
+		return -1;
+	}
+	if (getppid() != parent) {
+		snprintf(err, errlen, "parent %ld gone before the drop", (long)parent);
+		return -1;
+	}
+	/* The bounding set can only shrink while we still hold CAP_SETPCAP. */
+	if (privsep_drop_inheritable(err, errlen) != 0)
+		return -1;
+	if (can_switch) {
+		if (setgroups(0, NULL) != 0 || setresgid(gid, gid, gid) != 0 ||
+		    setresuid(uid, uid, uid) != 0) {
+			snprintf(err, errlen, "switch to %u:%u: %s", (unsigned)uid, (unsigned)gid,
+			    strerror(errno));
+			return -1;
+		}
+		/* Root must be unreachable again. */
+		if (uid != 0 && (setuid(0) == 0 || seteuid(0) == 0)) {
+			snprintf(err, errlen, "could regain uid 0 after the switch");
+			return -1;
+		}
+	}
+	return privsep_clear_caps(err, errlen);
+}
+
+/* Drop every capability, keeping the uid (see privsep.h). */
+int
+privsep_drop_caps(char *err, size_t errlen)
+{
+	if (privsep_drop_inheritable(err, errlen) != 0)
+		return -1;
+	return privsep_clear_caps(err, errlen);
 }

@@ -29,4 +29,12 @@ int privsep_harden(void) __attribute__((warn_unused_result));
 int privsep_drop(uid_t uid, gid_t gid, pid_t parent, char *err, size_t errlen)
     __attribute__((warn_unused_result));
 
+/*
+ * Drop every capability but keep the uid (the policy CLI: it reads the
+ * caller's files, and parses them with no privilege at all): bounding set
+ * where allowed, ambient, effective, permitted, inheritable; then
+ * no_new_privs and no core files. 0 or -1 with a reason in err.
+ */
+int privsep_drop_caps(char *err, size_t errlen) __attribute__((warn_unused_result));
+
 #endif
