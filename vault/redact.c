@@ -49,6 +49,7 @@ struct redact_set {
 	atomic_uint refs;
 	size_t npatterns;
 	size_t maxlen;
+	bool lf; /* some pattern contains '\n' (a raw secret with a line feed) */
 	uint32_t nstates;
 	struct redact_node *nodes;
 	uint8_t *elabel;
@@ -719,6 +720,8 @@ redact_set_new(const struct redact_value *vals, size_t n, enum redact_err *errp)
 		}
 		if (pl.len[i] > set->maxlen)
 			set->maxlen = pl.len[i];
+		if (memchr(p, '\n', pl.len[i]) != NULL)
+			set->lf = true;
 	}
 	if (redact_compile(set, &t) == -1)
 		pl.err = REDACT_ERR_NOMEM;
@@ -919,7 +922,7 @@ redact_stream_new_mode(struct redact_set *set, enum redact_mode mode)
 	st->maxhold = redact_set_max_hold(set);
 	/* A partial event or frame is held whole, up to a cap that still
 	 * covers the longest pattern. */
-	if (mode != REDACT_MODE_BODY && st->maxhold < REDACT_FRAMED_HOLD)
+	if (mode != REDACT_MODE_BODY && set->maxlen > 0 && st->maxhold < REDACT_FRAMED_HOLD)
 		st->maxhold = REDACT_FRAMED_HOLD;
 	st->ws.hneed = 2;
 	st->sse.lineempty = true;
@@ -1210,7 +1213,8 @@ redact_text_release(struct redact_stream *st, size_t out)
  * What is emitted is a function of the input positions alone, never of the
  * match state, so the sizes the workload sees (chunks, records, writes) say
  * nothing about how much of a secret some bytes matched (issue 15 item 5):
- * a body holds back exactly min(max_hold, bytes so far); an event stream or
+ * a body holds back min(max_hold, bytes since its last line feed) (the line
+ * feed rule only when no pattern contains one); an event stream or
  * WebSocket emits up to the end of its last complete event or frame and
  * holds the partial one (up to max_hold).
  */
@@ -1233,6 +1237,17 @@ redact_stream_feed_buf(struct redact_stream *st, const uint8_t *in, size_t len, 
 	if (st->mode != REDACT_MODE_BODY)
 		redact_scan_text(
 		    st->set, st->dtext, st->dpos, dfrom, st->dlen, &st->dstate, dst, &st->matches);
+	/*
+	 * A body is also released up to its last line feed when no pattern
+	 * holds one: no match can reach back across it, so lines (NDJSON,
+	 * logs, long polls) keep flowing. Still a function of the input only.
+	 */
+	if (st->mode == REDACT_MODE_BODY && !st->set->lf && need > st->held) {
+		const uint8_t *nl = memrchr(dst + st->held, '\n', need - st->held);
+
+		if (nl != NULL)
+			bound = (size_t)(nl - dst) + 1;
+	}
 	out = need > st->maxhold ? need - st->maxhold : 0;
 	if (bound > out)
 		out = bound;

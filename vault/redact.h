@@ -41,7 +41,9 @@ struct redact_stream;
  * reflected guess matched.
  */
 enum redact_mode {
-	/* A body: exactly min(max_hold, bytes so far) are held back. */
+	/* A body: exactly min(max_hold, bytes since the last line feed) are
+	 * held back (the whole min(max_hold, bytes so far) if some pattern
+	 * contains a line feed). */
 	REDACT_MODE_BODY = 0,
 	/* text/event-stream: every complete event goes out at once (SSE keeps
 	 * flowing); data values are also scanned as the text a client
@@ -112,8 +114,8 @@ void redact_stream_free(struct redact_stream *st);
 
 /*
  * Scans len bytes and appends to out (masked where matched) all but the
- * bytes the mode holds back: in a body the last min(max_hold, total) bytes
- * whatever they are; in framed modes the partial event or frame (at most
+ * bytes the mode holds back: in a body the last min(max_hold, bytes since
+ * the last line feed) whatever they are; in framed modes the partial event or frame (at most
  * redact_stream_max_hold()). 0, or -1 on allocation failure (the stream is
  * then unusable).
  */

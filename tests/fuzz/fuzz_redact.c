@@ -133,7 +133,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct redact_stream *st;
 	struct evbuffer *eb;
 	uint8_t *ref, *got, *tmp;
-	size_t i, off, n, olen, glen, tcap, hold;
+	size_t i, off, n, olen, glen, tcap, hold, since_lf = 0;
 	uint64_t m = 0;
 	uint32_t rs = 2166136261u;
 
@@ -172,8 +172,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		glen += olen;
 		FUZZ_CHECK(glen + redact_stream_held(st) == off + n);
 		FUZZ_CHECK(redact_stream_held(st) <= redact_set_max_hold(set));
-		/* The hold is a function of the positions alone (issue 15 item 5). */
-		FUZZ_CHECK(redact_stream_held(st) == (off + n < hold ? off + n : hold));
+		/* The hold is a function of the input alone (issue 15 item 5):
+		 * the bytes since the last line feed, at most max_hold. */
+		for (i = off; i < off + n; i++)
+			if (data[i] == '\n')
+				since_lf = i + 1;
+		FUZZ_CHECK(redact_stream_held(st) ==
+		           (off + n - since_lf < hold ? off + n - since_lf : hold));
 	}
 	FUZZ_CHECK(redact_stream_flush_buf(st, tmp, tcap, &olen) == 0);
 	memcpy(got + glen, tmp, olen);

@@ -500,6 +500,36 @@ longest_cb(const uint8_t *p, size_t len, void *arg)
 }
 
 /* A body holds back exactly min(max_hold, bytes so far), whatever they are. */
+/* With a line feed in some pattern, a line feed releases nothing early. */
+static void
+test_lf_in_secret_keeps_hold(void **state)
+{
+	struct secret *sec = mksecret("line-one\nline-two");
+	struct redact_value v = {.secret = sec};
+	struct redact_set *set = redact_set_new(&v, 1, NULL);
+	struct redact_stream *st;
+	uint8_t dst[256];
+	size_t olen, flen;
+	const char *t = "x line-one\nline-two y";
+
+	assert_non_null(set);
+	secret_unref(sec);
+	st = redact_stream_new(set);
+	assert_non_null(st);
+	/* Fed up to the line feed: all of "line-one\n" must stay held. */
+	assert_int_equal(
+	    redact_stream_feed_buf(st, (const uint8_t *)t, 11, dst, sizeof(dst), &olen), 0);
+	assert_int_equal(redact_stream_held(st), 11);
+	assert_int_equal(redact_stream_feed_buf(
+	                     st, (const uint8_t *)t + 11, strlen(t) - 11, dst, sizeof(dst), &olen),
+	    0);
+	assert_int_equal(redact_stream_flush_buf(st, dst + olen, sizeof(dst) - olen, &flen), 0);
+	assert_int_equal(olen + flen, strlen(t));
+	assert_memory_equal(dst, "x *****************", 19);
+	redact_stream_free(st);
+	redact_set_unref(set);
+}
+
 static void
 test_hold_is_fixed(void **state)
 {
@@ -526,19 +556,27 @@ test_hold_is_fixed(void **state)
 	assert_int_equal(redact_stream_feed(st, (const uint8_t *)"sk-live-CANARY1-q8", 18, out), 0);
 	assert_int_equal(redact_stream_held(st), h);
 	assert_int_equal(evbuffer_get_length(out), 18);
-	/* Completing it masks the whole value, including the held part. */
+	/* Completing it masks the whole value, including the held part; a
+	 * line feed releases everything before it (no pattern holds one). */
 	assert_int_equal(redact_stream_feed(st, (const uint8_t *)"Zt3xW9pLm2vB7\n", 14, out), 0);
-	assert_int_equal(redact_stream_held(st), h);
-	assert_int_equal(redact_stream_flush(st, out), 0);
 	assert_int_equal(redact_stream_held(st), 0);
+	assert_int_equal(redact_stream_flush(st, out), 0);
 	n = evbuffer_get_length(out);
-	assert_int_equal(n, 18 + 2 * h + 10 - (h + 10) + 14 - 18 + 18);
+	assert_int_equal(n, 18 + h + 14);
 	evbuffer_drain(out, n - 32);
 	assert_int_equal(evbuffer_remove(out, buf, sizeof(buf)), 32);
 	for (i = 0; i < 31; i++)
 		assert_int_equal(buf[i], REDACT_MASK_BYTE);
 	assert_int_equal(buf[31], '\n');
 	assert_int_equal(redact_stream_matches(st), 1);
+	/* After a line feed, the hold counts from it, match or not. */
+	assert_int_equal(redact_stream_feed(st, (const uint8_t *)"ab\ncdefgh", 9, out), 0);
+	assert_int_equal(redact_stream_held(st), 6);
+	assert_int_equal(redact_stream_feed(st, (const uint8_t *)"ab\nsk-liv", 9, out), 0);
+	assert_int_equal(redact_stream_held(st), 6);
+	assert_int_equal(evbuffer_get_length(out), 12);
+	assert_int_equal(redact_stream_flush(st, out), 0);
+	evbuffer_drain(out, evbuffer_get_length(out));
 	/* A prefix that never completes is released unchanged by flush. */
 	assert_int_equal(redact_stream_feed(st, (const uint8_t *)"x sk-live-CAN", 13, out), 0);
 	assert_int_equal(evbuffer_get_length(out), 0);
@@ -660,6 +698,7 @@ test_hold_does_not_depend_on_match(void **state)
 	} shapes[] = {
 	    {REDACT_MODE_BODY, "{\"error\":\"bad\",\"echo\":\"", ""},
 	    {REDACT_MODE_BODY, "", "\"}"},
+	    {REDACT_MODE_BODY, "{\"a\":1}\n{\"echo\":\"", "\"}\n{\"b\":2"},
 	    {REDACT_MODE_SSE, "data: hello\n\ndata: ", ""},
 	    {REDACT_MODE_SSE, "data: hello\n\ndata: ", "\n\n"},
 	    {REDACT_MODE_SSE, ": c\r\n\r\ndata:", "\r\ndata: x\r\n"},
@@ -918,6 +957,7 @@ main(void)
 	    cmocka_unit_test(test_patterns_enumerated),
 	    cmocka_unit_test(test_random_splits_match_oneshot),
 	    cmocka_unit_test(test_hold_is_fixed),
+	    cmocka_unit_test(test_lf_in_secret_keeps_hold),
 	    cmocka_unit_test(test_feed_ends_on_longest_match),
 	    cmocka_unit_test(test_hold_does_not_depend_on_match),
 	    cmocka_unit_test(test_sse_reassembled),
