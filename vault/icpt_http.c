@@ -422,8 +422,8 @@ icpt_http_response(
 		icpt_http_error(c, 502, "Bad Gateway", "encoded_credentialed_response");
 		return false;
 	}
-	if (!c->credentialed && !r->interim && vault_snap_host_bound(c->snap, c->host) &&
-	    (icpt_encoded(r) || r->status == 206)) {
+	if (!r->interim && (icpt_encoded(r) || r->status == 206) &&
+	    (c->credentialed || vault_snap_host_bound(c->snap, c->host))) {
 		/* A bound host may return a stored secret: only in a form we can read. */
 		icpt_http_error(c, 502, "Bad Gateway", "undecodable_response_from_bound_host");
 		return false;

@@ -162,13 +162,15 @@ intercept_request_decodable(struct httpwire_header *hdrs, size_t n)
 		/*
 		 * The host may hold a secret it was sent earlier and return it in
 		 * any response: never compressed (the redactor cannot see
-		 * through) and never in pieces (each piece too short to match).
+		 * through; permessage-deflate is the WebSocket form) and never
+		 * in pieces (each piece too short to match).
 		 */
 		if (httpwire_name_eq(nm, "accept-encoding") && !ae) {
 			hdrs[i].value = (struct httpwire_view){(const uint8_t *)"identity", 8};
 			ae = true;
 		} else if (httpwire_name_eq(nm, "accept-encoding") ||
-		           httpwire_name_eq(nm, "range") || httpwire_name_eq(nm, "if-range")) {
+		           httpwire_name_eq(nm, "range") || httpwire_name_eq(nm, "if-range") ||
+		           httpwire_name_eq(nm, "sec-websocket-extensions")) {
 			hdrs[i].name.ptr = NULL;
 		}
 	}

@@ -42,7 +42,8 @@ int intercept_request_head(const struct httpwire_request *req, struct httpwire_h
 /*
  * The decoding rules of a credentialed request, for every other request to
  * a host that has a binding: the first Accept-Encoding becomes identity,
- * other copies, Range and If-Range are dropped (name.ptr NULL).
+ * other copies, Range, If-Range and Sec-WebSocket-Extensions are dropped
+ * (name.ptr NULL).
  */
 void intercept_request_decodable(struct httpwire_header *hdrs, size_t n);
 

@@ -27,6 +27,7 @@ static const char REQ[] = "GET /public/x HTTP/1.1\r\n"
                           "Range: bytes=0-5\r\n"
                           "RANGE: bytes=6-9\r\n"
                           "If-Range: \"e\"\r\n"
+                          "Sec-WebSocket-Extensions: permessage-deflate\r\n"
                           "\r\n";
 
 static size_t
@@ -85,6 +86,7 @@ test_bound_host_gets_identity_whole_bodies(void **state)
 	assert_null(strstr(s, "gzip"));
 	assert_null(strstr(s, "deflate"));
 	assert_int_equal(count(s, "range:"), 0);
+	assert_null(strstr(s, "permessage-deflate"));
 	assert_non_null(strstr(s, "\r\nX-Keep: 1\r\n"));
 	assert_non_null(strstr(s, "GET /public/x HTTP/1.1\r\nHost: api.allowed.test\r\n"));
 	assert_true(len > 4 && memcmp(s + len - 4, "\r\n\r\n", 4) == 0);
