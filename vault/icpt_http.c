@@ -118,6 +118,8 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 			return false;
 		}
 		inject = mr == BINDING_MATCH_ONE;
+		if (!inject)
+			intercept_request_decodable(ic->hdrs, req->nheaders);
 	}
 	head = evbuffer_new();
 	if (head == NULL || intercept_request_head(req, ic->hdrs, c->snap, idx, inject, ic->scratch,
@@ -381,6 +383,25 @@ icpt_encoded(const struct httpwire_response *r)
 	return false;
 }
 
+/* How the workload reassembles this body, for the redactor's cuts. */
+static enum redact_mode
+icpt_redact_mode(const struct httpwire_response *r)
+{
+	if (r->framing == HTTPWIRE_FRAME_TUNNEL)
+		return REDACT_MODE_WEBSOCKET;
+	for (size_t i = 0; i < r->nheaders; i++) {
+		const struct httpwire_header *h = &r->headers[i];
+
+		if (!httpwire_name_eq(h->name, "content-type") || h->value.len < 17 ||
+		    strncasecmp((const char *)h->value.ptr, "text/event-stream", 17) != 0)
+			continue;
+		if (h->value.len == 17 || h->value.ptr[17] == ';' || h->value.ptr[17] == ' ' ||
+		    h->value.ptr[17] == '\t')
+			return REDACT_MODE_SSE;
+	}
+	return REDACT_MODE_BODY;
+}
+
 /* A complete response head: check it, redact it, send it on. */
 static bool
 icpt_http_response(
@@ -399,6 +420,12 @@ icpt_http_response(
 	if (c->credentialed && !r->interim && icpt_encoded(r)) {
 		/* We asked for identity; an encoded body cannot be scanned. */
 		icpt_http_error(c, 502, "Bad Gateway", "encoded_credentialed_response");
+		return false;
+	}
+	if (!r->interim && (icpt_encoded(r) || r->status == 206) &&
+	    (c->credentialed || vault_snap_host_bound(c->snap, c->host))) {
+		/* A bound host may return a stored secret: only in a form we can read. */
+		icpt_http_error(c, 502, "Bad Gateway", "undecodable_response_from_bound_host");
 		return false;
 	}
 	if (r->interim && ++c->interim > HTTPWIRE_MAX_INTERIM) {
@@ -424,7 +451,7 @@ icpt_http_response(
 	c->resp_keep = r->keep_alive;
 	c->rechunk = r->framing == HTTPWIRE_FRAME_CHUNKED;
 	if (set != NULL) {
-		c->rs = redact_stream_new(set);
+		c->rs = redact_stream_new_mode(set, icpt_redact_mode(r));
 		if (c->rs == NULL) {
 			icpt_close(c, "oom");
 			return false;
@@ -555,7 +582,8 @@ icpt_http_upstream(struct icpt_conn *c)
 				return;
 			}
 			evbuffer_drain(in, take);
-			if (c->oom || icpt_emit(c) != 0) {
+			/* At the end, the rest goes out with the held bytes, in one chunk. */
+			if (c->oom || (st != HTTPWIRE_OK && icpt_emit(c) != 0)) {
 				icpt_close(c, "oom");
 				return;
 			}

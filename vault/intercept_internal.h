@@ -39,6 +39,14 @@ int intercept_request_head(const struct httpwire_request *req, struct httpwire_h
     const struct vault_snap *snap, size_t idx, bool inject, uint8_t *scratch, size_t cap,
     struct evbuffer *out) __attribute__((warn_unused_result));
 
+/*
+ * The decoding rules of a credentialed request, for every other request to
+ * a host that has a binding: the first Accept-Encoding becomes identity,
+ * other copies, Range, If-Range and Sec-WebSocket-Extensions are dropped
+ * (name.ptr NULL).
+ */
+void intercept_request_decodable(struct httpwire_header *hdrs, size_t n);
+
 /* The status code for a refused request head. */
 int intercept_request_error_status(enum httpwire_status st, enum httpwire_error e);
 

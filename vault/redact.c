@@ -4,8 +4,9 @@
  * the workload. Sets are built in the worker on each vault revision and
  * scanned by the loop threads. An Aho-Corasick automaton over all patterns,
  * with a bigram filter that skips clean data quickly. It must never change a
- * byte that is not part of a whole match, never hold back more than a
- * pending partial match, and never log.
+ * byte that is not part of a whole match, never let what it holds back or
+ * releases depend on how much of a secret some bytes matched (that is an
+ * oracle), and never log.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@
 
 /* Longest basic-auth user name accepted. */
 #define REDACT_MAX_BASIC_USER 256
-/* Initial hold-back capacity of a stream (grows up to the longest pattern). */
+/* Initial capacity of a stream's held bytes (grows up to max_hold). */
 #define REDACT_HOLD_INITIAL 64
 
 /* log2 of the bits in the 4-gram filter (16 KiB, stays in L1). */
@@ -48,6 +49,7 @@ struct redact_set {
 	atomic_uint refs;
 	size_t npatterns;
 	size_t maxlen;
+	bool lf; /* some pattern contains '\n' (a raw secret with a line feed) */
 	uint32_t nstates;
 	struct redact_node *nodes;
 	uint8_t *elabel;
@@ -58,13 +60,44 @@ struct redact_set {
 	uint64_t gram[(1u << REDACT_GRAM_BITS) / 64];
 };
 
+/* Server-sent events parser state (what an EventSource client sees). */
+struct redact_sse {
+	uint8_t line;   /* REDACT_SSE_* below */
+	uint8_t flen;   /* field name bytes seen on this line */
+	bool fdata;     /* the field name so far is a prefix of "data" */
+	bool cr;        /* the previous byte was a CR (an LF after it is no new line) */
+	bool crbound;   /* that CR ended an event (its LF joins the flushed event) */
+	bool lineempty; /* nothing but the line end so far on this line */
+};
+
+/* WebSocket (server to client) frame parser state. */
+struct redact_ws {
+	uint8_t hdr[14]; /* the frame header so far */
+	uint8_t hlen;    /* bytes of it seen */
+	uint8_t hneed;   /* header length once known (2 until the second byte) */
+	bool data;       /* payload is message data (text, binary, continuation) */
+	uint64_t left;   /* payload bytes left in this frame */
+	bool inpayload;
+	bool opaque; /* not WebSocket framing: released at every feed's end */
+};
+
 struct redact_stream {
 	struct redact_set *set;
-	uint32_t state;
-	size_t held; /* always nodes[state].depth */
+	enum redact_mode mode;
+	uint32_t state;  /* automaton over the raw bytes */
+	uint32_t dstate; /* automaton over the reassembled text (framed modes) */
+	size_t held;     /* a function of input positions only, never of state */
 	size_t holdcap;
+	size_t maxhold; /* redact_stream_max_hold() */
 	uint64_t matches;
 	uint8_t *hold;
+	/* Framed modes: the reassembled-text bytes among the held ones, and
+	 * their offsets in the held bytes, so a match across events can mask. */
+	uint8_t *dtext;
+	uint32_t *dpos;
+	size_t dlen, dcap;
+	struct redact_sse sse;
+	struct redact_ws ws;
 };
 
 /* Pattern list under construction: bytes in one arena, wiped when grown. */
@@ -687,6 +720,8 @@ redact_set_new(const struct redact_value *vals, size_t n, enum redact_err *errp)
 		}
 		if (pl.len[i] > set->maxlen)
 			set->maxlen = pl.len[i];
+		if (memchr(p, '\n', pl.len[i]) != NULL)
+			set->lf = true;
 	}
 	if (redact_compile(set, &t) == -1)
 		pl.err = REDACT_ERR_NOMEM;
@@ -836,12 +871,15 @@ redact_scan(const struct redact_set *set, uint8_t *p, size_t from, size_t to, ui
 		s = redact_step(set, s, p[i]);
 		nd = &set->nodes[s];
 		/*
-		 * A match of length L ending at i was a pending prefix of length
-		 * L - 1 just before, so its bytes are all still in p (held back,
-		 * never released): masking can always reach the whole match.
+		 * A match of length L ending at i: in a body its first L - 1 bytes
+		 * are among the max_hold held back, so masking reaches all of it.
 		 */
 		if (nd->masklen != 0) {
-			memset(p + i + 1 - nd->masklen, REDACT_MASK_BYTE, nd->masklen);
+			/* In framed modes the start of a match across an event end
+			 * may already be out: mask what is still here. */
+			size_t first = i + 1 >= nd->masklen ? i + 1 - nd->masklen : 0;
+
+			memset(p + first, REDACT_MASK_BYTE, i + 1 - first);
 			*matches += nd->nout;
 		}
 		i++;
@@ -861,15 +899,33 @@ redact_buf(const struct redact_set *set, uint8_t *buf, size_t len, uint64_t *mat
 		*matches += m;
 }
 
-/* Scanner state for one direction of one connection. */
+/* Scanner state for one direction of one connection (a whole body). */
 struct redact_stream *
 redact_stream_new(struct redact_set *set)
 {
-	struct redact_stream *st = calloc(1, sizeof(*st));
+	return redact_stream_new_mode(set, REDACT_MODE_BODY);
+}
 
+/* Scanner for a body of the given framing (see enum redact_mode). */
+struct redact_stream *
+redact_stream_new_mode(struct redact_set *set, enum redact_mode mode)
+{
+	struct redact_stream *st;
+
+	if (mode != REDACT_MODE_BODY && mode != REDACT_MODE_SSE && mode != REDACT_MODE_WEBSOCKET)
+		return NULL;
+	st = calloc(1, sizeof(*st));
 	if (st == NULL)
 		return NULL;
 	st->set = redact_set_ref(set);
+	st->mode = mode;
+	st->maxhold = redact_set_max_hold(set);
+	/* A partial event or frame is held whole, up to a cap that still
+	 * covers the longest pattern. */
+	if (mode != REDACT_MODE_BODY && set->maxlen > 0 && st->maxhold < REDACT_FRAMED_HOLD)
+		st->maxhold = REDACT_FRAMED_HOLD;
+	st->ws.hneed = 2;
+	st->sse.lineempty = true;
 	return st;
 }
 
@@ -880,15 +936,24 @@ redact_stream_free(struct redact_stream *st)
 	if (st == NULL)
 		return;
 	redact_wipe_free(st->hold, st->holdcap);
+	redact_wipe_free(st->dtext, st->dcap);
+	free(st->dpos);
 	redact_set_unref(st->set);
 	free(st);
 }
 
-/* Bytes of a pending partial match currently held back. */
+/* Bytes currently held back. */
 size_t
 redact_stream_held(const struct redact_stream *st)
 {
 	return st->held;
+}
+
+/* Upper bound of redact_stream_held() for this stream. */
+size_t
+redact_stream_max_hold(const struct redact_stream *st)
+{
+	return st->maxhold;
 }
 
 /* Occurrences masked so far, for the redaction counter. */
@@ -898,13 +963,266 @@ redact_stream_matches(const struct redact_stream *st)
 	return st->matches;
 }
 
-/* Core feed: scan in after the held bytes, emit all but the new hold. */
+enum {
+	REDACT_SSE_START = 0, /* at the start of a line */
+	REDACT_SSE_FIELD,     /* in the field name */
+	REDACT_SSE_SPACE,     /* just after "data:" (one space is dropped) */
+	REDACT_SSE_DATA,      /* in the value of a data line */
+	REDACT_SSE_OTHER,     /* in a comment or another field */
+};
+
+/*
+ * One byte of an event stream (WHATWG HTML, "event stream interpretation"):
+ * whether it belongs to a data value (*text), and whether an event ends
+ * after it (*bound). Lines end at CRLF, LF or CR; an empty line ends an
+ * event; "data" values lose one leading space.
+ */
+static void
+redact_sse_byte(struct redact_sse *p, uint8_t c, bool *text, bool *bound)
+{
+	*text = false;
+	*bound = false;
+	if (p->cr && c == '\n') {
+		p->cr = false;
+		/* The LF of a CRLF that ended an event goes out with it. */
+		*bound = p->crbound;
+		p->crbound = false;
+		return;
+	}
+	p->cr = false;
+	p->crbound = false;
+	if (c == '\n' || c == '\r') {
+		if (p->lineempty)
+			*bound = true;
+		p->cr = c == '\r';
+		p->crbound = p->cr && *bound;
+		p->line = REDACT_SSE_START;
+		p->lineempty = true;
+		return;
+	}
+	p->lineempty = false;
+	switch (p->line) {
+	case REDACT_SSE_START:
+		p->flen = 0;
+		p->fdata = true;
+		if (c == ':') {
+			p->line = REDACT_SSE_OTHER;
+			return;
+		}
+		p->line = REDACT_SSE_FIELD;
+		/* fall through */
+	case REDACT_SSE_FIELD:
+		if (c == ':') {
+			p->line = p->fdata && p->flen == 4 ? REDACT_SSE_SPACE : REDACT_SSE_OTHER;
+			return;
+		}
+		if (p->flen >= 4 || c != (uint8_t) "data"[p->flen])
+			p->fdata = false;
+		if (p->flen < UINT8_MAX)
+			p->flen++;
+		return;
+	case REDACT_SSE_SPACE:
+		p->line = REDACT_SSE_DATA;
+		if (c == ' ')
+			return;
+		*text = true;
+		return;
+	case REDACT_SSE_DATA:
+		*text = true;
+		return;
+	default:
+		return;
+	}
+}
+
+/*
+ * One byte of server-to-client WebSocket frames (RFC 6455 section 5.2):
+ * whether it is message payload (*text) and whether a frame ends after it.
+ * Payload of a masked frame (a server must not send one) is not text.
+ */
+static void
+redact_ws_byte(struct redact_ws *p, uint8_t c, bool *text, bool *bound)
+{
+	*text = false;
+	*bound = false;
+	if (p->opaque)
+		return;
+	if (p->inpayload) {
+		*text = p->data;
+		if (--p->left == 0) {
+			p->inpayload = false;
+			*bound = true;
+		}
+		return;
+	}
+	p->hdr[p->hlen++] = c;
+	/* RSV2, RSV3 or a reserved opcode: these bytes are not frames (a
+	 * tunnel of another protocol); from here every feed ends a unit. */
+	if (p->hlen == 1 &&
+	    ((c & 0x30) != 0 || ((c & 0x0f) > 2 && (c & 0x0f) < 8) || (c & 0x0f) > 10)) {
+		p->opaque = true;
+		return;
+	}
+	if (p->hlen == 2) {
+		uint8_t len7 = p->hdr[1] & 0x7f;
+
+		p->hneed = 2 + (len7 == 126 ? 2 : len7 == 127 ? 8 : 0) + (p->hdr[1] & 0x80 ? 4 : 0);
+	}
+	if (p->hlen < p->hneed)
+		return;
+	{
+		uint8_t len7 = p->hdr[1] & 0x7f, op = p->hdr[0] & 0x0f;
+		uint64_t n = len7;
+
+		if (len7 == 126)
+			n = (uint64_t)p->hdr[2] << 8 | p->hdr[3];
+		else if (len7 == 127)
+			for (int i = 2; i < 10; i++)
+				n = n << 8 | p->hdr[i];
+		/* Compressed (RSV1) or masked payload is not text a scan can read. */
+		p->data = op <= 2 && !(p->hdr[1] & 0x80) && !(p->hdr[0] & 0x40);
+		p->left = n;
+		p->inpayload = n > 0;
+		*bound = n == 0;
+		p->hlen = 0;
+		p->hneed = 2;
+	}
+}
+
+/*
+ * Scans the reassembled text t[from, to) from *state; pos[j] is the offset
+ * in raw of t[j]. A match masks the raw bytes of its text bytes that are
+ * still here; one whose bytes were not adjacent in raw (a secret split
+ * across events or frames) is counted, the others the raw scan counts.
+ */
+static void
+redact_scan_text(const struct redact_set *set, const uint8_t *t, const uint32_t *pos, size_t from,
+    size_t to, uint32_t *state, uint8_t *raw, uint64_t *matches)
+{
+	const struct redact_node *nd;
+	uint32_t s = *state;
+	size_t i = from, j, first;
+
+	while (i < to) {
+		if (s == 0) {
+			i = redact_skip(set, t, i, to);
+			if (i == to)
+				break;
+		}
+		s = redact_step(set, s, t[i]);
+		nd = &set->nodes[s];
+		if (nd->masklen != 0) {
+			first = i + 1 >= nd->masklen ? i + 1 - nd->masklen : 0;
+			for (j = first; j <= i; j++)
+				raw[pos[j]] = REDACT_MASK_BYTE;
+			if (i + 1 < nd->masklen || pos[i] - pos[first] != i - first)
+				*matches += nd->nout;
+		}
+		i++;
+	}
+	*state = s;
+}
+
+/* Grows a wiped buffer of secret-bearing bytes to hold at least need. */
+static int
+redact_reserve(uint8_t **buf, size_t *cap, size_t used, size_t need)
+{
+	size_t ncap;
+	uint8_t *b;
+
+	if (need <= *cap)
+		return 0;
+	ncap = *cap < REDACT_HOLD_INITIAL ? REDACT_HOLD_INITIAL : *cap;
+	while (ncap < need)
+		ncap *= 2;
+	b = redact_grow(*buf, used, ncap);
+	if (b == NULL)
+		return -1;
+	*buf = b;
+	*cap = ncap;
+	return 0;
+}
+
+/*
+ * Framed modes: parses dst[from, need) (not yet masked), appends its text
+ * bytes to st->dtext, and returns the offset just past the last event or
+ * frame end in it (0 if none). -1 on allocation failure.
+ */
+static int
+redact_frame(struct redact_stream *st, const uint8_t *dst, size_t from, size_t need, size_t *bound)
+{
+	uint32_t *np;
+	size_t ncap, i;
+	bool text, b;
+
+	*bound = 0;
+	if (need > UINT32_MAX)
+		return -1;
+	ncap = st->dcap;
+	if (redact_reserve(&st->dtext, &ncap, st->dlen, st->dlen + (need - from)) == -1)
+		return -1;
+	if (ncap != st->dcap) {
+		np = malloc(ncap * sizeof(*np));
+		if (np == NULL) {
+			st->dcap = ncap;
+			return -1;
+		}
+		if (st->dlen > 0)
+			memcpy(np, st->dpos, st->dlen * sizeof(*np));
+		free(st->dpos);
+		st->dpos = np;
+		st->dcap = ncap;
+	}
+	for (i = from; i < need; i++) {
+		if (st->mode == REDACT_MODE_SSE)
+			redact_sse_byte(&st->sse, dst[i], &text, &b);
+		else
+			redact_ws_byte(&st->ws, dst[i], &text, &b);
+		if (text) {
+			st->dtext[st->dlen] = dst[i];
+			st->dpos[st->dlen++] = (uint32_t)i;
+		}
+		if (b)
+			*bound = i + 1;
+	}
+	if (st->mode == REDACT_MODE_WEBSOCKET && st->ws.opaque)
+		*bound = need;
+	return 0;
+}
+
+/* Keeps the text bytes at raw offsets >= out, rebased to the new hold. */
+static void
+redact_text_release(struct redact_stream *st, size_t out)
+{
+	size_t k = 0, j;
+
+	while (k < st->dlen && st->dpos[k] < out)
+		k++;
+	for (j = k; j < st->dlen; j++) {
+		st->dtext[j - k] = st->dtext[j];
+		st->dpos[j - k] = st->dpos[j] - (uint32_t)out;
+	}
+	if (k > 0)
+		OPENSSL_cleanse(st->dtext + st->dlen - k, k);
+	st->dlen -= k;
+}
+
+/*
+ * Core feed: scan in after the held bytes, emit all but the new hold.
+ *
+ * What is emitted is a function of the input positions alone, never of the
+ * match state, so the sizes the workload sees (chunks, records, writes) say
+ * nothing about how much of a secret some bytes matched (issue 15 item 5):
+ * a body holds back min(max_hold, bytes since its last line feed) (the line
+ * feed rule only when no pattern contains one); an event stream or
+ * WebSocket emits up to the end of its last complete event or frame and
+ * holds the partial one (up to max_hold).
+ */
 int
 redact_stream_feed_buf(struct redact_stream *st, const uint8_t *in, size_t len, uint8_t *dst,
     size_t cap, size_t *out_len)
 {
-	size_t need = st->held + len, depth, out, ncap;
-	uint8_t *h;
+	size_t need = st->held + len, out, keep, bound = 0, dfrom;
 
 	if (len > SIZE_MAX - st->held || cap < need)
 		return -1;
@@ -912,32 +1230,38 @@ redact_stream_feed_buf(struct redact_stream *st, const uint8_t *in, size_t len, 
 		memmove(dst + st->held, in, len);
 	if (st->held > 0)
 		memcpy(dst, st->hold, st->held);
+	dfrom = st->dlen;
+	if (st->mode != REDACT_MODE_BODY && redact_frame(st, dst, st->held, need, &bound) == -1)
+		return -1;
 	redact_scan(st->set, dst, st->held, need, &st->state, &st->matches);
+	if (st->mode != REDACT_MODE_BODY)
+		redact_scan_text(
+		    st->set, st->dtext, st->dpos, dfrom, st->dlen, &st->dstate, dst, &st->matches);
 	/*
-	 * Only the deepest pending prefix (the automaton depth) may still grow
-	 * into a match; everything before it is final and released now, so an
-	 * SSE event goes out as soon as it stops looking like a secret.
+	 * A body is also released up to its last line feed when no pattern
+	 * holds one: no match can reach back across it, so lines (NDJSON,
+	 * logs, long polls) keep flowing. Still a function of the input only.
 	 */
-	depth = st->set->nodes[st->state].depth;
-	out = need - depth;
-	if (depth > st->holdcap) {
-		ncap = depth < REDACT_HOLD_INITIAL ? REDACT_HOLD_INITIAL : depth;
-		if (ncap < st->holdcap * 2)
-			ncap = st->holdcap * 2;
-		if (ncap > st->set->maxlen)
-			ncap = st->set->maxlen;
-		h = redact_grow(st->hold, st->holdcap, ncap);
-		if (h == NULL)
-			return -1;
-		st->hold = h;
-		st->holdcap = ncap;
+	if (st->mode == REDACT_MODE_BODY && !st->set->lf && need > st->held) {
+		const uint8_t *nl = memrchr(dst + st->held, '\n', need - st->held);
+
+		if (nl != NULL)
+			bound = (size_t)(nl - dst) + 1;
 	}
-	if (depth > 0) {
-		memcpy(st->hold, dst + out, depth);
-		/* The caller's buffer must not keep a copy of a pending partial match. */
-		OPENSSL_cleanse(dst + out, depth);
+	out = need > st->maxhold ? need - st->maxhold : 0;
+	if (bound > out)
+		out = bound;
+	keep = need - out;
+	if (redact_reserve(&st->hold, &st->holdcap, st->held, keep) == -1)
+		return -1;
+	if (keep > 0) {
+		memcpy(st->hold, dst + out, keep);
+		/* The caller's buffer must not keep a copy of held bytes. */
+		OPENSSL_cleanse(dst + out, keep);
 	}
-	st->held = depth;
+	st->held = keep;
+	if (st->mode != REDACT_MODE_BODY)
+		redact_text_release(st, out);
 	*out_len = out;
 	return 0;
 }
@@ -985,6 +1309,24 @@ redact_stream_feed_evbuffer(struct redact_stream *st, struct evbuffer *in, struc
 	return 0;
 }
 
+/* Back to the start of a message: no held bytes, no pending state. */
+static void
+redact_stream_reset(struct redact_stream *st)
+{
+	if (st->held > 0)
+		OPENSSL_cleanse(st->hold, st->held);
+	if (st->dlen > 0)
+		OPENSSL_cleanse(st->dtext, st->dlen);
+	st->held = 0;
+	st->dlen = 0;
+	st->state = 0;
+	st->dstate = 0;
+	memset(&st->sse, 0, sizeof(st->sse));
+	st->sse.lineempty = true;
+	memset(&st->ws, 0, sizeof(st->ws));
+	st->ws.hneed = 2;
+}
+
 /* End of message into a caller buffer. */
 int
 redact_stream_flush_buf(struct redact_stream *st, uint8_t *dst, size_t cap, size_t *out_len)
@@ -993,11 +1335,8 @@ redact_stream_flush_buf(struct redact_stream *st, uint8_t *dst, size_t cap, size
 		return -1;
 	if (st->held > 0)
 		memcpy(dst, st->hold, st->held);
-	if (st->held > 0)
-		OPENSSL_cleanse(st->hold, st->held);
 	*out_len = st->held;
-	st->held = 0;
-	st->state = 0;
+	redact_stream_reset(st);
 	return 0;
 }
 
@@ -1007,10 +1346,7 @@ redact_stream_flush(struct redact_stream *st, struct evbuffer *out)
 {
 	if (st->held > 0 && evbuffer_add(out, st->hold, st->held) == -1)
 		return -1;
-	if (st->held > 0)
-		OPENSSL_cleanse(st->hold, st->held);
-	st->held = 0;
-	st->state = 0;
+	redact_stream_reset(st);
 	return 0;
 }
 

@@ -30,6 +30,29 @@ struct redact_stream;
 #define REDACT_MASK_BYTE '*'
 /* Largest slice reserved in an output evbuffer at once. */
 #define REDACT_FEED_SLICE 65536
+/* Framed modes hold a partial event or frame up to this many bytes (or the
+ * longest pattern, if longer) before releasing its oldest bytes. */
+#define REDACT_FRAMED_HOLD 16384
+
+/*
+ * How a stream is cut. Output is released only at points that are a
+ * function of the input bytes and their positions, never of the match
+ * state, so what the workload sees cannot tell how much of a secret a
+ * reflected guess matched.
+ */
+enum redact_mode {
+	/* A body: exactly min(max_hold, bytes since the last line feed) are
+	 * held back (the whole min(max_hold, bytes so far) if some pattern
+	 * contains a line feed). */
+	REDACT_MODE_BODY = 0,
+	/* text/event-stream: every complete event goes out at once (SSE keeps
+	 * flowing); data values are also scanned as the text a client
+	 * reassembles, concatenated across lines and events. */
+	REDACT_MODE_SSE,
+	/* Server-to-client WebSocket frames: every complete frame goes out at
+	 * once; payloads of data frames are scanned concatenated as well. */
+	REDACT_MODE_WEBSOCKET,
+};
 
 enum redact_err {
 	REDACT_ERR_NONE = 0,
@@ -78,16 +101,23 @@ size_t redact_set_max_hold(const struct redact_set *set);
  * (may be NULL). For header blocks and as the reference for streams. */
 void redact_buf(const struct redact_set *set, uint8_t *buf, size_t len, uint64_t *matches);
 
-/* New scanner for one direction of one connection; takes a set reference. */
+/* New scanner for one direction of one connection; takes a set reference.
+ * Same as redact_stream_new_mode(set, REDACT_MODE_BODY). */
 struct redact_stream *redact_stream_new(struct redact_set *set) __attribute__((warn_unused_result));
+
+/* New scanner with the given framing; NULL on a bad mode or no memory. */
+struct redact_stream *redact_stream_new_mode(struct redact_set *set, enum redact_mode mode)
+    __attribute__((warn_unused_result));
 
 /* Frees the stream and drops its set reference; held bytes are wiped. Accepts NULL. */
 void redact_stream_free(struct redact_stream *st);
 
 /*
- * Scans len bytes, appends to out every byte that can no longer be part of a
- * match (masked where matched), and holds back only the bytes of a pending
- * partial match. 0, or -1 on allocation failure (the stream is then unusable).
+ * Scans len bytes and appends to out (masked where matched) all but the
+ * bytes the mode holds back: in a body the last min(max_hold, bytes since
+ * the last line feed) whatever they are; in framed modes the partial event or frame (at most
+ * redact_stream_max_hold()). 0, or -1 on allocation failure (the stream is
+ * then unusable).
  */
 int redact_stream_feed(struct redact_stream *st, const uint8_t *in, size_t len,
     struct evbuffer *out) __attribute__((warn_unused_result));
@@ -110,8 +140,13 @@ int redact_stream_flush(struct redact_stream *st, struct evbuffer *out)
 int redact_stream_flush_buf(struct redact_stream *st, uint8_t *dst, size_t cap, size_t *out_len)
     __attribute__((warn_unused_result));
 
-/* Bytes currently held back. */
+/* Bytes currently held back: a function of the bytes fed and their
+ * positions only, always <= redact_stream_max_hold(). */
 size_t redact_stream_held(const struct redact_stream *st);
+
+/* Most bytes this stream holds back: redact_set_max_hold() for a body,
+ * at least REDACT_FRAMED_HOLD in framed modes. */
+size_t redact_stream_max_hold(const struct redact_stream *st);
 
 /* Pattern occurrences masked so far on this stream. */
 uint64_t redact_stream_matches(const struct redact_stream *st);

@@ -486,43 +486,389 @@ test_random_splits_match_oneshot(void **state)
 }
 
 static void
-test_holdback_is_minimal(void **state)
+longest_cb(const uint8_t *p, size_t len, void *arg)
+{
+	struct {
+		uint8_t buf[1024];
+		size_t len;
+	} *l = arg;
+
+	if (len > l->len && len <= sizeof(l->buf)) {
+		memcpy(l->buf, p, len);
+		l->len = len;
+	}
+}
+
+/* A body holds back exactly min(max_hold, bytes so far), whatever they are. */
+/* With a line feed in some pattern, a line feed releases nothing early. */
+static void
+test_lf_in_secret_keeps_hold(void **state)
+{
+	struct secret *sec = mksecret("line-one\nline-two");
+	struct redact_value v = {.secret = sec};
+	struct redact_set *set = redact_set_new(&v, 1, NULL);
+	struct redact_stream *st;
+	uint8_t dst[256];
+	size_t olen, flen;
+	const char *t = "x line-one\nline-two y";
+
+	assert_non_null(set);
+	secret_unref(sec);
+	st = redact_stream_new(set);
+	assert_non_null(st);
+	/* Fed up to the line feed: all of "line-one\n" must stay held. */
+	assert_int_equal(
+	    redact_stream_feed_buf(st, (const uint8_t *)t, 11, dst, sizeof(dst), &olen), 0);
+	assert_int_equal(redact_stream_held(st), 11);
+	assert_int_equal(redact_stream_feed_buf(
+	                     st, (const uint8_t *)t + 11, strlen(t) - 11, dst, sizeof(dst), &olen),
+	    0);
+	assert_int_equal(redact_stream_flush_buf(st, dst + olen, sizeof(dst) - olen, &flen), 0);
+	assert_int_equal(olen + flen, strlen(t));
+	assert_memory_equal(dst, "x *****************", 19);
+	redact_stream_free(st);
+	redact_set_unref(set);
+}
+
+static void
+test_hold_is_fixed(void **state)
 {
 	struct redact_set *set = mkset();
 	struct redact_stream *st = redact_stream_new(set);
 	struct evbuffer *out = evbuffer_new();
-	const char *ev1 = "data: {\"delta\": \"hello\"}\n\n";
-	const char *part = "data: sk-live-CANARY1-q8";
-	char buf[256];
-	size_t n;
+	size_t h = redact_set_max_hold(set), n, i;
+	uint8_t *clean = malloc(2 * h + 10), buf[64];
 
 	assert_non_null(st);
 	assert_non_null(out);
-	/* An SSE event with no pending match goes out whole, immediately. */
-	assert_int_equal(redact_stream_feed(st, (const uint8_t *)ev1, strlen(ev1), out), 0);
-	assert_int_equal(evbuffer_get_length(out), strlen(ev1));
-	assert_int_equal(redact_stream_held(st), 0);
+	assert_non_null(clean);
+	assert_int_equal(redact_stream_max_hold(st), h);
+	memset(clean, 'c', 2 * h + 10);
+	/* Clean text is held as much as a pending prefix of a secret would be. */
+	assert_int_equal(redact_stream_feed(st, clean, 10, out), 0);
+	assert_int_equal(redact_stream_held(st), 10);
+	assert_int_equal(evbuffer_get_length(out), 0);
+	assert_int_equal(redact_stream_feed(st, clean, 2 * h, out), 0);
+	assert_int_equal(redact_stream_held(st), h);
+	assert_int_equal(evbuffer_get_length(out), h + 10);
 	evbuffer_drain(out, evbuffer_get_length(out));
-	/* A prefix of a secret is held, exactly its bytes. */
-	assert_int_equal(redact_stream_feed(st, (const uint8_t *)part, strlen(part), out), 0);
-	assert_int_equal(redact_stream_held(st), strlen("sk-live-CANARY1-q8"));
-	assert_int_equal(evbuffer_get_length(out), strlen("data: "));
-	/* Completing it masks the whole value, including the held part. */
+	/* A prefix of a secret: the same counts. */
+	assert_int_equal(redact_stream_feed(st, (const uint8_t *)"sk-live-CANARY1-q8", 18, out), 0);
+	assert_int_equal(redact_stream_held(st), h);
+	assert_int_equal(evbuffer_get_length(out), 18);
+	/* Completing it masks the whole value, including the held part; a
+	 * line feed releases everything before it (no pattern holds one). */
 	assert_int_equal(redact_stream_feed(st, (const uint8_t *)"Zt3xW9pLm2vB7\n", 14, out), 0);
 	assert_int_equal(redact_stream_held(st), 0);
-	n = evbuffer_remove(out, buf, sizeof(buf));
-	assert_int_equal(n, strlen("data: ") + strlen(S1) + 1);
-	assert_memory_equal(buf, "data: ", 6);
-	assert_memory_equal(buf + 6, "*******************************\n", 32);
+	assert_int_equal(redact_stream_flush(st, out), 0);
+	n = evbuffer_get_length(out);
+	assert_int_equal(n, 18 + h + 14);
+	evbuffer_drain(out, n - 32);
+	assert_int_equal(evbuffer_remove(out, buf, sizeof(buf)), 32);
+	for (i = 0; i < 31; i++)
+		assert_int_equal(buf[i], REDACT_MASK_BYTE);
+	assert_int_equal(buf[31], '\n');
 	assert_int_equal(redact_stream_matches(st), 1);
+	/* After a line feed, the hold counts from it, match or not. */
+	assert_int_equal(redact_stream_feed(st, (const uint8_t *)"ab\ncdefgh", 9, out), 0);
+	assert_int_equal(redact_stream_held(st), 6);
+	assert_int_equal(redact_stream_feed(st, (const uint8_t *)"ab\nsk-liv", 9, out), 0);
+	assert_int_equal(redact_stream_held(st), 6);
+	assert_int_equal(evbuffer_get_length(out), 12);
+	assert_int_equal(redact_stream_flush(st, out), 0);
+	evbuffer_drain(out, evbuffer_get_length(out));
 	/* A prefix that never completes is released unchanged by flush. */
 	assert_int_equal(redact_stream_feed(st, (const uint8_t *)"x sk-live-CAN", 13, out), 0);
-	assert_int_equal(evbuffer_get_length(out), 2);
+	assert_int_equal(evbuffer_get_length(out), 0);
 	assert_int_equal(redact_stream_flush(st, out), 0);
-	assert_int_equal(redact_stream_held(st), 0);
-	n = evbuffer_remove(out, buf, sizeof(buf));
-	assert_int_equal(n, 13);
+	assert_int_equal(evbuffer_remove(out, buf, sizeof(buf)), 13);
 	assert_memory_equal(buf, "x sk-live-CAN", 13);
+	free(clean);
+	evbuffer_free(out);
+	redact_stream_free(st);
+	redact_set_unref(set);
+}
+
+/*
+ * Issue 16 item 4: a feed that ends exactly on a complete match of the
+ * longest pattern left held = maxlen, past redact_set_max_hold().
+ */
+static void
+test_feed_ends_on_longest_match(void **state)
+{
+	struct redact_set *set = mkset();
+	struct redact_stream *st = redact_stream_new(set);
+	struct {
+		uint8_t buf[1024];
+		size_t len;
+	} l = {.len = 0};
+	uint8_t dst[2048];
+	size_t olen, flen, i;
+
+	assert_non_null(st);
+	assert_int_equal(redact_set_foreach_pattern(set, longest_cb, &l), 0);
+	assert_int_equal(l.len, redact_set_max_hold(set) + 1);
+	assert_int_equal(redact_stream_feed_buf(st, l.buf, l.len, dst, sizeof(dst), &olen), 0);
+	assert_true(redact_stream_held(st) <= redact_set_max_hold(set));
+	assert_int_equal(olen + redact_stream_held(st), l.len);
+	assert_int_equal(redact_stream_flush_buf(st, dst + olen, sizeof(dst) - olen, &flen), 0);
+	assert_int_equal(olen + flen, l.len);
+	for (i = 0; i < l.len; i++)
+		assert_int_equal(dst[i], REDACT_MASK_BYTE);
+	redact_stream_free(st);
+	redact_set_unref(set);
+}
+
+/*
+ * Runs body through a stream of the given mode in the given cuts; writes
+ * the output size of every feed and of the final flush to sizes (the
+ * chunks the relay writes) and the output to res. Returns the count.
+ */
+static size_t
+run_cuts(struct redact_set *set, enum redact_mode mode, const uint8_t *body, size_t len,
+    const size_t *cuts, size_t ncuts, size_t *sizes, uint8_t *res)
+{
+	struct redact_stream *st = redact_stream_new_mode(set, mode);
+	uint8_t *tmp = malloc(len + redact_stream_max_hold(st) + 1);
+	size_t off = 0, k = 0, n, olen, rl = 0;
+
+	assert_non_null(st);
+	assert_non_null(tmp);
+	for (size_t c = 0; off < len; c++) {
+		n = c < ncuts ? cuts[c] : len - off;
+		if (n > len - off)
+			n = len - off;
+		assert_int_equal(redact_stream_feed_buf(st, body + off, n, tmp,
+		                     len + redact_stream_max_hold(st) + 1, &olen),
+		    0);
+		assert_true(redact_stream_held(st) <= redact_stream_max_hold(st));
+		memcpy(res + rl, tmp, olen);
+		rl += olen;
+		sizes[k++] = olen;
+		off += n;
+	}
+	assert_int_equal(
+	    redact_stream_flush_buf(st, tmp, len + redact_stream_max_hold(st) + 1, &olen), 0);
+	memcpy(res + rl, tmp, olen);
+	rl += olen;
+	sizes[k++] = olen;
+	assert_int_equal(rl, len);
+	free(tmp);
+	redact_stream_free(st);
+	return k;
+}
+
+/* Builds head || filler || pat[0, k) || tail into b; returns its length. */
+static size_t
+guess_body(
+    uint8_t *b, const char *head, const uint8_t *pat, size_t plen, size_t k, const char *tail)
+{
+	size_t n = strlen(head);
+
+	memcpy(b, head, n);
+	/* The same length for every k: only how much matches changes. */
+	memset(b + n, '~', plen - k);
+	memcpy(b + n + plen - k, pat, k);
+	n += plen;
+	memcpy(b + n, tail, strlen(tail));
+	return n + strlen(tail);
+}
+
+/*
+ * Issue 15 item 5: the workload reflects a guess at the end of a body (or
+ * of an event, or of a frame) and watches the chunk sizes. For a guess
+ * matching 0, 1, ... all bytes of a pattern, the sequence of output sizes
+ * must be the same; only a whole match changes content (its mask).
+ */
+static void
+test_hold_does_not_depend_on_match(void **state)
+{
+	struct redact_set *set = mkset();
+	struct {
+		uint8_t buf[1024];
+		size_t len;
+	} l = {.len = 0};
+	const uint8_t *pats[2];
+	size_t plens[2];
+	static const size_t cuts[][4] = {
+	    {5000, 0, 0, 0}, {40, 1, 300, 7}, {1, 1, 1, 1}, {333, 2, 50, 9}};
+	static const struct {
+		enum redact_mode mode;
+		const char *head, *tail;
+	} shapes[] = {
+	    {REDACT_MODE_BODY, "{\"error\":\"bad\",\"echo\":\"", ""},
+	    {REDACT_MODE_BODY, "", "\"}"},
+	    {REDACT_MODE_BODY, "{\"a\":1}\n{\"echo\":\"", "\"}\n{\"b\":2"},
+	    {REDACT_MODE_SSE, "data: hello\n\ndata: ", ""},
+	    {REDACT_MODE_SSE, "data: hello\n\ndata: ", "\n\n"},
+	    {REDACT_MODE_SSE, ": c\r\n\r\ndata:", "\r\ndata: x\r\n"},
+	};
+	uint8_t body[4096], res[4096];
+	size_t ref[64], got[64], nref, ngot;
+
+	assert_int_equal(redact_set_foreach_pattern(set, longest_cb, &l), 0);
+	pats[0] = (const uint8_t *)S1;
+	plens[0] = strlen(S1);
+	pats[1] = l.buf;
+	plens[1] = l.len;
+	for (size_t p = 0; p < 2; p++)
+		for (size_t sh = 0; sh < sizeof(shapes) / sizeof(shapes[0]); sh++)
+			for (size_t c = 0; c < sizeof(cuts) / sizeof(cuts[0]); c++) {
+				size_t len = guess_body(
+				    body, shapes[sh].head, pats[p], plens[p], 0, shapes[sh].tail);
+
+				nref =
+				    run_cuts(set, shapes[sh].mode, body, len, cuts[c], 4, ref, res);
+				assert_memory_equal(res, body, len);
+				for (size_t k = 1; k <= plens[p]; k++) {
+					len = guess_body(body, shapes[sh].head, pats[p], plens[p],
+					    k, shapes[sh].tail);
+					ngot = run_cuts(
+					    set, shapes[sh].mode, body, len, cuts[c], 4, got, res);
+					assert_int_equal(ngot, nref);
+					assert_memory_equal(got, ref, nref * sizeof(ref[0]));
+					if (k < plens[p])
+						assert_memory_equal(res, body, len);
+					else
+						assert_memory_not_equal(res, body, len);
+				}
+			}
+	redact_set_unref(set);
+}
+
+/* Redacts an SSE stream fed in the given cuts; returns the output (caller frees). */
+static uint8_t *
+sse_run(struct redact_set *set, const char *s, const size_t *cuts, size_t ncuts)
+{
+	size_t len = strlen(s), sizes[256];
+	uint8_t *res = calloc(1, len + 1);
+
+	assert_non_null(res);
+	assert_true(ncuts < 200);
+	run_cuts(set, REDACT_MODE_SSE, (const uint8_t *)s, len, cuts, ncuts, sizes, res);
+	return res;
+}
+
+/*
+ * Issue 15 item 6: an event stream is redacted as the text a client
+ * reassembles: data values across lines of one event and across events
+ * (a client may concatenate them) are scanned as one text.
+ */
+static void
+test_sse_reassembled(void **state)
+{
+	struct redact_set *set = mkset();
+	static const size_t whole[1] = {100000};
+	static const size_t bytes[1] = {1};
+	static const char *split[] = {
+	    "data: sk-live-CANA\ndata: RY1-q8Zt3xW9pLm2vB7\n\n",
+	    "data: sk-live-CANA\n\ndata: RY1-q8Zt3xW9pLm2vB7\n\n",
+	    "data:sk-live-CANA\r\n: a comment\r\nevent: x\r\n\r\ndata: RY1-q8Zt3xW9pLm2vB7\r\n\r\n",
+	    "data: sk-live-\r\rdata: CANARY1-q8Zt3xW9pLm2vB7\r\r",
+	};
+	uint8_t *r;
+
+	for (size_t i = 0; i < sizeof(split) / sizeof(split[0]); i++) {
+		size_t len = strlen(split[i]);
+
+		/* One read holding the whole split: every piece is masked. */
+		r = sse_run(set, split[i], whole, 1);
+		assert_null(memmem(r, len, "sk-live", 7));
+		assert_null(memmem(r, len, "q8Zt3xW9pLm2vB7", 15));
+		/* Framing bytes and field names are left alone. */
+		for (size_t j = 0; j < len; j++)
+			if (r[j] != REDACT_MASK_BYTE)
+				assert_int_equal(r[j], (uint8_t)split[i][j]);
+		assert_int_equal(memcmp(r, "data", 4), 0);
+		free(r);
+		/* One byte per read: within an event, still all masked. */
+		if (i == 0) {
+			r = sse_run(set, split[i], bytes, 1);
+			assert_null(memmem(r, len, "sk-live", 7));
+			free(r);
+		}
+	}
+	/* Not data: an "event:" or "id:" value is no part of the text. */
+	r = sse_run(set, "event: sk-live-CANA\ndata: RY1-q8Zt3xW9pLm2vB7\n\n", whole, 1);
+	assert_non_null(memmem(r, 45, "sk-live-CANA", 12));
+	free(r);
+	/* One whole data value is masked by the raw scan and counted once. */
+	{
+		struct redact_stream *st = redact_stream_new_mode(set, REDACT_MODE_SSE);
+		struct evbuffer *out = evbuffer_new();
+		const char *e = "data: " S1 "\n\n";
+
+		assert_non_null(st);
+		assert_non_null(out);
+		assert_int_equal(redact_stream_feed(st, (const uint8_t *)e, strlen(e), out), 0);
+		assert_int_equal(redact_stream_matches(st), 1);
+		/* A complete event goes out at once: SSE keeps flowing. */
+		assert_int_equal(redact_stream_held(st), 0);
+		assert_int_equal(evbuffer_get_length(out), strlen(e));
+		/* A partial event is held whole until its end arrives. */
+		assert_int_equal(redact_stream_feed(st, (const uint8_t *)"data: ab", 8, out), 0);
+		assert_int_equal(redact_stream_held(st), 8);
+		assert_int_equal(redact_stream_feed(st, (const uint8_t *)"\r\n\r\n", 4, out), 0);
+		assert_int_equal(redact_stream_held(st), 0);
+		assert_int_equal(evbuffer_get_length(out), strlen(e) + 12);
+		/* Split across two data lines: one more match. */
+		e = "data: sk-live-CANARY1\ndata: -q8Zt3xW9pLm2vB7\n\n";
+		assert_int_equal(redact_stream_feed(st, (const uint8_t *)e, strlen(e), out), 0);
+		assert_int_equal(redact_stream_matches(st), 2);
+		evbuffer_free(out);
+		redact_stream_free(st);
+	}
+	redact_set_unref(set);
+}
+
+/* WebSocket frames: complete frames go out at once; payloads reassembled. */
+static void
+test_websocket_frames(void **state)
+{
+	struct redact_set *set = mkset();
+	struct redact_stream *st = redact_stream_new_mode(set, REDACT_MODE_WEBSOCKET);
+	struct evbuffer *out = evbuffer_new();
+	uint8_t f[128], res[128];
+	size_t n = 0, a = 14, b = strlen(S1) - 14;
+
+	assert_non_null(st);
+	assert_non_null(out);
+	assert_null(redact_stream_new_mode(set, (enum redact_mode)7));
+	/* Two text frames, S1 split across them (FIN clear, then continuation). */
+	f[n++] = 0x01;
+	f[n++] = (uint8_t)a;
+	memcpy(f + n, S1, a);
+	n += a;
+	f[n++] = 0x80;
+	f[n++] = (uint8_t)b;
+	memcpy(f + n, S1 + a, b);
+	n += b;
+	/* Half of a third frame. */
+	f[n++] = 0x81;
+	f[n++] = 10;
+	memcpy(f + n, "hello", 5);
+	n += 5;
+	assert_int_equal(redact_stream_feed(st, f, n, out), 0);
+	assert_int_equal(redact_stream_held(st), 7);
+	assert_int_equal(evbuffer_get_length(out), n - 7);
+	assert_int_equal(evbuffer_remove(out, res, sizeof(res)), (int)(n - 7));
+	assert_null(memmem(res, n - 7, "sk-live", 7));
+	assert_null(memmem(res, n - 7, "W9pLm2vB7", 9));
+	assert_int_equal(res[0], 0x01);
+	assert_int_equal(res[1], a);
+	assert_int_equal(res[2 + a], 0x80);
+	assert_int_equal(res[3 + a], b);
+	assert_int_equal(redact_stream_feed(st, (const uint8_t *)"world", 5, out), 0);
+	assert_int_equal(redact_stream_held(st), 0);
+	assert_int_equal(evbuffer_get_length(out), 12);
+	evbuffer_drain(out, 12);
+	redact_stream_free(st);
+	/* Bytes that are not frames (a reserved opcode) go out at each feed's end. */
+	st = redact_stream_new_mode(set, REDACT_MODE_WEBSOCKET);
+	assert_non_null(st);
+	assert_int_equal(redact_stream_feed(st, (const uint8_t *)"echo sk-live", 12, out), 0);
+	assert_int_equal(redact_stream_held(st), 0);
+	assert_int_equal(evbuffer_get_length(out), 12);
 	evbuffer_free(out);
 	redact_stream_free(st);
 	redact_set_unref(set);
@@ -610,7 +956,12 @@ main(void)
 	    cmocka_unit_test(test_overlap_masks_union),
 	    cmocka_unit_test(test_patterns_enumerated),
 	    cmocka_unit_test(test_random_splits_match_oneshot),
-	    cmocka_unit_test(test_holdback_is_minimal),
+	    cmocka_unit_test(test_hold_is_fixed),
+	    cmocka_unit_test(test_lf_in_secret_keeps_hold),
+	    cmocka_unit_test(test_feed_ends_on_longest_match),
+	    cmocka_unit_test(test_hold_does_not_depend_on_match),
+	    cmocka_unit_test(test_sse_reassembled),
+	    cmocka_unit_test(test_websocket_frames),
 	    cmocka_unit_test(test_evbuffer_paths_and_refcount),
 	    cmocka_unit_test(test_feed_buf_too_small),
 	};
