@@ -236,14 +236,14 @@ refute "the workload's value was dropped" grep -q "override\|second\|third" "$FX
 # Issue 15 item 2: the same host and a bound path on another intercepted port
 # (8443, also when a redirect the workload follows leads there) get no secret.
 : >"$FX_DIR/stream8443/stream.log"
-code=$(fx_ws "${C[@]}" --cacert "$SBXCA" -o "$(out p8443)" -w '%{http_code}' https://api.allowed.test:8443/enc)
+code=$(fx_ws "${C[@]}" --cacert "$SBXCA" -o "$(out p8443)" -w '%{http_code}' https://api.allowed.test:8443/v1/p8443)
 check "a bound path on :8443 is forwarded (intercepted, same host checks)" test "$code" = 200
 refute "  without the secret" grep -q "$S1" "$FX_DIR/stream8443/stream.log"
 refute "  without any Authorization" grep -qi 'authorization:' "$FX_DIR/stream8443/stream.log"
 : >"$FX_DIR/stream8443/stream.log"
 fx_ws "${C[@]}" -L --cacert "$SBXCA" -o "$(out redir8443)" \
-    'https://api.allowed.test/v1/redirect?to=https://api.allowed.test:8443/enc'
-check "a redirect from the bound port to :8443 is followed by the workload" grep -q 'GET /enc' "$FX_DIR/stream8443/stream.log"
+    'https://api.allowed.test/v1/redirect?to=https://api.allowed.test:8443/v1/redir8443'
+check "a redirect from the bound port to :8443 is followed by the workload" grep -q 'GET /v1/redir8443' "$FX_DIR/stream8443/stream.log"
 refute "  and the follow-up carries no secret" grep -q "$S1" "$FX_DIR/stream8443/stream.log"
 refute "  nor any Authorization" grep -qi 'authorization:' "$FX_DIR/stream8443/stream.log"
 
