@@ -43,7 +43,8 @@ struct binding_hdr {
 struct binding {
 	char *name;
 	unsigned schemes; /* BINDING_SCHEME_* */
-	unsigned ports;   /* 0x1 = 80, 0x2 = 443 */
+	unsigned ports;   /* 0x1 = 80, 0x2 = 443: the default ports of the schemes */
+	bool broad;       /* allowBroad: wildcard hosts and the all-paths pattern allowed */
 	struct binding_host *hosts;
 	size_t nhosts;
 	char **methods;
@@ -315,13 +316,12 @@ bs_credential(
 	for (size_t i = 0; i + 1 < bs->ncreds; i++) {
 		if (strcmp(bs->creds[i].name, cr->name) == 0)
 			return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, "name", 0, 0, path,
-			    "duplicate credential name \"%s\"", cr->name);
+			    "duplicate credential name (the same as credentials[%zu])", i);
 	}
 	json_t *src = policy_ctx_member(obj, "source");
 	if (!json_is_object(src))
 		return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, src ? "source" : NULL, 0, 0,
-		    src ? path : "credentials", "credential \"%s\" needs a source mapping",
-		    cr->name);
+		    src ? path : "credentials", "a credential needs a source mapping");
 	if (policy_ctx_keys(c, src, spath, source_keys) != 0)
 		return -1;
 	json_t *type = policy_ctx_member(src, "type");
@@ -345,12 +345,10 @@ bs_credential(
 			    0, 1, spath, "an inline source takes only a value");
 		if (value == NULL || !json_is_string(value) || json_string_length(value) == 0)
 			return policy_ctx_fail(c, POLICY_ERR_INVALID, src, value ? "value" : NULL,
-			    0, 0, spath, "credential \"%s\" inline value cannot be empty",
-			    cr->name);
+			    0, 0, spath, "inline value cannot be empty");
 		if (json_string_length(value) > BINDING_MAX_VALUE)
 			return policy_ctx_fail(c, POLICY_ERR_TOO_LARGE, src, "value", 0, 0, spath,
-			    "credential \"%s\" value longer than %d bytes", cr->name,
-			    BINDING_MAX_VALUE);
+			    "value longer than %d bytes", BINDING_MAX_VALUE);
 		cr->source = BINDING_SOURCE_INLINE;
 		cr->vlen = json_string_length(value);
 		if ((cr->value = malloc(cr->vlen)) == NULL)
@@ -391,10 +389,8 @@ bs_credential(
 		cr->source = BINDING_SOURCE_ENV;
 		cr->ref = bs_strndup(s, n);
 	} else {
-		char show[POLICY_SHOW_MAX + 8];
-		policy_show(show, sizeof(show), t, tl);
 		return policy_ctx_fail(c, POLICY_ERR_INVALID, src, "type", 0, 0, spath,
-		    "unsupported credential source type \"%s\"", show);
+		    "unsupported credential source type (inline, file or env)");
 	}
 	if (cr->ref == NULL)
 		return policy_ctx_fail(
@@ -404,7 +400,7 @@ bs_credential(
 
 /* ---- bindings ---- */
 
-static const char *const binding_keys[] = {"name", "match", "auth", NULL};
+static const char *const binding_keys[] = {"name", "allowBroad", "match", "auth", NULL};
 static const char *const match_keys[] = {"schemes", "ports", "hosts", "methods", "paths", NULL};
 static const char *const auth_keys[] = {"type", "credential", "name", "headers", NULL};
 static const char *const hdr_keys[] = {"name", "credential", NULL};
@@ -421,31 +417,33 @@ bs_hosts(struct policy_ctx *c, struct binding *b, const json_t *m, const char *m
 	if (n == 0)
 		return policy_ctx_fail(c, POLICY_ERR_INVALID, m,
 		    policy_ctx_member(m, "hosts") ? "hosts" : NULL, 0, 0, mpath,
-		    "binding \"%s\": match.hosts cannot be empty", b->name);
+		    "match.hosts cannot be empty");
 	policy_ctx_path(sub, sizeof(sub), mpath, "hosts", 0);
 	if ((b->hosts = calloc(n, sizeof(*b->hosts))) == NULL)
 		return policy_ctx_fail(
 		    c, POLICY_ERR_NOMEM, m, "hosts", 0, 0, mpath, "out of memory");
 	json_array_foreach(arr, i, v)
 	{
-		char canon[POLICY_NAME_MAX + 1], show[POLICY_SHOW_MAX + 8];
+		char canon[POLICY_NAME_MAX + 1];
 		size_t len, clen;
 		struct policy_addr a;
 		const char *s = bs_trim(v, &len);
 
-		policy_show(show, sizeof(show), s, len);
+		/* Errors name the field, never its text: it may be a pasted secret. */
 		if (policy_addr_parse((const uint8_t *)s, len, false, &a) == POLICY_NAME_OK)
 			return policy_ctx_fail(c, POLICY_ERR_INVALID, arr, NULL, i, 0, sub,
-			    "credential binding host \"%s\" must be an FQDN, not an IP address",
-			    show);
+			    "credential binding host must be an FQDN, not an IP address");
 		if (memchr(s, '/', len) != NULL ||
 		    policy_name_canon((const uint8_t *)s, len,
 		        POLICY_NAME_WILDCARD | POLICY_NAME_REQUIRE_DOT, canon,
 		        &clen) != POLICY_NAME_OK)
 			return policy_ctx_fail(c, POLICY_ERR_INVALID, arr, NULL, i, 0, sub,
-			    "binding \"%s\" host \"%s\" is not an FQDN or *.FQDN (no ports, "
-			    "schemes, paths or non-ASCII)",
-			    b->name, show);
+			    "host is not an FQDN or *.FQDN (no ports, schemes, paths or "
+			    "non-ASCII)");
+		/* A secret goes where one exact binding says: a zone needs an explicit opt-in. */
+		if (policy_name_is_wildcard(canon) && !b->broad)
+			return policy_ctx_fail(c, POLICY_ERR_INVALID, arr, NULL, i, 0, sub,
+			    "a wildcard host is refused unless the binding sets allowBroad: true");
 		bool dup = false;
 		for (size_t k = 0; k < b->nhosts && !dup; k++)
 			dup = strcmp(b->hosts[k].name, canon) == 0;
@@ -472,7 +470,7 @@ bs_match(struct policy_ctx *c, struct binding *b, const json_t *obj, const char 
 	snprintf(mpath, sizeof(mpath), "%s.match", bpath);
 	if (!json_is_object(m))
 		return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, m ? "match" : NULL, 0, 0, bpath,
-		    "binding \"%s\" needs a match mapping", b->name);
+		    "a binding needs a match mapping");
 	if (policy_ctx_keys(c, m, mpath, match_keys) != 0)
 		return -1;
 	/* schemes */
@@ -493,25 +491,32 @@ bs_match(struct policy_ctx *c, struct binding *b, const json_t *obj, const char 
 	}
 	if (b->schemes == 0)
 		b->schemes = BINDING_SCHEME_HTTPS;
-	/* ports: kept for OpenSandbox compatibility, each must be an intercept port */
+	/*
+	 * ports: kept for OpenSandbox compatibility. A binding injects on its
+	 * schemes' default ports only (https 443, http 80), so a listed port
+	 * must be one of those and every scheme's port must be listed: a
+	 * request to the host on any other port gets no secret.
+	 */
+	unsigned want = ((b->schemes & BINDING_SCHEME_HTTP) ? BINDING_PORT_80 : 0) |
+	                ((b->schemes & BINDING_SCHEME_HTTPS) ? BINDING_PORT_443 : 0);
 	if (bs_list(c, m, "ports", mpath, &arr, &n) != 0)
 		return -1;
 	policy_ctx_path(sub, sizeof(sub), mpath, "ports", 0);
 	json_array_foreach(arr, i, v)
 	{
 		json_int_t p = json_is_integer(v) ? json_integer_value(v) : 0;
-		if (p == 80)
-			b->ports |= BINDING_PORT_80;
-		else if (p == 443)
-			b->ports |= BINDING_PORT_443;
-		else
+		unsigned bit = p == 80 ? BINDING_PORT_80 : p == 443 ? BINDING_PORT_443 : 0;
+		if (bit == 0 || !(want & bit))
 			return policy_ctx_fail(c, POLICY_ERR_INVALID, arr, NULL, i, 0, sub,
-			    "binding \"%s\" port is not a configured transparent intercept port "
-			    "(80 or 443)",
-			    b->name);
+			    "a binding port must be the default port of one of its schemes "
+			    "(https 443, http 80)");
+		b->ports |= bit;
 	}
-	if (b->ports == 0)
-		b->ports = BINDING_PORT_443;
+	if (n > 0 && b->ports != want)
+		return policy_ctx_fail(c, POLICY_ERR_INVALID, m, "ports", 0, 0, mpath,
+		    "ports must list the default port of every scheme of the binding "
+		    "(https 443, http 80)");
+	b->ports = want;
 	if (bs_hosts(c, b, m, mpath) != 0)
 		return -1;
 	/* methods */
@@ -577,6 +582,16 @@ bs_match(struct policy_ctx *c, struct binding *b, const json_t *obj, const char 
 		}
 		bool prefix = s[len - 1] == '*';
 		size_t plen = prefix ? len - 1 : len;
+		/* A lone "/" prefix (also the default when paths is absent) matches every path. */
+		if (prefix && plen == 1 && !b->broad && n > 0)
+			return policy_ctx_fail(c, POLICY_ERR_INVALID, arr, NULL, i, 0, sub,
+			    "the all-paths pattern is refused unless the binding sets "
+			    "allowBroad: true");
+		if (prefix && plen == 1 && !b->broad)
+			return policy_ctx_fail(c, POLICY_ERR_INVALID, m,
+			    policy_ctx_member(m, "paths") ? "paths" : NULL, 0, 0, mpath,
+			    "paths is required: the default /* matches every path (list the "
+			    "paths, or set allowBroad: true on the binding)");
 		bool dup = false;
 		for (size_t k = 0; k < b->npaths && !dup; k++)
 			dup = b->paths[k].prefix == prefix && b->paths[k].len == plen &&
@@ -600,14 +615,12 @@ bs_header_name(
     struct policy_ctx *c, const json_t *obj, const char *key, const char *path, char **out)
 {
 	json_t *v = policy_ctx_member(obj, key);
-	char show[POLICY_SHOW_MAX + 8];
 	size_t n = 0;
 	const char *s = v && policy_json_is_str(v) ? bs_trim(v, &n) : "";
 
 	if (n == 0)
 		return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, v ? key : NULL, 0, 0, path,
 		    "header name cannot be blank");
-	policy_show(show, sizeof(show), s, n);
 	if (n > BINDING_MAX_NAME)
 		return policy_ctx_fail(c, POLICY_ERR_TOO_LARGE, obj, key, 0, 0, path,
 		    "header name longer than %d bytes", BINDING_MAX_NAME);
@@ -621,8 +634,8 @@ bs_header_name(
 	if ((*out = bs_strndup(s, n)) == NULL)
 		return policy_ctx_fail(c, POLICY_ERR_NOMEM, obj, key, 0, 0, path, "out of memory");
 	if (bs_header_reserved(*out))
-		return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, key, 0, 0, path,
-		    "reserved credential header name \"%s\"", show);
+		return policy_ctx_fail(
+		    c, POLICY_ERR_INVALID, obj, key, 0, 0, path, "reserved credential header name");
 	bs_header_canon(*out);
 	return 0;
 }
@@ -635,20 +648,20 @@ bs_cred_ref(struct policy_ctx *c, const struct binding_set *bs, const struct bin
 	json_t *v = policy_ctx_member(obj, "credential");
 	size_t n = 0;
 	const char *s = v && policy_json_is_str(v) ? bs_trim(v, &n) : "";
-	char tmp[BINDING_MAX_NAME + 1], show[POLICY_SHOW_MAX + 8];
+	char tmp[BINDING_MAX_NAME + 1];
 
+	(void)b;
 	if (n == 0)
 		return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, v ? "credential" : NULL, 0, 0,
 		    path, "%s", blank_msg);
-	policy_show(show, sizeof(show), s, n);
 	if (n > BINDING_MAX_NAME)
 		return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, "credential", 0, 0, path,
-		    "binding \"%s\" references unknown credential \"%s\"", b->name, show);
+		    "references an unknown credential");
 	memcpy(tmp, s, n);
 	tmp[n] = '\0';
 	if (bs_cred_find(bs, tmp, idx) != 0)
 		return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, "credential", 0, 0, path,
-		    "binding \"%s\" references unknown credential \"%s\"", b->name, show);
+		    "references an unknown credential");
 	return 0;
 }
 
@@ -670,7 +683,7 @@ bs_auth(struct policy_ctx *c, struct binding_set *bs, struct binding *b, const j
 	snprintf(apath, sizeof(apath), "%s.auth", bpath);
 	if (!json_is_object(a))
 		return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, a ? "auth" : NULL, 0, 0, bpath,
-		    "binding \"%s\" needs an auth mapping", b->name);
+		    "a binding needs an auth mapping");
 	if (policy_ctx_keys(c, a, apath, auth_keys) != 0)
 		return -1;
 	json_t *t = policy_ctx_member(a, "type");
@@ -767,16 +780,16 @@ bs_auth(struct policy_ctx *c, struct binding_set *bs, struct binding *b, const j
 			for (size_t k = 0; k < i; k++) {
 				if (strcasecmp(b->hdrs[k].name, b->hdrs[i].name) == 0)
 					return policy_ctx_fail(c, POLICY_ERR_INVALID, h, "name", 0,
-					    0, hpath, "duplicate custom header name \"%s\"",
-					    b->hdrs[i].name);
+					    0, hpath,
+					    "duplicate custom header name (the same as "
+					    "headers[%zu])",
+					    k);
 			}
 		}
 		return 0;
 	}
-	char show[POLICY_SHOW_MAX + 8];
-	policy_show(show, sizeof(show), ts, strlen(ts));
 	return policy_ctx_fail(c, POLICY_ERR_INVALID, a, t ? "type" : NULL, 0, 0, apath,
-	    "unsupported auth type \"%s\" (bearer, basic, apiKey, customHeaders)", show);
+	    "unsupported auth type (bearer, basic, apiKey, customHeaders)");
 }
 
 /* ---- static overlap ---- */
@@ -854,16 +867,21 @@ bs_binding(struct policy_ctx *c, struct binding_set *bs, const json_t *arr, size
 	for (size_t i = 0; i + 1 < bs->nb; i++) {
 		if (strcmp(bs->b[i].name, b->name) == 0)
 			return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, "name", 0, 0, path,
-			    "duplicate binding name \"%s\"", b->name);
+			    "duplicate binding name (the same as bindings[%zu])", i);
 	}
+	json_t *broad = policy_ctx_member(obj, "allowBroad");
+	if (broad != NULL && !json_is_null(broad) && !json_is_boolean(broad))
+		return policy_ctx_fail(
+		    c, POLICY_ERR_INVALID, obj, "allowBroad", 0, 0, path, "must be true or false");
+	b->broad = json_is_true(broad);
 	if (bs_match(c, b, obj, path) != 0 || bs_auth(c, bs, b, obj, path) != 0)
 		return -1;
 	/* No request may be claimed by two bindings: pick one or refuse, statically. */
 	for (size_t i = 0; i + 1 < bs->nb; i++) {
 		if (bs_overlap(&bs->b[i], b))
 			return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, "name", 0, 0, path,
-			    "bindings \"%s\" and \"%s\" can match the same request", bs->b[i].name,
-			    b->name);
+			    "bindings[%zu] and bindings[%zu] can match the same request", i,
+			    bs->nb - 1);
 	}
 	return 0;
 }
@@ -1012,9 +1030,10 @@ binding_set_check(const struct binding_set *bs, const struct policy *p, struct p
 			const char *why = bs_host_cover(p, &bs->b[i], &bs->b[i].hosts[j]);
 			if (why != NULL) {
 				err->code = POLICY_ERR_INVALID;
-				snprintf(err->msg, sizeof(err->msg),
-				    "binding \"%s\" host \"%s\" %s", bs->b[i].name,
-				    bs->b[i].hosts[j].name, why);
+				/* By position: a name or host may be a pasted secret. */
+				snprintf(err->key, sizeof(err->key),
+				    "bindings[%zu].match.hosts[%zu]", i, bs->b[i].hosts[j].src);
+				snprintf(err->msg, sizeof(err->msg), "host %s", why);
 				*bad_binding = i;
 				*bad_host = bs->b[i].hosts[j].src;
 				return -1;
@@ -1069,28 +1088,32 @@ bs_path_match(const struct binding *b, const char *path, size_t plen)
 
 /* Request match; see binding.h. */
 enum binding_match_result
-binding_match(const struct binding_set *bs, const char *scheme, const char *host,
+binding_match(const struct binding_set *bs, const char *scheme, const char *host, uint16_t port,
     const char *method, const char *path, size_t *index)
 {
-	unsigned sch;
+	unsigned sch, pbit;
 	int best = 0;
 	size_t count = 0, hlen, plen;
 
 	*index = SIZE_MAX;
 	if (bs == NULL || scheme == NULL || host == NULL || method == NULL || path == NULL)
 		return BINDING_MATCH_NONE;
-	if (strcmp(scheme, "https") == 0)
+	/* Exact port: only the scheme's default port, and only if the binding lists it. */
+	if (strcmp(scheme, "https") == 0 && port == 443) {
 		sch = BINDING_SCHEME_HTTPS;
-	else if (strcmp(scheme, "http") == 0)
+		pbit = BINDING_PORT_443;
+	} else if (strcmp(scheme, "http") == 0 && port == 80) {
 		sch = BINDING_SCHEME_HTTP;
-	else
+		pbit = BINDING_PORT_80;
+	} else {
 		return BINDING_MATCH_NONE;
+	}
 	hlen = strlen(host);
 	plen = strcspn(path, "?");
 	for (size_t i = 0; i < bs->nb; i++) {
 		const struct binding *b = &bs->b[i];
 		bool m = false;
-		if (!(b->schemes & sch))
+		if (!(b->schemes & sch) || !(b->ports & pbit))
 			continue;
 		int lvl = bs_host_level(b, host, hlen);
 		if (lvl == 0 || lvl < best)
@@ -1154,6 +1177,13 @@ enum binding_auth
 binding_auth_type(const struct binding_set *bs, size_t i)
 {
 	return bs->b[i].auth;
+}
+
+/* allowBroad; see binding.h. */
+bool
+binding_allow_broad(const struct binding_set *bs, size_t i)
+{
+	return i < binding_set_count(bs) && bs->b[i].broad;
 }
 
 /* Schemes; see binding.h. */
@@ -1286,6 +1316,8 @@ binding_set_to_json(const struct binding_set *bs)
 	for (size_t i = 0; i < nb; i++) {
 		json_t *b = json_object(), *a = json_object();
 		json_object_set_new(b, "name", json_string(bv[i]->name));
+		if (bv[i]->broad)
+			json_object_set_new(b, "allowBroad", json_true());
 		json_object_set_new(b, "match", bs_match_json(bv[i]));
 		json_object_set_new(a, "type", json_string(at[bv[i]->auth]));
 		if (bv[i]->auth == BINDING_AUTH_APIKEY)
@@ -1327,6 +1359,8 @@ binding_set_to_tree(const struct binding_set *bs)
 		const struct binding *b = &bs->b[i];
 		json_t *j = json_object(), *a = json_object();
 		json_object_set_new(j, "name", json_string(b->name));
+		if (b->broad)
+			json_object_set_new(j, "allowBroad", json_true());
 		json_object_set_new(j, "match", bs_match_json(b));
 		json_object_set_new(a, "type", json_string(at[b->auth]));
 		if (b->auth == BINDING_AUTH_CUSTOM) {

@@ -85,12 +85,13 @@ int binding_set_validate(const struct binding_set *bs, const struct policy *p,
     struct policy_err *err) __attribute__((warn_unused_result));
 
 /*
- * The binding for a request: scheme "http"/"https", canonical host,
- * method (case-sensitive), raw path (query ignored). An exact host beats
- * a wildcard host; two at the best level are ambiguous.
+ * The binding for a request: scheme "http"/"https", canonical host, the
+ * original destination port (a binding matches only its scheme's default
+ * port, 443 or 80), method (case-sensitive), raw path (query ignored). An
+ * exact host beats a wildcard host; two at the best level are ambiguous.
  */
 enum binding_match_result binding_match(const struct binding_set *bs, const char *scheme,
-    const char *host, const char *method, const char *path, size_t *index);
+    const char *host, uint16_t port, const char *method, const char *path, size_t *index);
 
 /* True if some binding names this host (exact, or by wildcard). */
 bool binding_host_has_binding(const struct binding_set *bs, const char *host);
@@ -103,6 +104,9 @@ const char *binding_name(const struct binding_set *bs, size_t i);
 
 /* Auth type of binding i. */
 enum binding_auth binding_auth_type(const struct binding_set *bs, size_t i);
+
+/* True if binding i opted in to wildcard hosts or all paths (allowBroad: true). */
+bool binding_allow_broad(const struct binding_set *bs, size_t i);
 
 /* Schemes of binding i (BINDING_SCHEME_* bits). */
 unsigned binding_schemes(const struct binding_set *bs, size_t i);

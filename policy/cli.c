@@ -216,13 +216,27 @@ cli_shadow_allow_cb(const struct policy_rule_info *ri, void *arg)
 	return 0;
 }
 
-/* Warn about allow prefixes that a deny prefix fully covers (dead rules). */
+/*
+ * Warn about allow prefixes that a deny prefix fully covers (dead rules),
+ * and about every binding that opted in to wildcard hosts or all paths
+ * (allowBroad): its secret goes to more than one exact endpoint.
+ */
 static int
 cli_lint(const struct policy *p, const char *file)
 {
 	struct cli_shadow s = {.p = p, .file = file};
+	const struct binding_set *bs = policy_bindings(p);
 
 	(void)policy_foreach_addr(p, cli_shadow_allow_cb, &s);
+	for (size_t i = 0; i < binding_set_count(bs); i++) {
+		if (!binding_allow_broad(bs, i))
+			continue;
+		fprintf(stderr,
+		    "%s: warning: bindings[%zu] (%s) sets allowBroad: its credential may go to "
+		    "any host of a wildcard zone or any path, not one exact endpoint\n",
+		    file, i, binding_name(bs, i));
+		s.warnings++;
+	}
 	return s.warnings;
 }
 
@@ -336,12 +350,10 @@ cli_eval(const struct policy *p, const char *q, struct cli_result *r, const char
 			r->action = POLICY_DENY;
 			r->port_denied = true;
 		}
-		/* Injection happens only on the intercepted default ports. */
-		bool intercept = (strcmp(scheme, "https") == 0 && r->port == 443) ||
-		                 (strcmp(scheme, "http") == 0 && r->port == 80);
-		if (r->action == POLICY_ALLOW && intercept)
-			r->bm = binding_match(
-			    policy_bindings(p), scheme, r->subject, method, pathbuf, &r->binding);
+		/* A binding matches only its scheme's default port (binding_match). */
+		if (r->action == POLICY_ALLOW)
+			r->bm = binding_match(policy_bindings(p), scheme, r->subject, r->port,
+			    method, pathbuf, &r->binding);
 		return 0;
 	}
 	/* [v6]:port, v4:port, or a bare address */

@@ -141,10 +141,14 @@ policy_ctx_keys(
 				break;
 		}
 		if (allowed[i] == NULL) {
-			char show[POLICY_SHOW_MAX + 8];
-			policy_show(show, sizeof(show), k, strlen(k));
-			return policy_ctx_fail(
-			    c, POLICY_ERR_INVALID, obj, k, 0, 1, path, "unknown key \"%s\"", show);
+			/* Neither the message nor the location quotes the key: it may be a
+			 * secret pasted in the wrong place. */
+			bool first = c->err->code == POLICY_ERR_NONE;
+			policy_ctx_fail(c, POLICY_ERR_INVALID, obj, k, 0, 1, path, "unknown key");
+			if (first)
+				snprintf(c->err->key, sizeof(c->err->key), "%s",
+				    path[0] ? path : "(top level)");
+			return -1;
 		}
 		json_object_foreach((json_t *)obj, k2, v2)
 		{
@@ -455,10 +459,9 @@ rule_from_json(struct policy_ctx *c, const json_t *parent, size_t index, const c
 		if (strcmp(a, "allow") == 0)
 			r->action = POLICY_ALLOW;
 		else if (alen != 0 && strcmp(a, "deny") != 0) {
-			char show[POLICY_SHOW_MAX + 8];
-			policy_show(show, sizeof(show), s, alen);
+			(void)s;
 			return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, "action", 0, 0, path,
-			    "unsupported action \"%s\" (allow or deny)", show);
+			    "unsupported action (allow or deny)");
 		}
 	}
 	if (tgt == NULL)
@@ -470,12 +473,11 @@ rule_from_json(struct policy_ctx *c, const json_t *parent, size_t index, const c
 	enum policy_errcode code = policy_rule_target(
 	    json_string_value(tgt), json_string_length(tgt), c->max_target_len, r, &why);
 	if (code != POLICY_ERR_NONE) {
-		char show[POLICY_SHOW_MAX + 8];
-		policy_show(show, sizeof(show), json_string_value(tgt), json_string_length(tgt));
+		/* The target is not quoted: errors never echo input (it may be a secret). */
 		policy_rule_deinit(r);
 		memset(r, 0, sizeof(*r));
-		return policy_ctx_fail(c, code, obj, "target", 0, 0, path, "\"%s\": %s", show,
-		    why ? why : "out of memory");
+		return policy_ctx_fail(
+		    c, code, obj, "target", 0, 0, path, "%s", why ? why : "out of memory");
 	}
 	if (ports != NULL && !json_is_null(ports)) {
 		policy_ctx_path(sub, sizeof(sub), path, "ports", 0);

@@ -968,6 +968,60 @@ decode_pass(uint8_t *p, size_t *n, bool *had_escape)
 	return true;
 }
 
+/*
+ * Code points that servers fold to '.', '/' or '\\' (NFKC, or Windows
+ * "best fit"): the fullwidth and small forms, dot leaders, ellipsis, the
+ * fraction and division slashes, the set minus.
+ */
+static const uint32_t path_lookalikes[] = {
+    0x2024, 0x2025, 0x2026, 0xfe52, 0xff0e, 0x2044, 0x2215, 0xff0f, 0x2216, 0xfe68, 0xff3c};
+
+/*
+ * Whether decoded path bytes are not strict UTF-8 (RFC 3629: no overlong
+ * form, e.g. c0 ae, e0 80 ae or f0 80 80 ae for '.', no surrogate, nothing
+ * past U+10FFFF, no stray or missing continuation byte), or hold a
+ * look-alike of a separator. Either reads as "." or "/" somewhere upstream.
+ */
+static bool
+utf8_suspect(const uint8_t *p, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		uint8_t b = p[i];
+		size_t need;
+		uint32_t cp, min;
+
+		if (b < 0x80) {
+			i++;
+			continue;
+		}
+		if (b >= 0xc2 && b <= 0xdf) {
+			need = 1, cp = b & 0x1f, min = 0x80;
+		} else if (b >= 0xe0 && b <= 0xef) {
+			need = 2, cp = b & 0x0f, min = 0x800;
+		} else if (b >= 0xf0 && b <= 0xf4) {
+			need = 3, cp = b & 0x07, min = 0x10000;
+		} else {
+			return true; /* continuation, c0/c1 or f5..ff as a lead */
+		}
+		if (n - i - 1 < need)
+			return true;
+		for (size_t k = 1; k <= need; k++) {
+			if ((p[i + k] & 0xc0) != 0x80)
+				return true;
+			cp = cp << 6 | (p[i + k] & 0x3f);
+		}
+		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return true;
+		for (size_t k = 0; k < sizeof(path_lookalikes) / sizeof(path_lookalikes[0]); k++)
+			if (cp == path_lookalikes[k])
+				return true;
+		i += need + 1;
+	}
+	return false;
+}
+
 /* Whether the path can be read in two ways. */
 bool
 httpwire_path_is_ambiguous(const uint8_t *target, size_t len)
@@ -991,7 +1045,7 @@ httpwire_path_is_ambiguous(const uint8_t *target, size_t len)
 			return true;
 		if (!had)
 			return false;
-		if (has_dot_segment(tmp, n) || memchr(tmp, ';', n) != NULL)
+		if (has_dot_segment(tmp, n) || memchr(tmp, ';', n) != NULL || utf8_suspect(tmp, n))
 			return true;
 	}
 	/* Still encoded after the bound: nobody should need that much. */

@@ -194,7 +194,10 @@ int httpwire_head_write(uint8_t *buf, size_t cap, struct httpwire_view start_lin
  * Whether the path of a request target (the part before '?') can be read
  * two ways: a "." or ".." segment (also "..;x"), '\\', ';', or after up to
  * HTTPWIRE_MAX_DECODE_ROUNDS percent-decoding passes an encoded '/', '\\',
- * NUL or CTL, overlong UTF-8 lead byte, a dot-segment, or still-encoded '%'.
+ * NUL or CTL, bytes that are not strict UTF-8 (overlong forms of any length,
+ * surrogates, stray or missing continuation bytes), a look-alike of '.',
+ * '/' or '\\' (fullwidth %ef%bc%8e, %ef%bc%8f, ...), a dot-segment, or
+ * still-encoded '%'.
  */
 bool httpwire_path_is_ambiguous(const uint8_t *target, size_t len);
 

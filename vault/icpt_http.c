@@ -111,7 +111,7 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 		memcpy(path, req->path.ptr, req->path.len);
 		path[req->path.len] = '\0';
 		mr = binding_match(
-		    vault_snap_bindings(c->snap), scheme, host, c->method, path, &idx);
+		    vault_snap_bindings(c->snap), scheme, host, c->port, c->method, path, &idx);
 		if (mr == BINDING_MATCH_AMBIGUOUS) {
 			icpt_http_error(
 			    c, 403, "credential binding ambiguous", "binding_ambiguous");

@@ -56,6 +56,29 @@ secret_new(const uint8_t *bytes, size_t len)
 	return s;
 }
 
+/*
+ * RFC 9110 field-value: field-vchar [ 1*( SP / HTAB / field-vchar ) field-vchar ],
+ * field-vchar = VCHAR / obs-text. A value outside it (CR, LF, NUL, another
+ * control byte, DEL, or white space at either end) would be written raw
+ * into the request head: a second header, a second request, or a value the
+ * upstream trims to something else.
+ */
+bool
+secret_value_ok(const uint8_t *bytes, size_t len)
+{
+	if (bytes == NULL || len == 0 || len > SECRET_MAX_BYTES)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		uint8_t b = bytes[i];
+		bool ws = b == ' ' || b == '\t';
+		if (!(ws || (b >= 0x21 && b <= 0x7e) || b >= 0x80))
+			return false;
+		if (ws && (i == 0 || i == len - 1))
+			return false;
+	}
+	return true;
+}
+
 static void
 secret_set_err(int *err, int e)
 {
@@ -129,6 +152,10 @@ secret_from_file_stamp(const char *path, struct secret_stamp *stamp, int *err)
 		secret_set_err(err, ENODATA);
 		goto out;
 	}
+	if (!secret_value_ok(buf, got)) {
+		secret_set_err(err, EILSEQ);
+		goto out;
+	}
 	s = secret_new(buf, got);
 	if (s == NULL) {
 		secret_set_err(err, ENOMEM);
@@ -155,6 +182,7 @@ secret_from_env(const char *name, int *err)
 {
 	struct secret *s;
 	size_t len;
+	bool bad;
 	char *v;
 
 	if (name == NULL || *name == '\0' || strchr(name, '=') != NULL) {
@@ -167,7 +195,8 @@ secret_from_env(const char *name, int *err)
 		return NULL;
 	}
 	len = strlen(v);
-	s = secret_new((const uint8_t *)v, len);
+	bad = len > 0 && len <= SECRET_MAX_BYTES && !secret_value_ok((const uint8_t *)v, len);
+	s = bad ? NULL : secret_new((const uint8_t *)v, len);
 	/*
 	 * Wipe the value where it lives (the initial environment block is what
 	 * /proc/PID/environ shows), then drop the variable so that children and
@@ -178,6 +207,7 @@ secret_from_env(const char *name, int *err)
 	if (s == NULL) {
 		secret_set_err(err, len == 0                 ? ENODATA
 		                    : len > SECRET_MAX_BYTES ? EMSGSIZE
+		                    : bad                    ? EILSEQ
 		                                             : ENOMEM);
 		return NULL;
 	}

@@ -31,11 +31,18 @@ struct secret_stamp {
 	struct timespec ctime;
 };
 
+/*
+ * True if the bytes can be a header field value (RFC 9110: VCHAR, SP, HTAB,
+ * obs-text; no white space at either end). Every source is checked with it.
+ */
+bool secret_value_ok(const uint8_t *bytes, size_t len);
+
 /* Copies len bytes (1..SECRET_MAX_BYTES) into a new secret; refcount 1. */
 struct secret *secret_new(const uint8_t *bytes, size_t len) __attribute__((warn_unused_result));
 
 /* Reads a regular file (size-capped), strips one trailing "\n" or "\r\n";
- * on failure returns NULL and sets *err to an errno value. */
+ * on failure returns NULL and sets *err to an errno value (EILSEQ: the
+ * value fails secret_value_ok). */
 struct secret *secret_from_file(const char *path, int *err) __attribute__((warn_unused_result));
 
 /* As secret_from_file, and fills *stamp from the descriptor that was read. */
@@ -43,7 +50,7 @@ struct secret *secret_from_file_stamp(const char *path, struct secret_stamp *sta
     __attribute__((warn_unused_result));
 
 /* Reads env var name once, wipes its value in the environment block and
- * unsets it; NULL and *err (ENOENT, EINVAL, EMSGSIZE, ENOMEM) on failure. */
+ * unsets it; NULL and *err (ENOENT, EINVAL, EMSGSIZE, EILSEQ, ENOMEM) on failure. */
 struct secret *secret_from_env(const char *name, int *err) __attribute__((warn_unused_result));
 
 /* True when path (followed through symlinks) no longer matches *stamp;

@@ -113,6 +113,7 @@ vaultapi_free(struct wstate *ws)
 
 struct vault_reveal {
 	struct secret *s;
+	bool bad; /* the value failed secret_value_ok */
 };
 
 static int
@@ -120,27 +121,53 @@ vaultapi_reveal_cb(const uint8_t *value, size_t len, void *arg)
 {
 	struct vault_reveal *r = arg;
 
+	/* The same header-value rule as file and env sources (secret_value_ok). */
+	if (!secret_value_ok(value, len)) {
+		r->bad = true;
+		return -1;
+	}
 	r->s = secret_new(value, len);
 	return r->s == NULL ? -1 : 0;
 }
 
-/* Load the value of credential i of bs from its source. */
+#define VAULTAPI_BAD_VALUE                                                                         \
+	"the value holds a byte a header field cannot carry (CR, LF, NUL, another control "        \
+	"byte, or white space at either end)"
+
+/* Why a source failed, without the value: EILSEQ is the header-value rule. */
+static const char *
+vaultapi_load_why(int e)
+{
+	return e == EILSEQ ? VAULTAPI_BAD_VALUE : strerror(e);
+}
+
+/*
+ * Load the value of credential i of bs from its source. Errors name the
+ * credential by position (and by name when `named`: file loads and
+ * rotations of a vault already accepted), never the value or the path.
+ */
 static struct secret *
-vaultapi_load_secret(
-    struct vaultstore *vs, const struct binding_set *bs, size_t i, char *err, size_t errlen)
+vaultapi_load_secret(struct vaultstore *vs, const struct binding_set *bs, size_t i, bool named,
+    char *err, size_t errlen)
 {
 	struct binding_credential_info ci;
-	struct vault_reveal r = {NULL};
+	struct vault_reveal r = {NULL, false};
+	char who[BINDING_MAX_NAME + 40];
 	int e = 0;
 
 	if (binding_credential_get(bs, i, &ci) != 0) {
 		snprintf(err, errlen, "internal error: credential %zu", i);
 		return NULL;
 	}
+	if (named)
+		snprintf(who, sizeof(who), "credentials[%zu] (\"%s\")", i, ci.name);
+	else
+		snprintf(who, sizeof(who), "credentials[%zu]", i);
 	switch (ci.source) {
 	case BINDING_SOURCE_INLINE:
 		if (binding_credential_reveal(bs, i, vaultapi_reveal_cb, &r) != 0 || r.s == NULL)
-			snprintf(err, errlen, "credential \"%s\": invalid inline value", ci.name);
+			snprintf(err, errlen, "%s.source.value: %s", who,
+			    r.bad ? VAULTAPI_BAD_VALUE : "invalid inline value");
 		return r.s;
 	case BINDING_SOURCE_FILE: {
 		struct secret_stamp st;
@@ -149,8 +176,9 @@ vaultapi_load_secret(
 		memset(&st, 0, sizeof(st));
 		r.s = secret_from_file_stamp(ci.ref, &st, &e);
 		if (r.s == NULL) {
-			snprintf(err, errlen, "credential \"%s\": cannot read file %s: %s", ci.name,
-			    ci.ref, strerror(e));
+			/* By position: neither the name nor the path is echoed. */
+			snprintf(err, errlen, "%s.source.path: cannot load the file: %s", who,
+			    vaultapi_load_why(e));
 			return NULL;
 		}
 		/* Remember the file's identity, to re-read it when it changes. */
@@ -169,28 +197,28 @@ vaultapi_load_secret(
 			if (strcmp(vs->env[k].name, ci.ref) == 0)
 				return secret_ref(vs->env[k].s);
 		if (vs->nenv >= VAULT_MAX_ENV || strlen(ci.ref) >= sizeof(vs->env[0].name)) {
-			snprintf(err, errlen, "credential \"%s\": too many env sources", ci.name);
+			snprintf(err, errlen, "%s.source.name: too many env sources", who);
 			return NULL;
 		}
 		r.s = secret_from_env(ci.ref, &e);
 		if (r.s == NULL) {
-			snprintf(err, errlen, "credential \"%s\": environment variable %s: %s",
-			    ci.name, ci.ref,
-			    e == ENOENT ? "not set (env sources are read once)" : strerror(e));
+			snprintf(err, errlen, "%s.source.name: environment variable: %s", who,
+			    e == ENOENT ? "not set (env sources are read once)"
+			                : vaultapi_load_why(e));
 			return NULL;
 		}
 		snprintf(vs->env[vs->nenv].name, sizeof(vs->env[0].name), "%s", ci.ref);
 		vs->env[vs->nenv++].s = secret_ref(r.s);
 		return r.s;
 	}
-	snprintf(err, errlen, "credential \"%s\": unknown source", ci.name);
+	snprintf(err, errlen, "%s: unknown source", who);
 	return NULL;
 }
 
 /* Load every secret of bs and build its snapshot. NULL with err. */
 static struct vault_snap *
-vaultapi_snap_from_set(
-    struct wstate *ws, struct binding_set *bs, uint64_t revision, char *err, size_t errlen)
+vaultapi_snap_from_set(struct wstate *ws, struct binding_set *bs, uint64_t revision, bool named,
+    char *err, size_t errlen)
 {
 	struct vaultstore *vs = vaultapi_store(ws);
 	struct secret **secrets;
@@ -207,7 +235,7 @@ vaultapi_snap_from_set(
 		return NULL;
 	}
 	for (; loaded < n; loaded++) {
-		secrets[loaded] = vaultapi_load_secret(vs, bs, loaded, err, errlen);
+		secrets[loaded] = vaultapi_load_secret(vs, bs, loaded, named, err, errlen);
 		if (secrets[loaded] == NULL)
 			break;
 	}
@@ -238,7 +266,7 @@ vaultapi_policy_changed(struct wstate *ws)
 		ws->vault = NULL;
 		return;
 	}
-	snap = vaultapi_snap_from_set(ws, bs, 0, err, sizeof(err));
+	snap = vaultapi_snap_from_set(ws, bs, 0, true, err, sizeof(err));
 	if (snap == NULL) {
 		/* Fail closed: without its secrets the binding injects nothing. */
 		log_msg(
@@ -286,7 +314,7 @@ vaultapi_candidate(
 		binding_set_free(bs);
 		return NULL;
 	}
-	snap = vaultapi_snap_from_set(ws, bs, revision, err, errlen);
+	snap = vaultapi_snap_from_set(ws, bs, revision, false, err, errlen);
 	binding_set_free(bs);
 	return snap;
 }
@@ -441,15 +469,16 @@ vaultapi_ops(json_t *arr, json_t *ops, const char *kind, json_t *touched_revs, u
 				goto out;
 			}
 			if (json_object_get(seen, name) != NULL) {
+				/* Names are not echoed (one may be a pasted value). */
 				if (json_integer_value(json_object_get(seen, name)) ==
 				        (json_int_t)j &&
 				    j == 0)
-					snprintf(err, errlen, "duplicate %s add name \"%s\"", kind,
-					    name);
+					snprintf(err, errlen, "duplicate %s add name (add[%zu])",
+					    kind, i);
 				else
 					snprintf(err, errlen,
-					    "%s \"%s\" mentioned by multiple operations", kind,
-					    name);
+					    "%s %s[%zu] mentioned by multiple operations", kind,
+					    keys[j], i);
 				goto out;
 			}
 			json_object_set_new(seen, name, json_integer((json_int_t)j));
@@ -489,7 +518,7 @@ vaultapi_ops(json_t *arr, json_t *ops, const char *kind, json_t *touched_revs, u
 		char name[BINDING_MAX_NAME * 2];
 		vaultapi_trim(vaultapi_name(v), name, sizeof(name));
 		if (vaultapi_find(arr, name) >= 0) {
-			snprintf(err, errlen, "%s \"%s\" already exists", kind, name);
+			snprintf(err, errlen, "%s add[%zu] already exists", kind, i);
 			*status = 409;
 			goto out;
 		}
@@ -831,7 +860,7 @@ vaultapi_rotate_files(struct wstate *ws)
 	if (!changed)
 		return;
 	snap = vaultapi_snap_from_set(ws, (struct binding_set *)vault_snap_bindings(ws->vault),
-	    vault_snap_revision(ws->vault), err, sizeof(err));
+	    vault_snap_revision(ws->vault), true, err, sizeof(err));
 	if (snap == NULL) {
 		log_msg(LOG_ERROR, "vault", "vault_error",
 		    "a credential file changed but could not be loaded; the previous values stay: "

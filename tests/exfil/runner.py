@@ -71,7 +71,8 @@ BASELINE_VAULT = {
                                  "hosts": ["other.allowed.test"],
                                  "methods": ["POST"], "paths": ["/v2/items"]},
          "auth": {"type": "apiKey", "name": "X-Api-Key", "credential": "s2"}},
-        {"name": "b3", "match": {"schemes": ["https"], "ports": [443],
+        # B3 is the catalogue's all-paths binding: an explicit allowBroad.
+        {"name": "b3", "allowBroad": True, "match": {"schemes": ["https"], "ports": [443],
                                  "hosts": ["badtls.allowed.test"],
                                  "methods": ["GET"], "paths": ["/*"]},
          "auth": {"type": "bearer", "credential": "s3"}},

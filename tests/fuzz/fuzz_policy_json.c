@@ -50,7 +50,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int bad = binding_set_validate(bs, p, &err);
 		if (bad != 0 && err.code == POLICY_ERR_NONE)
 			abort();
-		(void)binding_match(bs, "https", "api.example.com", "GET", "/v1/x", &idx);
+		(void)binding_match(bs, "https", "api.example.com", 443, "GET", "/v1/x", &idx);
 		json_decref(binding_set_to_json(bs));
 		binding_set_free(bs);
 	}

@@ -15,6 +15,7 @@
 """
 import base64
 import http.client
+import io
 import json
 import os
 import re
@@ -191,8 +192,8 @@ def drive(spath, outpath, addr, token):
     creds = [cred("bearer-cred", B), cred("basic-cred", BA), cred("apikey-cred", K)]
     binds = [
         {"name": "bearer-b", "match": m("api.canary.test", ["/v1/*"]), "auth": {"type": "bearer", "credential": "bearer-cred"}},
-        {"name": "basic-b", "match": m("basic.canary.test"), "auth": {"type": "basic", "credential": "basic-cred"}},
-        {"name": "apikey-b", "match": m("key.canary.test"), "auth": {"type": "apiKey", "name": "X-Api-Key", "credential": "apikey-cred"}},
+        {"name": "basic-b", "match": m("basic.canary.test", ["/b/*"]), "auth": {"type": "basic", "credential": "basic-cred"}},
+        {"name": "apikey-b", "match": m("key.canary.test", ["/k/*"]), "auth": {"type": "apiKey", "name": "X-Api-Key", "credential": "apikey-cred"}},
         {"name": "custom-b", "match": m("api.canary.test", ["/v2/*"]),
          "auth": {"type": "customHeaders", "headers": [{"name": "X-Id", "credential": "apikey-cred"},
                                                         {"name": "X-Secret", "credential": "bearer-cred"}]}},
@@ -267,7 +268,7 @@ def drive(spath, outpath, addr, token):
         ("a value over the length limit", {"credentials": {"add": [cred("long", (B + "-") * 3000)]}}, (400, 413)),
         ("a non-string value", {"credentials": {"add": [{"name": "t", "source": {"type": "inline", "value": [B]}}]}}, (400,)),
         ("a binding to an unknown credential", {"credentials": {"add": [cred("n1", R)]}, "bindings": {"add": [{"name": "x", "match": m("api.canary.test", ["/v9/x"]), "auth": {"type": "bearer", "credential": "nope"}}]}}, (400,)),
-        ("a binding to an uncovered host", {"credentials": {"add": [cred("n2", R)]}, "bindings": {"add": [{"name": "y", "match": m("evil.example.net"), "auth": {"type": "bearer", "credential": "n2"}}]}}, (400,)),
+        ("a binding to an uncovered host", {"credentials": {"add": [cred("n2", R)]}, "bindings": {"add": [{"name": "y", "match": m("evil.example.net", ["/y"]), "auth": {"type": "bearer", "credential": "n2"}}]}}, (400,)),
         ("an ambiguous binding", {"credentials": {"add": [cred("n3", R)]}, "bindings": {"add": [{"name": "z", "match": m("api.canary.test", ["/v1/x"]), "auth": {"type": "bearer", "credential": "n3"}}]}}, (400,)),
         ("the canary as a header name", {"credentials": {"add": [cred("n4", R)]}, "bindings": {"add": [{"name": "h", "match": m("key.canary.test", ["/h"]), "auth": {"type": "apiKey", "name": B + ":", "credential": "n4"}}]}}, (400,)),
         ("deleting a credential in use", {"credentials": {"delete": ["bearer-cred"]}}, (400,)),
@@ -319,7 +320,7 @@ def drive(spath, outpath, addr, token):
         ("duplicate names", {"credentials": [cred("d", B), cred("d", K)], "bindings": []}),
         ("a too-short raw value beside the canary", {"credentials": [cred("b", "abc"), cred("c", B)], "bindings": []}),
         ("an empty value beside the canary", {"credentials": [cred("e", ""), cred("c", B)], "bindings": []}),
-        ("an uncovered binding", {"credentials": [cred("c", B)], "bindings": [{"name": "u", "match": m("evil.example.net"), "auth": {"type": "bearer", "credential": "c"}}]}),
+        ("an uncovered binding", {"credentials": [cred("c", B)], "bindings": [{"name": "u", "match": m("evil.example.net", ["/u"]), "auth": {"type": "bearer", "credential": "c"}}]}),
     ]
     for what, body in post_bad:
         st, _ = cl.req("POST", "/credential-vault", body, label="POST with " + what)
@@ -330,7 +331,199 @@ def drive(spath, outpath, addr, token):
     expect("create the vault again", st, 201)
     st, _ = cl.req("GET", "/credential-vault")
     expect("GET the new vault", st, 200)
+    every_field(cl, s, outpath, {"credentials": creds, "bindings": binds}, expect)
     out.close()
+
+
+# ---- issue 15 item 8: a canary in every field of every JSON shape ----
+
+def leaves(o, path=()):
+    """(path, kind) of every string leaf ("value"), every key ("key") and
+    every object ("obj", where an unknown key is added)."""
+    if isinstance(o, dict):
+        yield path, "obj"
+        for k, v in o.items():
+            yield path + (k,), "key"
+            yield from leaves(v, path + (k,))
+    elif isinstance(o, list):
+        for i, v in enumerate(o):
+            yield from leaves(v, path + (i,))
+    elif o is not None:
+        yield path, "value"  # strings, numbers and booleans alike
+
+
+def mutate(doc, path, kind, val):
+    d = json.loads(json.dumps(doc))
+    if kind == "obj":
+        t = d
+        for p in path:
+            t = t[p]
+        t[val] = val
+        return d
+    t = d
+    for p in path[:-1]:
+        t = t[p]
+    if kind == "key":
+        t[val] = t.pop(path[-1])
+    else:
+        t[path[-1]] = val
+    return d
+
+
+def shaped(s, path):
+    """Canary values shaped to pass the first check of the field they go in."""
+    B, tail = s["bearer"], s["tails"][0]
+    last = [p for p in path if isinstance(p, str)][-1] if path else ""
+    out = [B, B + "\r\nX-Injected: 1", " " + B + "\t"]
+    if "hosts" in path:
+        out += ["c" + tail + ".uncovered.test", "*.c" + tail + ".uncovered.test", "c" + tail]
+    elif "paths" in path:
+        out += ["/" + B, "/" + B + "*", "/*" + B]
+    elif last == "path":
+        out += ["/run/" + B]
+    elif last == "name" and "source" in path:
+        out += ["CANARY_" + tail]
+    elif last == "name" or "methods" in path:
+        out += ["X-" + B, B.upper()]
+    elif last == "target":
+        out += ["c" + tail + ".uncovered.test", "*.c" + tail + ".test", "c" + tail + ".test:443"]
+    elif "ports" in path:
+        out += [tail, "1-" + tail]
+    return out
+
+
+def every_field(cl, s, outpath, base, expect):
+    """Put canaries in every field and key of the vault create, vault PATCH
+    and policy bodies, alone and followed by a poison that fails later
+    (at parse, at the coverage check, at the secret load), and record
+    every answer. A write that is accepted (a canary can be a valid name)
+    is recorded apart, because its State lawfully shows the names, and
+    undone; every other answer is scanned."""
+    acc = open(outpath + ".accepted", "w")
+    B, K = s["bearer"], s["apikey"]
+
+    def cred(n, v):
+        return {"name": n, "source": {"type": "inline", "value": v}}
+
+    create = {
+        "credentials": [cred("fc-inline", K), {"name": "fc-file", "source": {"type": "file", "path": "/run/fc"}},
+                        {"name": "fc-env", "source": {"type": "env", "name": "FC_ENV"}}],
+        "bindings": [
+            {"name": "fb-bearer", "match": {"schemes": ["https"], "ports": [443], "hosts": ["api.canary.test"],
+                                            "methods": ["GET"], "paths": ["/f/*"]},
+             "auth": {"type": "bearer", "credential": "fc-inline"}},
+            {"name": "fb-key", "allowBroad": True, "match": {"hosts": ["key.canary.test"], "paths": ["/*"]},
+             "auth": {"type": "apiKey", "name": "X-Key", "credential": "fc-inline"}},
+            {"name": "fb-custom", "match": {"hosts": ["basic.canary.test"], "paths": ["/c"]},
+             "auth": {"type": "customHeaders", "headers": [{"name": "X-Id", "credential": "fc-inline"}]}},
+        ]}
+    poisons = {
+        "alone": None,
+        "then an unknown credential": {"name": "zz-p1", "match": {"hosts": ["api.canary.test"], "paths": ["/zz1"]},
+                                       "auth": {"type": "bearer", "credential": "zz-missing"}},
+        "then an uncovered host": {"name": "zz-p2", "match": {"hosts": ["zz.uncovered.test"], "paths": ["/zz2"]},
+                                   "auth": {"type": "bearer", "credential": "fc-inline"}},
+    }
+    n = refused = 0
+
+    def send(method, path, body, label, vault_write):
+        nonlocal n, refused
+        n += 1
+        saved, cl.out = cl.out, io.StringIO()
+        st, _ = cl.req(method, path, body, label=label)
+        buf, cl.out = cl.out.getvalue(), saved
+        if 200 <= st < 300 and vault_write:
+            # Accepted: the State holds the names it was given; kept apart.
+            acc.write(buf)
+            return st
+        refused += 1
+        cl.out.write(buf)
+        cl.out.flush()
+        return st
+
+    cl.req("DELETE", "/credential-vault")
+    docs = []  # (method, path, body, label, vault_write, undo)
+    for path, kind in list(leaves(create)):
+        vals = [B] if kind != "value" else shaped(s, path)
+        for v in vals:
+            for pn, poison in poisons.items():
+                d = mutate(create, path, kind, v)
+                if poison is not None:
+                    d.setdefault("bindings", []).append(poison)
+                docs.append(("POST", "/credential-vault", d, "create: %s %s %s" % (kind, ".".join(map(str, path)), pn)))
+    # The file and env sources fail at load: their canaries must not come back either.
+    for v in ("/run/" + B, "/" + B):
+        d = json.loads(json.dumps(create))
+        d["credentials"][1]["source"]["path"] = v
+        docs.append(("POST", "/credential-vault", d, "create: a file path that cannot be read"))
+    d = json.loads(json.dumps(create))
+    d["credentials"][2]["source"]["name"] = "CANARY_" + s["tails"][0]
+    docs.append(("POST", "/credential-vault", d, "create: an env name that is not set"))
+    for method, path, body, label in docs:
+        st = send(method, path, body, label, True)
+        if 200 <= st < 300:
+            cl.out, saved = acc, cl.out
+            cl.req("DELETE", "/credential-vault", label="undo")
+            cl.out = saved
+    # The create template loads only with its file and env sources removed.
+    base_ok = json.loads(json.dumps(create))
+    base_ok["credentials"] = base_ok["credentials"][:1]
+    st, _ = cl.req("POST", "/credential-vault", base_ok, label="create the fields base")
+    expect("create the fields base", st, 201)
+
+    # PATCH: add, replace and delete, with every field and key a canary.
+    patch = {"expectedRevision": 1,
+             "credentials": {"add": [cred("pc-add", K)], "replace": [cred("fc-inline", K)], "delete": []},
+             "bindings": {"add": [{"name": "pb-add", "match": {"hosts": ["api.canary.test"], "methods": ["POST"],
+                                                                 "paths": ["/p"]},
+                                   "auth": {"type": "bearer", "credential": "pc-add"}}],
+                          "replace": [create["bindings"][2]], "delete": ["fb-key"]}}
+    pdocs = []
+    for path, kind in list(leaves(patch)):
+        vals = [B] if kind != "value" else shaped(s, path)
+        for v in vals:
+            for pn, poison in poisons.items():
+                d = mutate(patch, path, kind, v)
+                if poison is not None and isinstance(d.get("bindings"), dict) and isinstance(d["bindings"].get("add"), list):
+                    d["bindings"]["add"].append(poison)
+                pdocs.append(d)
+                d2 = json.loads(json.dumps(d))
+                d2.pop("expectedRevision", None)
+                pdocs.append(d2)
+    for d in pdocs:
+        st = send("PATCH", "/credential-vault", d, "patch with a canary", True)
+        if 200 <= st < 300:
+            cl.out, saved = acc, cl.out
+            cl.req("DELETE", "/credential-vault", label="undo")
+            cl.req("POST", "/credential-vault", base_ok, label="undo")
+            cl.out = saved
+    for what in ("delete", "replace"):
+        for v in (B, " " + B):
+            body = {"credentials": {what: [v] if what == "delete" else [cred(v, K)]}}
+            send("PATCH", "/credential-vault", body, "patch %s of a missing canary name" % what, True)
+
+    # Policy: every string field and key, for POST, PUT, PATCH and DELETE.
+    policy = {"defaultAction": "deny", "egress": [
+        {"action": "allow", "target": "api.canary.test", "ports": [443, "8000-8100"]},
+        {"action": "allow", "target": "basic.canary.test"}, {"action": "allow", "target": "key.canary.test"},
+        {"action": "deny", "target": "x.canary.test"}]}
+    for path, kind in list(leaves(policy)):
+        vals = [B] if kind != "value" else shaped(s, path)
+        for v in vals:
+            for poison in (None, {"action": "allow", "target": ""}):
+                d = mutate(policy, path, kind, v)
+                if poison is not None and isinstance(d.get("egress"), list):
+                    d["egress"].append(poison)
+                for method in ("POST", "PUT"):
+                    send(method, "/policy", d, "policy with a canary", False)
+                if isinstance(d.get("egress"), list):
+                    send("PATCH", "/policy", d["egress"], "policy patch with a canary", False)
+    for v in (B, [B], [B, 1], [{"target": B}], {"target": B}):
+        send("DELETE", "/policy", v, "policy delete of a canary", False)
+    st, _ = cl.req("POST", "/policy", policy, label="restore the policy")
+    expect("restore the policy", st, 200)
+    acc.close()
+    report(n > 500 and refused > n // 2, "every field phase done: %d requests, %d recorded for the scan" % (n, refused))
 
 
 def main():

@@ -429,7 +429,7 @@ is "GET /credential-vault: 200" 200 "$CODE"
 is "  revision 1" 1 "$(jv 'd["revision"]')"
 
 rq PATCH /credential-vault '{"expectedRevision":1,"credentials":{"add":[{"name":"svc-key","source":{"type":"inline","value":"svc-key-value-0002"}}]},
- "bindings":{"add":[{"name":"svc","match":{"hosts":["*.svc.example.org"]},"auth":{"type":"bearer","credential":"svc-key"}}]}}'
+ "bindings":{"add":[{"name":"svc","allowBroad":true,"match":{"hosts":["*.svc.example.org"]},"auth":{"type":"bearer","credential":"svc-key"}}]}}'
 is "PATCH add with expectedRevision 1: 200" 200 "$CODE"
 is "  revision 2" 2 "$(jv 'd["revision"]')"
 is "  the added credential has revision 2, the others keep 1" '[["basic-cred",1],["gitlab-token",1],["svc-key",2]]' \
@@ -472,19 +472,42 @@ bad_patch "PATCH naming one credential in two operations" 400 \
 bad_patch "PATCH with an empty inline value" 400 '{"credentials":{"add":[{"name":"e","source":{"type":"inline","value":""}}]}}'
 bad_patch "PATCH with an unsupported source type" 400 '{"credentials":{"add":[{"name":"e","source":{"type":"vault","value":"x"}}]}}'
 bad_patch "PATCH binding a host no allow rule covers" 400 \
-	'{"bindings":{"add":[{"name":"evil","match":{"hosts":["evil.example.net"]},"auth":{"type":"bearer","credential":"basic-cred"}}]}}'
+	'{"bindings":{"add":[{"name":"evil","match":{"hosts":["evil.example.net"],"paths":["/x"]},"auth":{"type":"bearer","credential":"basic-cred"}}]}}'
 bad_patch "PATCH binding an IP host" 400 \
-	'{"bindings":{"add":[{"name":"ip","match":{"hosts":["203.0.113.10"]},"auth":{"type":"bearer","credential":"basic-cred"}}]}}'
+	'{"bindings":{"add":[{"name":"ip","match":{"hosts":["203.0.113.10"],"paths":["/x"]},"auth":{"type":"bearer","credential":"basic-cred"}}]}}'
 bad_patch "PATCH binding a port that is not intercepted" 400 \
-	'{"bindings":{"add":[{"name":"p","match":{"hosts":["x.svc.example.org"],"ports":[8443]},"auth":{"type":"bearer","credential":"basic-cred"}}]}}'
+	'{"bindings":{"add":[{"name":"p","match":{"hosts":["x.svc.example.org"],"ports":[8443],"paths":["/x"]},"auth":{"type":"bearer","credential":"basic-cred"}}]}}'
 bad_patch "PATCH binding an unknown credential" 400 \
-	'{"bindings":{"add":[{"name":"u","match":{"hosts":["x.svc.example.org"]},"auth":{"type":"bearer","credential":"nope"}}]}}'
+	'{"bindings":{"add":[{"name":"u","match":{"hosts":["x.svc.example.org"],"paths":["/x"]},"auth":{"type":"bearer","credential":"nope"}}]}}'
 bad_patch "PATCH with an ambiguous binding" 400 \
 	'{"bindings":{"add":[{"name":"dup","match":{"hosts":["api.example.com"],"methods":["GET"],"paths":["/api/*"]},"auth":{"type":"bearer","credential":"basic-cred"}}]}}'
 bad_patch "PATCH with an unsupported auth type" 400 \
-	'{"bindings":{"add":[{"name":"t","match":{"hosts":["x.svc.example.org"]},"auth":{"type":"digest","credential":"basic-cred"}}]}}'
+	'{"bindings":{"add":[{"name":"t","match":{"hosts":["x.svc.example.org"],"paths":["/x"]},"auth":{"type":"digest","credential":"basic-cred"}}]}}'
 bad_patch "PATCH with a reserved header name" 400 \
-	'{"bindings":{"add":[{"name":"h","match":{"hosts":["x.svc.example.org"]},"auth":{"type":"apiKey","name":"Host","credential":"basic-cred"}}]}}'
+	'{"bindings":{"add":[{"name":"h","match":{"hosts":["x.svc.example.org"],"paths":["/x"]},"auth":{"type":"apiKey","name":"Host","credential":"basic-cred"}}]}}'
+# Issue 15: bindings are exact unless allowBroad, and values must fit a header.
+bad_patch "PATCH binding a wildcard host without allowBroad" 400 \
+	'{"bindings":{"add":[{"name":"w","match":{"hosts":["*.svc.example.org"],"paths":["/x"]},"auth":{"type":"bearer","credential":"basic-cred"}}]}}'
+rq PATCH /credential-vault '{"bindings":{"add":[{"name":"w","match":{"hosts":["*.svc.example.org"],"paths":["/x"]},"auth":{"type":"bearer","credential":"basic-cred"}}]}}'
+check "  the error names the field (bindings[1].match.hosts[0]) and not the host" \
+	grep -q 'bindings\[1\]\.match\.hosts\[0\]: a wildcard host is refused unless the binding sets allowBroad: true' <<<"$RB"
+refute "  the host is not echoed" grep -q 'svc.example.org' <<<"$RB"
+bad_patch "PATCH binding all paths (/*) without allowBroad" 400 \
+	'{"bindings":{"add":[{"name":"w","match":{"hosts":["x.svc.example.org"],"paths":["/*"]},"auth":{"type":"bearer","credential":"basic-cred"}}]}}'
+bad_patch "PATCH binding without paths (the /* default) without allowBroad" 400 \
+	'{"bindings":{"add":[{"name":"w","match":{"hosts":["x.svc.example.org"]},"auth":{"type":"bearer","credential":"basic-cred"}}]}}'
+bad_patch "PATCH binding https on port 80" 400 \
+	'{"bindings":{"add":[{"name":"w","match":{"hosts":["x.svc.example.org"],"ports":[80],"paths":["/x"]},"auth":{"type":"bearer","credential":"basic-cred"}}]}}'
+bad_patch "PATCH binding allowBroad as a string" 400 \
+	'{"bindings":{"add":[{"name":"w","allowBroad":"true","match":{"hosts":["*.svc.example.org"]},"auth":{"type":"bearer","credential":"basic-cred"}}]}}'
+for v in 'a\r\nX-Injected: 1' 'tok\u0000en' 'tok\nen' 'tok\u007fen' ' lead' 'trail\t'; do
+	bad_patch "PATCH adding a value a header cannot carry ($v)" 400 \
+		"{\"credentials\":{\"add\":[{\"name\":\"crlf\",\"source\":{\"type\":\"inline\",\"value\":\"$v\"}}]}}"
+done
+rq PATCH /credential-vault '{"credentials":{"replace":[{"name":"basic-cred","source":{"type":"inline","value":"ok\r\nX-Injected: 1"}}]}}'
+check "  the error names the credential by position, the field and the rule" \
+	grep -Eq 'credentials\[[0-9]+\]\.source\.value: the value holds a byte a header field cannot carry' <<<"$RB"
+refute "  the value is not echoed" grep -q 'Injected' <<<"$RB"
 
 # Parallel PATCHes with the same expectedRevision: exactly one wins.
 N=6

@@ -30,6 +30,7 @@ ip netns exec "$SBX" "$PY" "$CAN" drive "$TMP/secrets.json" "$TMP/responses.txt"
 	>"$TMP/drive.out" 2>&1
 count "$TMP/drive.out"
 check "the scenario ran to the end" grep -q 'GET the new vault' "$TMP/drive.out"
+check "the every-field phase ran to the end" grep -q "^ok   - every field phase done" "$TMP/drive.out"
 check "egressd is still running" kill -0 "$EGRESSD_PID"
 
 # Stop egressd so every log line is written, then scan.

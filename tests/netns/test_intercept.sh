@@ -45,19 +45,30 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 fx_up || exit 2
 fx_safety || exit 2
+# The stream server is a bound host on 443 (bindings inject on their scheme's
+# default port only): stream.wild.allowed.test, 203.0.113.13, the wild cert.
+printf '{"records":[{"name":"stream.wild.allowed.test","type":"A","data":["203.0.113.13"],"ttl":60}]}\n' \
+    >"$FX_DIR/dns.json"
+ip -n "$FX_WAN" addr add 203.0.113.13/32 dev lo || exit 2
 fx_servers_start || exit 2
 chown "$FX_WORKER:$FX_WORKER" "$FX_DIR/sandbox"
-mkdir -p "$FX_DIR/stream"
-ip netns exec "$FX_WAN" "$FX_PY" "$HERE/icpt_stream.py" 203.0.113.10 8443 \
-    "$FX_CERTS/api.pem" "$FX_CERTS/api.key" "$FX_DIR/stream" >"$FX_DIR/stream/out" 2>&1 &
+mkdir -p "$FX_DIR/stream" "$FX_DIR/stream8443"
+ip netns exec "$FX_WAN" "$FX_PY" "$HERE/icpt_stream.py" 203.0.113.13 443 \
+    "$FX_CERTS/wild.pem" "$FX_CERTS/wild.key" "$FX_DIR/stream" >"$FX_DIR/stream/out" 2>&1 &
 fx_track $!
 fx_wait_file "$FX_DIR/stream/stream.ready" 100 || { echo "stream server did not start"; exit 2; }
+# The same host on another intercepted port: a binding never injects there.
+ip netns exec "$FX_WAN" "$FX_PY" "$HERE/icpt_stream.py" 203.0.113.10 8443 \
+    "$FX_CERTS/api.pem" "$FX_CERTS/api.key" "$FX_DIR/stream8443" >"$FX_DIR/stream8443/out" 2>&1 &
+fx_track $!
+fx_wait_file "$FX_DIR/stream8443/stream.ready" 100 || { echo "stream server did not start"; exit 2; }
 
 POLICY='{"defaultAction":"deny","egress":[
  {"action":"allow","target":"api.allowed.test"},
  {"action":"allow","target":"other.allowed.test"},
  {"action":"allow","target":"front.allowed.test"},
- {"action":"allow","target":"badtls.allowed.test"}]}'
+ {"action":"allow","target":"badtls.allowed.test"},
+ {"action":"allow","target":"stream.wild.allowed.test"}]}'
 fx_egressd_start "$POLICY" OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=true \
     EGRESSD_CA_EXPORT="$FX_DIR/sandbox/ca.pem" EGRESSD_UPSTREAM_CA="$FX_CERTS/ca.pem" \
     EGRESSD_INTERCEPT_PORTS=80,443,4431,4432,4433,8443 || { cat "$FX_DIR/egressd.log"; exit 1; }
@@ -166,7 +177,9 @@ cat >"$FX_DIR/private/vault.json" <<J
  "bindings":[
   {"name":"b1","match":{"hosts":["api.allowed.test"],"paths":["/v1/*","/sse","/enc","/ws","/close"],"methods":["GET"]},
    "auth":{"type":"bearer","credential":"c1"}},
-  {"name":"b2","match":{"hosts":["badtls.allowed.test"],"paths":["/*"],"methods":["GET"]},
+  {"name":"b2","allowBroad":true,"match":{"hosts":["badtls.allowed.test"],"paths":["/*"],"methods":["GET"]},
+   "auth":{"type":"bearer","credential":"c1"}},
+  {"name":"b3","match":{"hosts":["stream.wild.allowed.test"],"paths":["/sse","/enc","/ws","/close"],"methods":["GET"]},
    "auth":{"type":"bearer","credential":"c1"}}]}
 J
 code=$(fx_api POST /credential-vault -H 'Content-Type: application/json' \
@@ -201,7 +214,7 @@ fx_ws "${C[@]}" --cacert "$SBXCA" 'https://api.allowed.test/v1/chunks?n=1' >"$(o
 check "a chunked response in 1-byte chunks is relayed" grep -q '"path": "/v1/chunks?n=1"' "$(out chunks)"
 refute "the secret split over 1-byte chunks is still masked" grep -q "$S1" "$(out chunks)"
 check "the masked value keeps its length" grep -qF "\"Bearer $(printf '%*s' ${#S1} '' | tr ' ' '*')\"" "$(out chunks)"
-fx_ws "${C[@]}" -D - --cacert "$SBXCA" https://api.allowed.test:8443/enc >"$(out enc)" 2>&1
+fx_ws "${C[@]}" -D - --cacert "$SBXCA" https://stream.wild.allowed.test/enc >"$(out enc)" 2>&1
 check "the encoding echo answered" grep -q '^b64=' "$(out enc)"
 B64=$(printf 'Bearer %s' "$S1" | base64 -w0)
 SB64=$(printf '%s' "$S1" | base64 -w0)
@@ -214,11 +227,25 @@ check "redactions are counted" bash -c \
 # Override attempts: case variants and duplicates are removed first.
 : >"$FX_DIR/stream/stream.log"
 fx_ws "${C[@]}" --cacert "$SBXCA" -H 'Authorization: Bearer sk-fake-override' \
-    -H 'authorization: second' -H 'AUTHORIZATION: third' https://api.allowed.test:8443/enc >/dev/null 2>&1
+    -H 'authorization: second' -H 'AUTHORIZATION: third' https://stream.wild.allowed.test/enc >/dev/null 2>&1
 check "exactly one Authorization reaches the server" bash -c \
     "[ \$(grep -o -i 'authorization:' '$FX_DIR/stream/stream.log' | wc -l) = 1 ]"
 check "and it is the injected one" grep -q "Authorization: Bearer $S1" "$FX_DIR/stream/stream.log"
 refute "the workload's value was dropped" grep -q "override\|second\|third" "$FX_DIR/stream/stream.log"
+
+# Issue 15 item 2: the same host and a bound path on another intercepted port
+# (8443, also when a redirect the workload follows leads there) get no secret.
+: >"$FX_DIR/stream8443/stream.log"
+code=$(fx_ws "${C[@]}" --cacert "$SBXCA" -o "$(out p8443)" -w '%{http_code}' https://api.allowed.test:8443/v1/p8443)
+check "a bound path on :8443 is forwarded (intercepted, same host checks)" test "$code" = 200
+refute "  without the secret" grep -q "$S1" "$FX_DIR/stream8443/stream.log"
+refute "  without any Authorization" grep -qi 'authorization:' "$FX_DIR/stream8443/stream.log"
+: >"$FX_DIR/stream8443/stream.log"
+fx_ws "${C[@]}" -L --cacert "$SBXCA" -o "$(out redir8443)" \
+    'https://api.allowed.test/v1/redirect?to=https://api.allowed.test:8443/v1/redir8443'
+check "a redirect from the bound port to :8443 is followed by the workload" grep -q 'GET /v1/redir8443' "$FX_DIR/stream8443/stream.log"
+refute "  and the follow-up carries no secret" grep -q "$S1" "$FX_DIR/stream8443/stream.log"
+refute "  nor any Authorization" grep -qi 'authorization:' "$FX_DIR/stream8443/stream.log"
 
 # Unbound method and path: forwarded untouched, no secret.
 n0=$(grep -c "$S1" "$FN/api.log")
@@ -253,7 +280,7 @@ check "the server got the whole body and echoed it" bash -c \
     "[ \$(grep -o 'aaaaaaaaaa' '$(out big)' | wc -l) -ge 150000 ]"
 
 # A close-delimited response is relayed to its end, redacted, with close_notify.
-fx_ws "${C[@]}" --cacert "$SBXCA" https://api.allowed.test:8443/close >"$(out close)" 2>&1
+fx_ws "${C[@]}" --cacert "$SBXCA" https://stream.wild.allowed.test/close >"$(out close)" 2>&1
 check "a close-delimited response arrives whole and cleanly" grep -q '^tail Bearer \*\*\*\*' "$(out close)"
 refute "its secret is masked" grep -q "$S1" "$(out close)"
 refute "curl saw no truncation error" grep -q 'curl: (' "$(out close)"
@@ -283,7 +310,7 @@ check "both keep-alive requests arrived" bash -c "grep -q /v1/ka1 '$FN/api.log' 
 
 # SSE is streamed live: the first event arrives before the server sends the second.
 rm -f "$FX_DIR/stream/trigger"
-fx_ws "${C[@]}" -N -m 25 --cacert "$SBXCA" https://api.allowed.test:8443/sse >"$(out sse)" 2>&1 &
+fx_ws "${C[@]}" -N -m 25 --cacert "$SBXCA" https://stream.wild.allowed.test/sse >"$(out sse)" 2>&1 &
 ssepid=$!
 seen=0
 for _ in $(seq 1 100); do
@@ -300,9 +327,9 @@ refute "the secret in the event stream is masked" grep -q "$S1" "$(out sse)"
 cat >"$FX_DIR/ws/wsclient.py" <<'PY'
 import socket, ssl, sys
 ctx = ssl.create_default_context(cafile=sys.argv[1])
-s = ctx.wrap_socket(socket.create_connection(("api.allowed.test", 8443), timeout=8),
-                    server_hostname="api.allowed.test")
-s.sendall(b"GET /ws HTTP/1.1\r\nHost: api.allowed.test:8443\r\nUpgrade: websocket\r\n"
+s = ctx.wrap_socket(socket.create_connection(("stream.wild.allowed.test", 443), timeout=8),
+                    server_hostname="stream.wild.allowed.test")
+s.sendall(b"GET /ws HTTP/1.1\r\nHost: stream.wild.allowed.test\r\nUpgrade: websocket\r\n"
           b"Connection: Upgrade\r\n\r\n")
 buf = b""
 while b"\r\n\r\n" not in buf:
@@ -368,6 +395,22 @@ done
 check "a rotated credential file is re-read and injected" test "$rotated" = 1
 refute "the workload never sees the rotated value" grep -q "$RB" "$(out rotb)"
 refute "no log line carries either file value" grep -qE "$RA|$RB" "$LOG"
+# Issue 15 item 9: a rotation to a value a header cannot carry (CR LF) is
+# refused: the previous value stays, an error names the credential.
+RC="sk-live-ROTATE-C-$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')"
+printf '%s\r\nX-Injected: 1\n' "$RC" >"$RD/token.new"; chmod 644 "$RD/token.new"; mv "$RD/token.new" "$RD/token"
+refused=0
+for i in $(seq 1 60); do
+	grep -q 'could not be loaded.*credentials\[1\] (\\"cf\\")\.source\.path: .*a header field cannot carry' "$LOG" &&
+		{ refused=1; break; }
+	sleep 0.25
+done
+check "a rotated file holding CR LF is refused with an error naming the credential" test "$refused" = 1
+n0=$(grep -c "Bearer $RB" "$FN/api.log")
+fx_ws "${C[@]}" --cacert "$SBXCA" https://api.allowed.test/v1/rot-c >"$(out rotc)" 2>&1
+check "  the previous value is still injected" test "$(grep -c "Bearer $RB" "$FN/api.log")" -gt "$n0"
+refute "  the refused value never reaches the server" grep -qE "$RC|X-Injected" "$FN/api.log"
+refute "  nor any log line" grep -q "$RC" "$LOG"
 rm -rf "$RD"
 
 finish

@@ -711,6 +711,123 @@ test_path_ambiguity(void **state)
 	assert_string_equal(httpwire_error_str(HTTPWIRE_E_CL_TE), "cl_and_te");
 }
 
+/* Percent-encode bytes into "/v1/" X "x" (upper or lower hex, %25 layers). */
+static size_t
+enc_path(char *out, size_t cap, const uint8_t *b, size_t n, bool upper, int layers)
+{
+	size_t o = (size_t)snprintf(out, cap, "/v1/");
+
+	for (size_t i = 0; i < n; i++) {
+		o += (size_t)snprintf(out + o, cap - o, "%%");
+		for (int l = 0; l < layers; l++)
+			o += (size_t)snprintf(out + o, cap - o, "25");
+		o += (size_t)snprintf(out + o, cap - o, upper ? "%02X" : "%02x", b[i]);
+	}
+	o += (size_t)snprintf(out + o, cap - o, "x");
+	return o;
+}
+
+static void
+expect_amb(const uint8_t *b, size_t n, bool want)
+{
+	char path[256];
+
+	for (int layers = 0; layers < 3; layers++) {
+		for (int up = 0; up < 2; up++) {
+			size_t len = enc_path(path, sizeof(path), b, n, up, layers);
+			if (httpwire_path_is_ambiguous((const uint8_t *)path, len) != want)
+				fail_msg("%s: %s", want ? "not flagged" : "flagged", path);
+		}
+	}
+}
+
+/*
+ * Issue 15 item 7: a decoded path that is not strict UTF-8 or holds a
+ * separator look-alike is ambiguous. The class is generated: the overlong
+ * forms of every ASCII byte and of every 2- and 3-byte length boundary,
+ * surrogates, code points past U+10FFFF, invalid leads, stray and missing
+ * continuation bytes, and the fullwidth and other look-alikes of '.', '/'
+ * and '\\', each at 0, 1 and 2 extra %25 layers, upper and lower case.
+ */
+static void
+test_path_utf8_class(void **state)
+{
+	uint8_t b[6];
+
+	for (unsigned c = 0; c < 0x80; c++) {
+		b[0] = (uint8_t)(0xc0 | c >> 6), b[1] = (uint8_t)(0x80 | (c & 0x3f));
+		expect_amb(b, 2, true);
+		b[0] = 0xe0, b[1] = (uint8_t)(0x80 | c >> 6), b[2] = (uint8_t)(0x80 | (c & 0x3f));
+		expect_amb(b, 3, true);
+		b[0] = 0xf0, b[1] = 0x80, b[2] = (uint8_t)(0x80 | c >> 6);
+		b[3] = (uint8_t)(0x80 | (c & 0x3f));
+		expect_amb(b, 4, true);
+		/* the 5- and 6-byte forms RFC 2279 had */
+		b[0] = 0xf8, b[1] = 0x80, b[2] = 0x80, b[3] = (uint8_t)(0x80 | c >> 6);
+		b[4] = (uint8_t)(0x80 | (c & 0x3f));
+		expect_amb(b, 5, true);
+		b[0] = 0xfc, b[1] = 0x80, b[2] = 0x80, b[3] = 0x80, b[4] = (uint8_t)(0x80 | c >> 6);
+		b[5] = (uint8_t)(0x80 | (c & 0x3f));
+		expect_amb(b, 6, true);
+	}
+	/* overlong forms of multi-byte code points: U+0080..U+07FF in 3 bytes, U+0800..U+FFFF in 4 */
+	for (uint32_t cp = 0x80; cp < 0x800; cp += 0x41) {
+		b[0] = 0xe0, b[1] = (uint8_t)(0x80 | cp >> 6), b[2] = (uint8_t)(0x80 | (cp & 0x3f));
+		expect_amb(b, 3, true);
+	}
+	for (uint32_t cp = 0x800; cp < 0x10000; cp += 0x3e1) {
+		b[0] = 0xf0, b[1] = (uint8_t)(0x80 | cp >> 12),
+		b[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3f));
+		b[3] = (uint8_t)(0x80 | (cp & 0x3f));
+		expect_amb(b, 4, true);
+	}
+	/* every byte that cannot lead, alone and before a continuation byte */
+	for (unsigned l = 0x80; l < 0x100; l++) {
+		if ((l >= 0xc2 && l <= 0xf4))
+			continue;
+		b[0] = (uint8_t)l, b[1] = 0xae;
+		expect_amb(b, 1, true);
+		expect_amb(b, 2, true);
+	}
+	/* a valid lead without its continuation bytes, or with a wrong one */
+	for (unsigned l = 0xc2; l <= 0xf4; l++) {
+		b[0] = (uint8_t)l, b[1] = '.', b[2] = '.';
+		expect_amb(b, 1, true);
+		expect_amb(b, 2, true);
+	}
+	/* surrogates and code points past U+10FFFF */
+	for (unsigned x = 0xa0; x <= 0xbf; x++) {
+		b[0] = 0xed, b[1] = (uint8_t)x, b[2] = 0x80;
+		expect_amb(b, 3, true);
+	}
+	for (unsigned x = 0x90; x <= 0xbf; x++) {
+		b[0] = 0xf4, b[1] = (uint8_t)x, b[2] = 0x80, b[3] = 0x80;
+		expect_amb(b, 4, true);
+	}
+	/* look-alikes of '.', '/' and '\\' */
+	static const uint8_t look[][3] = {{0xef, 0xbc, 0x8e}, {0xef, 0xbc, 0x8f},
+	    {0xef, 0xbc, 0xbc}, {0xe2, 0x80, 0xa4}, {0xe2, 0x80, 0xa5}, {0xe2, 0x80, 0xa6},
+	    {0xef, 0xb9, 0x92}, {0xe2, 0x81, 0x84}, {0xe2, 0x88, 0x95}, {0xe2, 0x88, 0x96},
+	    {0xef, 0xb9, 0xa8}};
+	for (size_t i = 0; i < sizeof(look) / sizeof(look[0]); i++)
+		expect_amb(look[i], 3, true);
+	/* the review's strings, literally */
+	static const char *const listed[] = {"/v1/%c0%ae%c0%ae/admin",
+	    "/v1/%e0%80%ae%e0%80%ae/admin", "/v1/%f0%80%80%ae/admin", "/v1%c0%afadmin",
+	    "/v1%e0%80%afadmin", "/v1/%ef%bc%8e%ef%bc%8e/admin", "/v1%ef%bc%8fadmin",
+	    "/v1/%EF%BC%8E%EF%BC%8E%EF%BC%8Fadmin", "/v1/%25e0%2580%25ae/x"};
+	for (size_t i = 0; i < sizeof(listed) / sizeof(listed[0]); i++)
+		if (!httpwire_path_is_ambiguous((const uint8_t *)listed[i], strlen(listed[i])))
+			fail_msg("not flagged: %s", listed[i]);
+	/* valid UTF-8 stays fine: é, €, an emoji, fullwidth A, U+FFFD, U+10FFFF */
+	static const uint8_t good[][4] = {{0xc3, 0xa9}, {0xe2, 0x82, 0xac},
+	    {0xf0, 0x9f, 0x98, 0x80}, {0xef, 0xbc, 0xa1}, {0xef, 0xbf, 0xbd},
+	    {0xf4, 0x8f, 0xbf, 0xbf}, {0xc2, 0x80}, {0xe0, 0xa0, 0x80}, {0xf0, 0x90, 0x80, 0x80}};
+	static const size_t glen[] = {2, 3, 4, 3, 3, 4, 2, 3, 4};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		expect_amb(good[i], glen[i], false);
+}
+
 int
 main(void)
 {
@@ -729,6 +846,7 @@ main(void)
 	    cmocka_unit_test(test_length_and_close_bodies),
 	    cmocka_unit_test(test_find_and_write),
 	    cmocka_unit_test(test_path_ambiguity),
+	    cmocka_unit_test(test_path_utf8_class),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -169,7 +169,7 @@ rewrite(struct vault_snap *snap, bool inject, size_t *lenp)
 	    HTTPWIRE_OK);
 	if (inject)
 		assert_int_equal(binding_match(vault_snap_bindings(snap), "https",
-		                     "api.allowed.test", "GET", "/v1/x", &idx),
+		                     "api.allowed.test", 443, "GET", "/v1/x", &idx),
 		    BINDING_MATCH_ONE);
 	assert_int_equal(
 	    intercept_request_head(&req, hdrs, snap, idx, inject, scratch, sizeof(scratch), out),

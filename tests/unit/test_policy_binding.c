@@ -44,7 +44,10 @@ vault_err(const char *bindings, const char *want)
 	assert_null(strstr(err.msg, CANARY));
 }
 
-#define B(name, match, auth) "{\"name\":\"" name "\",\"match\":" match ",\"auth\":" auth "}"
+/* B: a binding with allowBroad (most cases test other rules); E: an exact one. */
+#define B(name, match, auth)                                                                       \
+	"{\"name\":\"" name "\",\"allowBroad\":true,\"match\":" match ",\"auth\":" auth "}"
+#define E(name, match, auth) "{\"name\":\"" name "\",\"match\":" match ",\"auth\":" auth "}"
 #define BEARER "{\"type\":\"bearer\",\"credential\":\"tok\"}"
 
 static void
@@ -157,7 +160,13 @@ test_vault_json_errors(void **state)
 	vault_err(B("a", "{\"hosts\":[\"a.example\"],\"schemes\":[\"ftp\"]}", BEARER),
 	    "scheme must be http or https");
 	vault_err(B("a", "{\"hosts\":[\"a.example\"],\"ports\":[8443]}", BEARER),
-	    "not a configured transparent intercept port");
+	    "must be the default port of one of its schemes");
+	vault_err(B("a", "{\"hosts\":[\"a.example\"],\"ports\":[80]}", BEARER),
+	    "must be the default port of one of its schemes");
+	vault_err(
+	    B("a", "{\"hosts\":[\"a.example\"],\"schemes\":[\"http\",\"https\"],\"ports\":[443]}",
+	        BEARER),
+	    "must list the default port of every scheme");
 	vault_err(B("a", "{\"hosts\":[\"a.example\"],\"methods\":[\"G T\"]}", BEARER),
 	    "method must be an HTTP token");
 	vault_err(B("a", "{\"hosts\":[\"a.example\"],\"methods\":[\" \"]}", BEARER),
@@ -181,7 +190,7 @@ test_vault_json_errors(void **state)
 	    "bearer auth requires credential");
 	vault_err(
 	    B("a", "{\"hosts\":[\"a.example\"]}", "{\"type\":\"basic\",\"credential\":\"nope\"}"),
-	    "binding \"a\" references unknown credential \"nope\"");
+	    "references an unknown credential");
 	vault_err(B("a", "{\"hosts\":[\"a.example\"]}",
 	              "{\"type\":\"apiKey\",\"name\":\"Content-Length\",\"credential\":\"tok\"}"),
 	    "reserved credential header name");
@@ -226,7 +235,7 @@ test_vault_json_errors(void **state)
 	vault_err(B(" ", "{\"hosts\":[\"a.example\"]}", BEARER), "binding name cannot be blank");
 	vault_err(B("a", "{\"hosts\":[\"a.example\"]}", BEARER) "," B(
 	              "a", "{\"hosts\":[\"b.example\"]}", BEARER),
-	    "duplicate binding name \"a\"");
+	    "duplicate binding name (the same as bindings[0])");
 	vault_err("{\"name\":\"a\",\"match\":{\"hosts\":[\"a.example\"]},\"auth\":" BEARER
 	          ",\"x\":1}",
 	    "unknown key");
@@ -237,14 +246,14 @@ test_vault_json_errors(void **state)
 	    {"{\"credentials\":[{\"name\":\"\",\"source\":{\"value\":\"x\"}}]}",
 	        "credential name cannot be blank"},
 	    {"{\"credentials\":[{\"name\":\"a\",\"source\":{\"type\":\"inline\",\"value\":\"\"}}]}",
-	        "credential \"a\" inline value cannot be empty"},
+	        "inline value cannot be empty"},
 	    {"{\"credentials\":[{\"name\":\"a\",\"source\":{\"type\":\"vault\",\"value\":\"x\"}}]}",
 	        "a file or env source takes no value"},
 	    {"{\"credentials\":[{\"name\":\"a\",\"source\":{\"type\":\"kms\"}}]}",
-	        "unsupported credential source type \"kms\""},
+	        "unsupported credential source type (inline, file or env)"},
 	    {"{\"credentials\":[{\"name\":\"a\",\"source\":{\"value\":\"x\"}},{\"name\":\"a\","
 	     "\"source\":{\"value\":\"y\"}}]}",
-	        "duplicate credential name \"a\""},
+	        "duplicate credential name (the same as credentials[0])"},
 	    {"{\"credentials\":[{\"name\":\"a\",\"source\":{\"type\":\"file\",\"path\":\"rel\"}}]}",
 	        "absolute path"},
 	    {"{\"credentials\":[{\"name\":\"a\",\"source\":{\"type\":\"env\",\"name\":\"1X\"}}]}",
@@ -294,7 +303,7 @@ test_overlap(void **state)
 	/* same host, overlapping paths and methods */
 	vault_err(B("a", "{\"hosts\":[\"a.example\"],\"paths\":[\"/api/*\"]}", BEARER) "," B(
 	              "b", "{\"hosts\":[\"a.example\"],\"paths\":[\"/api/v1/x\"]}", BEARER),
-	    "bindings \"a\" and \"b\" can match the same request");
+	    "bindings[0] and bindings[1] can match the same request");
 	vault_err(B("a", "{\"hosts\":[\"*.example.com\"]}", BEARER) "," B(
 	              "b", "{\"hosts\":[\"*.x.example.com\"]}", BEARER),
 	    "can match the same request");
@@ -337,33 +346,35 @@ test_match(void **state)
 	size_t idx;
 
 	assert_non_null(bs);
-	assert_int_equal(binding_match(bs, "https", "api.example.com", "GET", "/v1/a?q=1", &idx),
+	assert_int_equal(
+	    binding_match(bs, "https", "api.example.com", 443, "GET", "/v1/a?q=1", &idx),
 	    BINDING_MATCH_ONE);
 	assert_int_equal(idx, 0);
 	/* exact host did not match the path: the wildcard applies */
-	assert_int_equal(
-	    binding_match(bs, "https", "api.example.com", "GET", "/v2", &idx), BINDING_MATCH_ONE);
+	assert_int_equal(binding_match(bs, "https", "api.example.com", 443, "GET", "/v2", &idx),
+	    BINDING_MATCH_ONE);
 	assert_int_equal(idx, 1);
 	/* the apex is not under its wildcard */
 	assert_int_equal(
-	    binding_match(bs, "https", "example.com", "GET", "/", &idx), BINDING_MATCH_NONE);
+	    binding_match(bs, "https", "example.com", 443, "GET", "/", &idx), BINDING_MATCH_NONE);
 	assert_int_equal(idx, SIZE_MAX);
-	assert_int_equal(
-	    binding_match(bs, "https", "a.b.example.com", "DELETE", "/", &idx), BINDING_MATCH_ONE);
-	assert_int_equal(
-	    binding_match(bs, "https", "a.b.example.com", "HEAD", "/", &idx), BINDING_MATCH_NONE);
-	assert_int_equal(
-	    binding_match(bs, "https", "evilexample.com", "GET", "/", &idx), BINDING_MATCH_NONE);
+	assert_int_equal(binding_match(bs, "https", "a.b.example.com", 443, "DELETE", "/", &idx),
+	    BINDING_MATCH_ONE);
+	assert_int_equal(binding_match(bs, "https", "a.b.example.com", 443, "HEAD", "/", &idx),
+	    BINDING_MATCH_NONE);
+	assert_int_equal(binding_match(bs, "https", "evilexample.com", 443, "GET", "/", &idx),
+	    BINDING_MATCH_NONE);
 	/* scheme must be allowed; exact paths are exact (query ignored) */
+	assert_int_equal(binding_match(bs, "https", "plain.example", 443, "GET", "/x", &idx),
+	    BINDING_MATCH_NONE);
 	assert_int_equal(
-	    binding_match(bs, "https", "plain.example", "GET", "/x", &idx), BINDING_MATCH_NONE);
+	    binding_match(bs, "http", "plain.example", 80, "GET", "/x?y", &idx), BINDING_MATCH_ONE);
 	assert_int_equal(
-	    binding_match(bs, "http", "plain.example", "GET", "/x?y", &idx), BINDING_MATCH_ONE);
+	    binding_match(bs, "http", "plain.example", 80, "GET", "/xy", &idx), BINDING_MATCH_NONE);
 	assert_int_equal(
-	    binding_match(bs, "http", "plain.example", "GET", "/xy", &idx), BINDING_MATCH_NONE);
+	    binding_match(bs, "ftp", "plain.example", 443, "GET", "/x", &idx), BINDING_MATCH_NONE);
 	assert_int_equal(
-	    binding_match(bs, "ftp", "plain.example", "GET", "/x", &idx), BINDING_MATCH_NONE);
-	assert_int_equal(binding_match(NULL, "https", "a", "GET", "/", &idx), BINDING_MATCH_NONE);
+	    binding_match(NULL, "https", "a", 443, "GET", "/", &idx), BINDING_MATCH_NONE);
 	assert_true(binding_host_has_binding(bs, "x.example.com"));
 	assert_false(binding_host_has_binding(bs, "example.com"));
 	binding_set_free(bs);
@@ -384,10 +395,10 @@ test_disjoint_runtime(void **state)
 
 	assert_non_null(bs);
 	assert_int_equal(
-	    binding_match(bs, "https", "x.example", "GET", "/", &idx), BINDING_MATCH_ONE);
+	    binding_match(bs, "https", "x.example", 443, "GET", "/", &idx), BINDING_MATCH_ONE);
 	assert_int_equal(idx, 0);
 	assert_int_equal(
-	    binding_match(bs, "https", "x.example", "POST", "/", &idx), BINDING_MATCH_ONE);
+	    binding_match(bs, "https", "x.example", 443, "POST", "/", &idx), BINDING_MATCH_ONE);
 	assert_int_equal(idx, 1);
 	binding_set_free(bs);
 }
@@ -415,15 +426,15 @@ test_coverage(void **state)
 	    "\"*.svc.example.com\"}]}";
 	p = policy_from_json(j1, strlen(j1), NULL, &err);
 	assert_int_equal(binding_set_validate(bs, p, &err), -1);
-	assert_non_null(
-	    strstr(err.msg, "binding \"code\" host \"code.example.com\" is not covered"));
+	assert_string_equal(err.key, "bindings[0].match.hosts[0]");
+	assert_non_null(strstr(err.msg, "host is not covered"));
 	policy_free(p);
 	/* an earlier deny defeats a covering allow */
 	const char *j2 = "{\"egress\":[{\"action\":\"deny\",\"target\":\"code.example.com\"},"
 	                 "{\"action\":\"allow\",\"target\":\"*.example.com\"}]}";
 	p = policy_from_json(j2, strlen(j2), NULL, &err);
 	assert_int_equal(binding_set_validate(bs, p, &err), -1);
-	assert_non_null(strstr(err.msg, "code.example.com"));
+	assert_string_equal(err.key, "bindings[0].match.hosts[0]");
 	policy_free(p);
 	/* a parent wildcard covers both an exact host and a narrower wildcard */
 	const char *j3 = "{\"egress\":[{\"action\":\"allow\",\"target\":\"*.example.com\"}]}";
@@ -436,7 +447,7 @@ test_coverage(void **state)
 	                 "{\"action\":\"allow\",\"target\":\"a.svc.example.com\"}]}";
 	p = policy_from_json(j4, strlen(j4), NULL, &err);
 	assert_int_equal(binding_set_validate(bs, p, &err), -1);
-	assert_non_null(strstr(err.msg, "*.svc.example.com"));
+	assert_string_equal(err.key, "bindings[1].match.hosts[0]");
 	policy_free(p);
 	/* a port-limited allow must include the binding's port (443 for https) */
 	const char *j5 = "{\"egress\":[{\"action\":\"allow\",\"target\":\"*.example.com\","
@@ -465,6 +476,218 @@ test_coverage(void **state)
 	binding_set_free(bs);
 }
 
+/* Refused with the error at `key`, never quoting the input. */
+static void
+vault_err_at(const char *bindings, const char *key, const char *want)
+{
+	struct policy_err err;
+	struct binding_set *bs = vault(bindings, &err);
+	if (bs != NULL || strcmp(err.key, key) != 0 || strstr(err.msg, want) == NULL)
+		print_error("%s: got %s: %s\n", bindings, err.key, err.msg);
+	assert_null(bs);
+	assert_string_equal(err.key, key);
+	assert_non_null(strstr(err.msg, want));
+}
+
+/* Issue 15 item 2: hosts, paths and ports are exact unless allowBroad. */
+static void
+test_exact(void **state)
+{
+	struct policy_err err;
+	struct binding_set *bs;
+	size_t idx;
+
+	/* the review's accepted shapes are refused without the opt-in */
+	vault_err_at(E("a", "{\"hosts\":[\"*.allowed.test\"],\"paths\":[\"/v1/x\"]}", BEARER),
+	    "bindings[0].match.hosts[0]",
+	    "wildcard host is refused unless the binding sets allowBroad");
+	vault_err_at(E("a",
+	                 "{\"hosts\":[\"api.allowed.test\",\"*.wild.allowed.test\"],\"paths\":[\"/"
+	                 "v1/x\"]}",
+	                 BEARER),
+	    "bindings[0].match.hosts[1]", "wildcard host is refused");
+	vault_err_at(
+	    E("a", "{\"hosts\":[\"api.allowed.test\"],\"paths\":[\"/v1/x\",\" /* \"]}", BEARER),
+	    "bindings[0].match.paths[1]", "all-paths pattern is refused unless");
+	vault_err_at(E("a", "{\"hosts\":[\"api.allowed.test\"]}", BEARER), "bindings[0].match",
+	    "paths is required");
+	vault_err_at(E("a", "{\"hosts\":[\"api.allowed.test\"],\"paths\":[]}", BEARER),
+	    "bindings[0].match.paths", "paths is required");
+	/* a double star and a bare star were never patterns; they stay refused */
+	vault_err_at(E("a", "{\"hosts\":[\"api.allowed.test\"],\"paths\":[\"/**\"]}", BEARER),
+	    "bindings[0].match.paths[0]", "only at the end");
+	vault_err_at(E("a", "{\"hosts\":[\"api.allowed.test\"],\"paths\":[\"*\"]}", BEARER),
+	    "bindings[0].match.paths[0]", "must start with /");
+	/* allowBroad is a boolean on the binding, false is the default */
+	vault_err_at("{\"name\":\"a\",\"allowBroad\":\"yes\",\"match\":{\"hosts\":[\"a.example\"]},"
+	             "\"auth\":" BEARER "}",
+	    "bindings[0].allowBroad", "must be true or false");
+	vault_err_at("{\"name\":\"a\",\"allowBroad\":false,\"match\":{\"hosts\":[\"*.a.example\"],"
+	             "\"paths\":[\"/x\"]},\"auth\":" BEARER "}",
+	    "bindings[0].match.hosts[0]", "wildcard host is refused");
+	/* with the opt-in both are accepted, shown in the sanitized view */
+	bs = vault(B("z", "{\"hosts\":[\"*.allowed.test\"],\"paths\":[\"/*\"]}", BEARER) "," E(
+	               "e", "{\"hosts\":[\"api.example\"],\"paths\":[\"/v1/*\"]}", BEARER),
+	    &err);
+	assert_non_null(bs);
+	assert_true(binding_allow_broad(bs, 0));
+	assert_false(binding_allow_broad(bs, 1));
+	json_t *j = binding_set_to_json(bs);
+	char *txt = json_dumps(j, JSON_COMPACT);
+	assert_non_null(strstr(txt, "\"name\":\"z\",\"allowBroad\":true"));
+	assert_null(strstr(txt, "\"name\":\"e\",\"allowBroad\""));
+	free(txt);
+	json_decref(j);
+	/* ports: an https binding injects on 443 only, whatever the host and path */
+	assert_int_equal(binding_match(bs, "https", "api.example", 443, "GET", "/v1/a", &idx),
+	    BINDING_MATCH_ONE);
+	assert_int_equal(idx, 1);
+	const uint16_t other[] = {8443, 80, 444, 0, 65535, 4443};
+	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+		assert_int_equal(
+		    binding_match(bs, "https", "api.example", other[i], "GET", "/v1/a", &idx),
+		    BINDING_MATCH_NONE);
+		assert_int_equal(
+		    binding_match(bs, "https", "x.allowed.test", other[i], "GET", "/", &idx),
+		    BINDING_MATCH_NONE);
+	}
+	assert_int_equal(
+	    binding_match(bs, "http", "api.example", 80, "GET", "/v1/a", &idx), BINDING_MATCH_NONE);
+	binding_set_free(bs);
+	/* two schemes: each on its own default port, never crossed */
+	bs = vault(
+	    E("b",
+	        "{\"hosts\":[\"api.example\"],\"schemes\":[\"http\",\"https\"],\"ports\":[443,"
+	        "80],\"paths\":[\"/v1/*\"]}",
+	        BEARER),
+	    &err);
+	assert_non_null(bs);
+	assert_int_equal(binding_match(bs, "https", "api.example", 443, "GET", "/v1/a", &idx),
+	    BINDING_MATCH_ONE);
+	assert_int_equal(
+	    binding_match(bs, "http", "api.example", 80, "GET", "/v1/a", &idx), BINDING_MATCH_ONE);
+	assert_int_equal(binding_match(bs, "https", "api.example", 80, "GET", "/v1/a", &idx),
+	    BINDING_MATCH_NONE);
+	assert_int_equal(binding_match(bs, "http", "api.example", 443, "GET", "/v1/a", &idx),
+	    BINDING_MATCH_NONE);
+	assert_int_equal(binding_match(bs, "http", "api.example", 8080, "GET", "/v1/a", &idx),
+	    BINDING_MATCH_NONE);
+	binding_set_free(bs);
+	/* ports may restate the scheme's port (OpenSandbox shape), nothing else */
+	bs = vault(
+	    E("c", "{\"hosts\":[\"api.example\"],\"ports\":[443],\"paths\":[\"/v1/x\"]}", BEARER),
+	    &err);
+	assert_non_null(bs);
+	binding_set_free(bs);
+}
+
+#define CANARY_TAIL "9f8e7d6c5b4a"
+
+/* tmpl with every "%s" replaced by v. */
+static void
+subst(char *out, size_t cap, const char *tmpl, const char *v)
+{
+	size_t o = 0, vl = strlen(v);
+
+	for (const char *t = tmpl; *t != '\0' && o + vl + 1 < cap; t++) {
+		if (t[0] == '%' && t[1] == 's') {
+			memcpy(out + o, v, vl);
+			o += vl;
+			t++;
+		} else {
+			out[o++] = *t;
+		}
+	}
+	out[o] = '\0';
+}
+
+/*
+ * Issue 15 item 8: a canary in any string field (or as a key) of a vault
+ * request is never quoted by the error, in the message or the location.
+ */
+static void
+test_errors_never_echo(void **state)
+{
+	static const char *const shapes[] = {
+	    /* names, sources, types */
+	    "{\"credentials\":[{\"name\":\"%s\",\"source\":{\"value\":\"v\"}},{\"name\":\"%s\","
+	    "\"source\":{\"value\":\"v\"}}]}",
+	    "{\"credentials\":[{\"name\":\"%s\"}]}",
+	    "{\"credentials\":[{\"name\":\"a\",\"source\":{\"type\":\"%s\"}}]}",
+	    "{\"credentials\":[{\"name\":\"a\",\"source\":{\"type\":\"file\",\"path\":\"%s\"}},{"
+	    "\"name\":\"\"}]}",
+	    "{\"credentials\":[{\"name\":\"a\",\"source\":{\"type\":\"env\",\"name\":\"%s-\"}}]}",
+	    "{\"credentials\":[{\"name\":\"a\",\"source\":{\"type\":\"file\",\"value\":\"%s\"}}]}",
+	    "{\"credentials\":[{\"name\":\"a\",\"source\":{\"value\":\"v\",\"%s\":1}}]}",
+	    "{\"credentials\":[{\"name\":\"a\",\"%s\":{\"value\":\"v\"}}]}",
+	    "{\"%s\":[]}",
+	    /* bindings: every field */
+	    "{\"bindings\":[{\"name\":\"%s\",\"match\":{\"hosts\":[\"a.example\"],\"paths\":[\"/"
+	    "x\"]},\"auth\":{\"type\":\"bearer\",\"credential\":\"nope\"}}]}",
+	    "{\"bindings\":[{\"name\":\"b\",\"match\":{\"hosts\":[\"%s\"]},\"auth\":{}}]}",
+	    "{\"bindings\":[{\"name\":\"b\",\"match\":{\"hosts\":[\"%s.example\"]},\"auth\":{}}]}",
+	    "{\"bindings\":[{\"name\":\"b\",\"match\":{\"hosts\":[\"*.%s.example\"],\"paths\":[\"/"
+	    "x\"]},\"auth\":{}}]}",
+	    "{\"bindings\":[{\"name\":\"b\",\"match\":{\"hosts\":[\"a.example\"],\"paths\":[\"%s\"]"
+	    "},"
+	    "\"auth\":{}}]}",
+	    "{\"bindings\":[{\"name\":\"b\",\"match\":{\"hosts\":[\"a.example\"],\"paths\":[\"/"
+	    "%s*\"]},\"auth\":{\"type\":\"x\"}}]}",
+	    "{\"bindings\":[{\"name\":\"b\",\"match\":{\"hosts\":[\"a.example\"],\"methods\":[\"%s "
+	    "\"]},\"auth\":{}}]}",
+	    "{\"bindings\":[{\"name\":\"b\",\"match\":{\"hosts\":[\"a.example\"],\"schemes\":[\"%"
+	    "s\"]},"
+	    "\"auth\":{}}]}",
+	    "{\"bindings\":[{\"name\":\"b\",\"match\":{\"hosts\":[\"a.example\"],\"ports\":[\"%s\"]"
+	    "},"
+	    "\"auth\":{}}]}",
+	    "{\"bindings\":[{\"name\":\"b\",\"match\":{\"hosts\":[\"a.example\"],\"%s\":1},"
+	    "\"auth\":{}"
+	    "}]}",
+	    "{\"bindings\":[{\"name\":\"b\",\"allowBroad\":\"%s\",\"match\":{},\"auth\":{}}]}",
+	    "{\"bindings\":[{\"name\":\"b\",\"match\":{\"hosts\":[\"a.example\"],\"paths\":[\"/"
+	    "x\"]},\"auth\":{\"type\":\"%s\"}}]}",
+	    "{\"bindings\":[{\"name\":\"b\",\"match\":{\"hosts\":[\"a.example\"],\"paths\":[\"/"
+	    "x\"]},\"auth\":{\"type\":\"bearer\",\"credential\":\"%s\"}}]}",
+	    "{\"bindings\":[{\"name\":\"b\",\"match\":{\"hosts\":[\"a.example\"],\"paths\":[\"/"
+	    "x\"]},\"auth\":{\"type\":\"apiKey\",\"name\":\"%s:\",\"credential\":\"c\"}}]}",
+	    "{\"bindings\":[{\"name\":\"b\",\"match\":{\"hosts\":[\"a.example\"],\"paths\":[\"/"
+	    "x\"]},\"auth\":{\"type\":\"customHeaders\",\"headers\":[{\"name\":\"X-%s\","
+	    "\"credential\":\"c\"},{\"name\":\"x-%s\",\"credential\":\"c\"}]}}]}",
+	    "{\"bindings\":[{\"name\":\"b\",\"match\":{\"hosts\":[\"a.example\"],\"paths\":[\"/"
+	    "x\"]},\"auth\":{\"type\":\"customHeaders\",\"headers\":[{\"name\":\"X-A\","
+	    "\"%s\":\"c\"}]}}]}",
+	    "{\"bindings\":[{\"name\":\"%s\",\"match\":{\"hosts\":[\"a.example\"],\"paths\":[\"/"
+	    "x\"]},\"auth\":{\"type\":\"bearer\",\"credential\":\"c\"}},{\"name\":\"%s\",\"match\":"
+	    "{"
+	    "\"hosts\":[\"b.example\"],\"paths\":[\"/x\"]},\"auth\":{\"type\":\"bearer\","
+	    "\"credential\":\"c\"}}]}",
+	    "{\"bindings\":[{\"name\":\"b\",\"%s\":1}]}",
+	};
+	/* the canary as a bare word, and as a near-valid value of each field */
+	static const char *const canaries[] = {"sk-live-CANARY-" CANARY_TAIL, "canary" CANARY_TAIL,
+	    "/canary/" CANARY_TAIL, "A" CANARY_TAIL "\\r\\nX: 1"};
+
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		for (size_t k = 0; k < sizeof(canaries) / sizeof(canaries[0]); k++) {
+			char buf[4096], line[1024];
+			struct policy_err err;
+			const char *cv = canaries[k];
+			subst(buf, sizeof(buf), shapes[i], cv);
+			struct binding_set *bs = binding_set_from_json(buf, strlen(buf), &err);
+			/* every shape is invalid: c is never a credential of these requests */
+			if (bs != NULL)
+				print_error("accepted: %s\n", buf);
+			assert_null(bs);
+			policy_err_format(&err, line, sizeof(line));
+			if (strstr(line, CANARY_TAIL) != NULL || strstr(line, "ANARY") != NULL)
+				print_error("echoed: %s\n  -> %s\n", buf, line);
+			assert_null(strstr(line, CANARY_TAIL));
+			assert_null(strstr(line, "ANARY"));
+		}
+	}
+}
+
 int
 main(void)
 {
@@ -476,6 +699,8 @@ main(void)
 	    cmocka_unit_test(test_match),
 	    cmocka_unit_test(test_disjoint_runtime),
 	    cmocka_unit_test(test_coverage),
+	    cmocka_unit_test(test_exact),
+	    cmocka_unit_test(test_errors_never_echo),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -80,16 +80,21 @@ test_check(void **state)
 	assert_int_equal(run(4, ok), 0);
 	assert_non_null(strstr(out_buf, "full.yaml: ok (8 rules, 2 bindings)"));
 	assert_non_null(strstr(out_buf, "opensandbox.json: ok (3 rules"));
+	/* every allowBroad binding is warned about, the exact ones are not */
+	assert_non_null(
+	    strstr(err_buf, "full.yaml: warning: bindings[1] (services) sets allowBroad"));
+	assert_null(strstr(err_buf, "bindings[0] (api) sets allowBroad"));
 
 	char *bad[] = {"check", data("policy/valid/minimal.yaml"),
 	    data("policy/invalid/rule-target-port.yaml"),
 	    data("policy/invalid/binding-not-covered.yaml")};
 	assert_int_equal(run(4, bad), 1);
-	assert_non_null(strstr(err_buf,
-	    "rule-target-port.yaml:5:13: egress[0].target: \"api.example.com:443\": not a valid"));
+	assert_non_null(
+	    strstr(err_buf, "rule-target-port.yaml:5:13: egress[0].target: not a valid"));
 	assert_non_null(
 	    strstr(err_buf, "binding-not-covered.yaml:10:38: bindings[0].match.hosts[1]: "
-	                    "binding \"b\" host \"other.example.com\" is not covered"));
+	                    "host is not covered"));
+	assert_null(strstr(err_buf, "other.example.com")); /* the field, never its text */
 	/* a secret written in a file is refused and never echoed */
 	char *inl[] = {"check", data("policy/invalid/cred-inline-value.yaml")};
 	assert_int_equal(run(2, inl), 1);
@@ -247,7 +252,7 @@ test_test_command(void **state)
 	assert_int_equal(run(2, e), 2);
 	char *f[] = {"test", data("policy/valid/full.yaml"), data("policy/valid/minimal.yaml")};
 	assert_int_equal(run(3, f), 2);
-	assert_non_null(strstr(err_buf, "unknown key \"defaultAction\""));
+	assert_non_null(strstr(err_buf, "(top level): unknown key"));
 }
 
 int

@@ -202,13 +202,34 @@ test_from_file(void **state)
 	assert_secret_is(s, "abc", 3);
 	secret_unref(s);
 
-	/* Only one trailing newline is stripped; inner bytes are kept. */
+	/* Only one trailing newline is stripped: a second one is part of the
+	 * value, which a header cannot carry, so the file is refused. */
 	tpath(p, sizeof(p), "two");
-	write_file(p, "a\0b\n\n", 5);
+	write_file(p, "ab\n\n", 4);
+	err = 0;
+	assert_null(secret_from_file(p, &err));
+	assert_int_equal(err, EILSEQ);
+	tpath(p, sizeof(p), "inner");
+	write_file(p, "a\tb\x80\xff~\n", 7);
 	s = secret_from_file(p, &err);
 	assert_non_null(s);
-	assert_secret_is(s, "a\0b\n", 4);
+	assert_secret_is(s, "a\tb\x80\xff~", 6);
 	secret_unref(s);
+	/* Every byte outside field-value, inside a file value, is refused. */
+	for (int b = 0; b < 256; b++) {
+		uint8_t v[4] = {'a', (uint8_t)b, 'z', '\n'};
+		bool ok = b == '\t' || b == ' ' || (b >= 0x21 && b <= 0x7e) || b >= 0x80;
+		tpath(p, sizeof(p), "byte");
+		write_file(p, v, sizeof(v));
+		err = 0;
+		s = secret_from_file(p, &err);
+		if ((s != NULL) != ok)
+			print_error("byte 0x%02x: loaded=%d\n", b, s != NULL);
+		assert_int_equal(s != NULL, ok);
+		if (!ok)
+			assert_int_equal(err, EILSEQ);
+		secret_unref(s);
+	}
 
 	tpath(p, sizeof(p), "empty");
 	write_file(p, "\n", 1);
@@ -333,6 +354,44 @@ test_from_env(void **state)
 	assert_null(getenv("EGRESSD_TEST_EMPTY"));
 }
 
+/* The header field-value rule (RFC 9110) over every byte and position. */
+static void
+test_value_ok(void **state)
+{
+	for (int b = 0; b < 256; b++) {
+		uint8_t one[1] = {(uint8_t)b}, mid[3] = {'x', (uint8_t)b, 'y'};
+		uint8_t head[2] = {(uint8_t)b, 'y'}, tail[2] = {'x', (uint8_t)b};
+		bool vchar = (b >= 0x21 && b <= 0x7e) || b >= 0x80; /* VCHAR / obs-text */
+		bool ws = b == ' ' || b == '\t';
+
+		assert_int_equal(secret_value_ok(one, 1), vchar);
+		assert_int_equal(secret_value_ok(mid, 3), vchar || ws);
+		/* white space only inside: a parser trims it at either end */
+		assert_int_equal(secret_value_ok(head, 2), vchar);
+		assert_int_equal(secret_value_ok(tail, 2), vchar);
+	}
+	assert_false(secret_value_ok((const uint8_t *)"a\r\nX-Evil: 1", 14));
+	assert_false(secret_value_ok((const uint8_t *)"tok\0en", 6));
+	assert_false(secret_value_ok((const uint8_t *)"", 0));
+	assert_false(secret_value_ok(NULL, 1));
+	assert_true(secret_value_ok((const uint8_t *)"Bearer-ok value", 15));
+}
+
+static void
+test_env_bad_bytes(void **state)
+{
+	int err = 0;
+
+	/* Refused, and still taken out of the environment. */
+	assert_int_equal(setenv("EGRESSD_TEST_CRLF", "tok\r\nX-Injected: 1", 1), 0);
+	assert_null(secret_from_env("EGRESSD_TEST_CRLF", &err));
+	assert_int_equal(err, EILSEQ);
+	assert_null(getenv("EGRESSD_TEST_CRLF"));
+	assert_int_equal(setenv("EGRESSD_TEST_TRAIL", "tok ", 1), 0);
+	assert_null(secret_from_env("EGRESSD_TEST_TRAIL", &err));
+	assert_int_equal(err, EILSEQ);
+}
+
 static void
 test_refcount(void **state)
 {
@@ -357,6 +416,8 @@ main(void)
 	    cmocka_unit_test(test_from_file),
 	    cmocka_unit_test(test_file_rotation_symlink_swap),
 	    cmocka_unit_test(test_from_env),
+	    cmocka_unit_test(test_value_ok),
+	    cmocka_unit_test(test_env_bad_bytes),
 	    cmocka_unit_test(test_refcount),
 	};
 
