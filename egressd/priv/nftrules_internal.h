@@ -146,6 +146,9 @@ void nftrules_msg_set(struct nftrules_batch *b, const struct nftrules_config *cf
     enum nftrules_set_kind kind, int family);
 void nftrules_msg_table(struct nftrules_batch *b, const struct nftrules_config *cfg, uint16_t cmd);
 uint32_t nftrules_set_id(struct nftrules_batch *b, enum nftrules_set_kind kind, int family);
+/* Port-scoped ranges made disjoint (sort + sweep); owned result, NULL when empty or *oom. */
+struct nftrules_range *nftrules_ranges_disjoint_ports(
+    const struct nftrules_range *r, size_t n, size_t alen, size_t *nout, bool *oom);
 void nftrules_static_elems(
     struct nftrules_batch *b, const struct nftrules_config *cfg, const struct nftrules_static *st);
 
