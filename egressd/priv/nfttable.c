@@ -255,9 +255,51 @@ rule_set(struct nftrules_batch *b, const struct nftrules_config *cfg, enum nftru
 	msg_rule(b, r, oom, NFTRULES_CHAIN_FILTER);
 }
 
+/* An IPv6 destination prefix that neighbour discovery may go to. */
+struct nd_dst {
+	uint8_t net[16];
+	uint8_t plen;
+};
+
+/* nfproto ipv6, l4proto icmpv6, icmpv6 type t, ip6 daddr in d -> accept. */
+static void
+rule_nd(
+    struct nftrules_batch *b, const struct nftrules_config *cfg, uint8_t t, const struct nd_dst *d)
+{
+	struct nftnl_rule *r = rule_new(cfg, NFTRULES_CHAIN_FILTER);
+	bool oom = r == NULL;
+	uint8_t mask[16], zero[16];
+
+	memset(zero, 0, sizeof(zero));
+	for (size_t by = 0; by < 16; by++) {
+		int bits = (int)d->plen - (int)by * 8;
+		mask[by] = bits >= 8 ? 0xff : bits <= 0 ? 0 : (uint8_t)(0xff << (8 - bits));
+	}
+	if (r != NULL) {
+		struct nftnl_expr *e;
+
+		ex_meta_eq8(r, NFT_META_NFPROTO, NFPROTO_IPV6, &oom);
+		ex_meta_eq8(r, NFT_META_L4PROTO, IPPROTO_ICMPV6, &oom);
+		ex_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 1, NFT_REG32_00, &oom);
+		ex_cmp(r, NFT_CMP_EQ, &t, 1, &oom);
+		ex_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 24, 16, NFT_REG32_00, &oom);
+		e = ex(r, "bitwise", &oom);
+		if (e != NULL) {
+			nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG32_00);
+			nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG32_00);
+			nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 16);
+			nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, mask, 16);
+			nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, zero, 16);
+		}
+		ex_cmp(r, NFT_CMP_EQ, d->net, 16, &oom);
+		ex_verdict(r, NF_ACCEPT, &oom);
+	}
+	msg_rule(b, r, oom, NFTRULES_CHAIN_FILTER);
+}
+
 /*
  * The filter chain, in order: mark accept, established/related accept,
- * loopback accept, IPv6 ND accept, DNS accept (the NAT chain redirects it),
+ * loopback accept, IPv6 ND on the link accept, DNS accept (the NAT chain redirects it),
  * deny sets reject, port-scoped allow/learned accept, DoT reject, allow and
  * learned accept, then reject (deny) or accept (allow). Deny comes before
  * every allow so that defaultAction allow still enforces deny rules.
@@ -267,6 +309,10 @@ chain_filter_rules(
     struct nftrules_batch *b, const struct nftrules_config *cfg, enum nftrules_action def)
 {
 	static const uint8_t nd[] = {NFTRULES_ICMPV6_RS, NFTRULES_ICMPV6_NS, NFTRULES_ICMPV6_NA};
+	static const struct nd_dst nd_dst[] = {
+	    {{0xfe, 0x80}, 10}, /* link-local */
+	    {{0xff}, 8},        /* multicast (solicited-node, all-routers) */
+	};
 	static const int fams[] = {AF_INET, AF_INET6};
 	static const uint8_t l4[] = {IPPROTO_TCP, IPPROTO_UDP};
 	const char *fc = NFTRULES_CHAIN_FILTER;
@@ -311,19 +357,15 @@ chain_filter_rules(
 	}
 	msg_rule(b, r, oom, fc);
 
-	/* IPv6 needs neighbour discovery to reach even allowed hosts. */
-	for (size_t i = 0; i < sizeof(nd); i++) {
-		r = rule_new(cfg, fc);
-		oom = r == NULL;
-		if (r != NULL) {
-			ex_meta_eq8(r, NFT_META_NFPROTO, NFPROTO_IPV6, &oom);
-			ex_meta_eq8(r, NFT_META_L4PROTO, IPPROTO_ICMPV6, &oom);
-			ex_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 1, NFT_REG32_00, &oom);
-			ex_cmp(r, NFT_CMP_EQ, &nd[i], 1, &oom);
-			ex_verdict(r, NF_ACCEPT, &oom);
-		}
-		msg_rule(b, r, oom, fc);
-	}
+	/*
+	 * IPv6 needs neighbour discovery to reach even allowed hosts, but
+	 * only on the link: RS/NS/NA to a link-local (fe80::/10) or
+	 * multicast (ff00::/8) destination. Sent to a routed address they
+	 * would carry data (target, options) past the policy.
+	 */
+	for (size_t i = 0; i < sizeof(nd); i++)
+		for (size_t k = 0; k < sizeof(nd_dst) / sizeof(nd_dst[0]); k++)
+			rule_nd(b, cfg, nd[i], &nd_dst[k]);
 
 	/* DNS is accepted here because the NAT chain redirects it next. */
 	for (size_t p = 0; p < sizeof(l4); p++)
