@@ -470,16 +470,43 @@ nftrules_static_elems(
 	free(r);
 }
 
+/* The DoH blocklist sets: the configured prefixes, merged, per family. */
+void
+nftrules_doh_elems(struct nftrules_batch *b, const struct nftrules_config *cfg)
+{
+	static const int fams[] = {AF_INET, AF_INET6};
+	struct nftrules_range r[NFTRULES_MAX_DOH];
+
+	if (!cfg->block_doh)
+		return;
+	for (size_t f = 0; f < 2; f++) {
+		size_t alen = nftrules_fam_alen(fams[f]), n = 0;
+
+		for (size_t i = 0; i < cfg->ndoh && i < NFTRULES_MAX_DOH; i++)
+			if (cfg->doh[i].family == fams[f])
+				range_from_prefix(
+				    &r[n++], cfg->doh[i].addr, cfg->doh[i].prefix_len, alen);
+		n = ranges_normalise(r, n, alen);
+		msg_elems(b, cfg, NFTRULES_SET_DOH, fams[f], r, n);
+	}
+}
+
 bool
 nftrules_config_ok(struct nftrules_batch *b, const struct nftrules_config *cfg)
 {
 	size_t n = strnlen(cfg->table, sizeof(cfg->table));
 
 	if (n == 0 || n == sizeof(cfg->table) || cfg->dns_port == 0 ||
-	    cfg->nintercept > NFTRULES_MAX_INTERCEPT) {
+	    cfg->nintercept > NFTRULES_MAX_INTERCEPT || cfg->ndoh > NFTRULES_MAX_DOH) {
 		nftrules_batch_fail(b, "invalid nftrules configuration");
 		return false;
 	}
+	for (size_t i = 0; i < cfg->ndoh; i++)
+		if ((cfg->doh[i].family != AF_INET && cfg->doh[i].family != AF_INET6) ||
+		    cfg->doh[i].prefix_len > nftrules_fam_alen(cfg->doh[i].family) * 8) {
+			nftrules_batch_fail(b, "invalid DoH blocklist entry");
+			return false;
+		}
 	return true;
 }
 

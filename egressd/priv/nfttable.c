@@ -255,6 +255,46 @@ rule_set(struct nftrules_batch *b, const struct nftrules_config *cfg, enum nftru
 	msg_rule(b, r, oom, NFTRULES_CHAIN_FILTER);
 }
 
+/*
+ * OPENSANDBOX_EGRESS_BLOCK_DOH_443: port 443 to the DoH blocklist (or to
+ * every address when the list is empty) is refused, TCP with a reset and
+ * UDP (DoH over HTTP/3) with ICMP. An allowed resolver host would
+ * otherwise answer DNS over HTTPS past the DNS proxy.
+ */
+static void
+rules_doh(struct nftrules_batch *b, const struct nftrules_config *cfg)
+{
+	static const int fams[] = {AF_INET, AF_INET6};
+	static const uint8_t l4[] = {IPPROTO_TCP, IPPROTO_UDP};
+
+	if (!cfg->block_doh)
+		return;
+	for (size_t p = 0; p < sizeof(l4); p++) {
+		if (cfg->ndoh == 0) {
+			rule_port(b, cfg, NFTRULES_CHAIN_FILTER, l4[p], NFTRULES_PORT_DOH, 0, true);
+			continue;
+		}
+		for (size_t f = 0; f < 2; f++) {
+			struct nftnl_rule *r = rule_new(cfg, NFTRULES_CHAIN_FILTER);
+			bool oom = r == NULL;
+			uint32_t alen = (uint32_t)nftrules_fam_alen(fams[f]);
+
+			if (r != NULL) {
+				ex_meta_eq8(r, NFT_META_NFPROTO,
+				    fams[f] == AF_INET ? NFPROTO_IPV4 : NFPROTO_IPV6, &oom);
+				ex_meta_eq8(r, NFT_META_L4PROTO, l4[p], &oom);
+				ex_dport_eq(r, NFTRULES_PORT_DOH, &oom);
+				ex_payload(r, NFT_PAYLOAD_NETWORK_HEADER,
+				    fams[f] == AF_INET ? 16 : 24, alen, NFT_REG32_00, &oom);
+				ex_lookup(r, nftrules_set_name(NFTRULES_SET_DOH, fams[f]),
+				    nftrules_set_id(b, NFTRULES_SET_DOH, fams[f]), &oom);
+				ex_reject(r, l4[p] == IPPROTO_TCP, &oom);
+			}
+			msg_rule(b, r, oom, NFTRULES_CHAIN_FILTER);
+		}
+	}
+}
+
 /* An IPv6 destination prefix that neighbour discovery may go to. */
 struct nd_dst {
 	uint8_t net[16];
@@ -300,7 +340,7 @@ rule_nd(
 /*
  * The filter chain, in order: mark accept, established/related accept,
  * loopback accept, IPv6 ND on the link accept, DNS accept (the NAT chain redirects it),
- * deny sets reject, port-scoped allow/learned accept, DoT reject, allow and
+ * DoH 443 reject (when configured), deny sets reject, port-scoped allow/learned accept, DoT reject, allow and
  * learned accept, then reject (deny) or accept (allow). Deny comes before
  * every allow so that defaultAction allow still enforces deny rules.
  */
@@ -370,6 +410,9 @@ chain_filter_rules(
 	/* DNS is accepted here because the NAT chain redirects it next. */
 	for (size_t p = 0; p < sizeof(l4); p++)
 		rule_port(b, cfg, fc, l4[p], NFTRULES_PORT_DNS, NF_ACCEPT, false);
+
+	/* DoH blocking comes before every allow, so no allow rule can undo it. */
+	rules_doh(b, cfg);
 
 	/* Deny before any allow, so defaultAction allow keeps deny rules. */
 	for (size_t f = 0; f < 2; f++) {
@@ -525,8 +568,10 @@ nftrules_build_install(
 	nftrules_msg_table(b, cfg, NFT_MSG_NEWTABLE);
 	for (int k = 0; k < NFTRULES_SET_KINDS; k++)
 		for (size_t f = 0; f < 2; f++)
-			nftrules_msg_set(b, cfg, (enum nftrules_set_kind)k, fams[f]);
+			if (k != NFTRULES_SET_DOH || cfg->block_doh)
+				nftrules_msg_set(b, cfg, (enum nftrules_set_kind)k, fams[f]);
 	nftrules_static_elems(b, cfg, st);
+	nftrules_doh_elems(b, cfg);
 	msg_chain(b, cfg, NFTRULES_CHAIN_FILTER, "filter", NFTRULES_FILTER_PRIO);
 	chain_filter_rules(b, cfg, st->default_action);
 	msg_chain(b, cfg, NFTRULES_CHAIN_NAT, "nat", NFTRULES_NAT_PRIO);
