@@ -262,12 +262,19 @@ u64_cmp(const void *a, const void *b)
  * so a piece costs the rules that cover it, never all n. O(n log n) plus
  * the merging of each piece's covering ranges; the old scan of every rule
  * for every piece was O(n^2) and could stall the parent.
- * Returns an owned array (NULL with *nout 0 when empty or out of memory).
+ * The output and the merging work are capped (NFTRULES_DISJOINT_MAX_*):
+ * nested port ranges can make both quadratic, and the input comes from
+ * the worker.
+ * Returns an owned array (NULL with *nout 0 when empty); on failure NULL
+ * with *why set to a static reason.
  */
 struct nftrules_range *
 nftrules_ranges_disjoint_ports(
-    const struct nftrules_range *r, size_t n, size_t alen, size_t *nout, bool *oom)
+    const struct nftrules_range *r, size_t n, size_t alen, size_t *nout, const char **why)
 {
+	uint64_t work = 0;
+
+	*why = NULL;
 	uint64_t *starts = calloc(n + 1, sizeof(*starts)), *ends = calloc(n + 1, sizeof(*ends));
 	size_t *act = calloc(n + 1, sizeof(*act)), *pos = calloc(n + 1, sizeof(*pos));
 	struct nftrules_range *tmp = calloc(n + 1, sizeof(*tmp)), *out = NULL;
@@ -311,6 +318,9 @@ nftrules_ranges_disjoint_ports(
 		e = (is < n && starts[is] >> 32 < ends[ie] >> 32 ? (uint32_t)(starts[is] >> 32)
 		                                                 : (uint32_t)(ends[ie] >> 32)) -
 		    1;
+		work += nact;
+		if (work > NFTRULES_DISJOINT_MAX_WORK)
+			goto toobig;
 		for (size_t k = 0; k < nact; k++) {
 			tmp[m] = r[act[k]];
 			tmp[m].plo = tmp[m].phi = 0;
@@ -331,6 +341,8 @@ nftrules_ranges_disjoint_ports(
 			prev_end = e;
 			continue;
 		}
+		if (no + m > NFTRULES_DISJOINT_MAX_ELEMS)
+			goto toobig;
 		if (cap - no < m) {
 			size_t ncap = (cap + m) * 2;
 			struct nftrules_range *nr = realloc(out, ncap * sizeof(*nr));
@@ -358,14 +370,18 @@ nftrules_ranges_disjoint_ports(
 	free(tmp);
 	*nout = no;
 	return out;
+toobig:
+	*why = "port-scoped rules overlap too much (too many disjoint elements)";
+	goto fail;
 nomem:
+	*why = "out of memory";
+fail:
 	free(starts);
 	free(ends);
 	free(act);
 	free(pos);
 	free(tmp);
 	free(out);
-	*oom = true;
 	return NULL;
 }
 
@@ -453,12 +469,12 @@ nftrules_static_elems(
 						range_from_prefix(
 						    &r[n++], inner[i].bytes, inner[i].prefix, alen);
 			if (ports) {
-				bool oom = false;
+				const char *why = NULL;
 				struct nftrules_range *d =
-				    nftrules_ranges_disjoint_ports(r, n, alen, &n, &oom);
+				    nftrules_ranges_disjoint_ports(r, n, alen, &n, &why);
 
-				if (oom)
-					nftrules_batch_fail(b, "out of memory");
+				if (why != NULL)
+					nftrules_batch_fail(b, why);
 				msg_elems(b, cfg, kinds[k], fams[f], d, n);
 				free(d);
 				continue;

@@ -815,7 +815,7 @@ test_disjoint_ports_matches_reference(void **state)
 		size_t alen = (c & 1) ? 16 : 4, n = rnd(&st) % 49, nref = 0, nout = 0;
 		struct nftrules_range r[48];
 		struct nftrules_range *got, *want;
-		bool oom = false;
+		const char *why = NULL;
 
 		memset(r, 0, sizeof(r));
 		for (size_t i = 0; i < n; i++) {
@@ -832,8 +832,8 @@ test_disjoint_ports_matches_reference(void **state)
 			r[i].phi = (uint16_t)(plo + plen > 65535 ? 65535 : plo + plen);
 		}
 		want = ref_disjoint(r, n, alen, &nref);
-		got = nftrules_ranges_disjoint_ports(r, n, alen, &nout, &oom);
-		assert_false(oom);
+		got = nftrules_ranges_disjoint_ports(r, n, alen, &nout, &why);
+		assert_null(why);
 		assert_int_equal(nout, nref);
 		if (nref > 0)
 			assert_memory_equal(got, want, nref * sizeof(*got));
@@ -852,7 +852,7 @@ test_disjoint_ports_large(void **state)
 {
 	size_t n = 4096 * 32, nout = 0;
 	struct nftrules_range *r = calloc(n, sizeof(*r)), *d;
-	bool oom = false;
+	const char *why = NULL;
 
 	(void)state;
 	assert_non_null(r);
@@ -867,8 +867,8 @@ test_disjoint_ports_large(void **state)
 			memcpy(x->hi, &a, 4);
 			x->plo = x->phi = port;
 		}
-	d = nftrules_ranges_disjoint_ports(r, n, 4, &nout, &oom);
-	assert_false(oom);
+	d = nftrules_ranges_disjoint_ports(r, n, 4, &nout, &why);
+	assert_null(why);
 	assert_non_null(d);
 	assert_true(nout > 0 && nout <= n);
 	/* Pieces come in increasing port order; within a piece, sorted disjoint addresses. */
@@ -880,6 +880,35 @@ test_disjoint_ports_large(void **state)
 			assert_true(d[k].plo > d[k - 1].phi);
 	}
 	free(d);
+	free(r);
+}
+
+/*
+ * Nested port ranges on distinct addresses need a quadratic output (rule i
+ * covers ports i+1..65535): refused with a reason once past the cap,
+ * instead of growing the parent's memory without bound.
+ */
+static void
+test_disjoint_ports_capped(void **state)
+{
+	size_t n = 4096, nout = 7;
+	struct nftrules_range *r = calloc(n, sizeof(*r)), *d;
+	const char *why = NULL;
+
+	(void)state;
+	assert_non_null(r);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t a = htonl(0x0a000000u + (uint32_t)i * 2);
+
+		memcpy(r[i].lo, &a, 4);
+		memcpy(r[i].hi, &a, 4);
+		r[i].plo = (uint16_t)(i + 1);
+		r[i].phi = 65535;
+	}
+	d = nftrules_ranges_disjoint_ports(r, n, 4, &nout, &why);
+	assert_null(d);
+	assert_non_null(why);
+	assert_non_null(strstr(why, "too many disjoint elements"));
 	free(r);
 }
 
@@ -898,6 +927,7 @@ main(void)
 	    cmocka_unit_test(test_large_static_chunks),
 	    cmocka_unit_test(test_disjoint_ports_matches_reference),
 	    cmocka_unit_test(test_disjoint_ports_large),
+	    cmocka_unit_test(test_disjoint_ports_capped),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
