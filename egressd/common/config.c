@@ -94,6 +94,10 @@ static const struct config_opt config_opts[] = {
         CT_STR, O(upstream_ca), false, "trust file or directory for upstream TLS"},
     {"ssl-insecure", "OPENSANDBOX_EGRESS_MITMPROXY_SSL_INSECURE", NULL, CT_BOOL, O(ssl_insecure),
         false, "skip upstream TLS verification (refused while bindings exist)"},
+    {"block-doh-443", "OPENSANDBOX_EGRESS_BLOCK_DOH_443", NULL, CT_BOOL, O(block_doh_443), false,
+        "refuse port 443 (TCP and UDP) to the DoH blocklist, or to every address without one"},
+    {"doh-blocklist", "OPENSANDBOX_EGRESS_DOH_BLOCKLIST", NULL, CT_STR, O(doh_blocklist), false,
+        "DoH resolver IPs/CIDRs, comma-separated (with block-doh-443)"},
     {"log-level", "OPENSANDBOX_EGRESS_LOG_LEVEL", "EGRESSD_LOG_LEVEL", CT_LEVEL, O(log_level),
         false, "debug, info, warn or error"},
 };
@@ -139,8 +143,9 @@ config_mode_name(enum config_mode m)
 static bool
 config_parse_bool(const char *v, bool *out)
 {
-	static const char *const yes[] = {"1", "true", "yes", "on"};
-	static const char *const no[] = {"0", "false", "no", "off", ""};
+	/* OpenSandbox's truthy set (1, true, yes, y, on); anything else but the falsy set is refused. */
+	static const char *const yes[] = {"1", "true", "yes", "y", "on"};
+	static const char *const no[] = {"0", "false", "no", "n", "off", ""};
 
 	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
 		if (strcasecmp(v, yes[i]) == 0) {
@@ -590,6 +595,68 @@ config_check(const struct config *c, char *err, size_t errlen)
 	if ((c->ca_cert[0] == '\0') != (c->ca_key[0] == '\0')) {
 		snprintf(err, errlen, "ca-cert and ca-key must be given together");
 		return -1;
+	}
+	{
+		struct config_prefix doh[CONFIG_MAX_DOH];
+		size_t n;
+
+		if (config_doh_blocklist(c, doh, CONFIG_MAX_DOH, &n, err, errlen) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* OPENSANDBOX_EGRESS_DOH_BLOCKLIST: "IP[/len]" entries, comma-separated, masked. */
+int
+config_doh_blocklist(const struct config *c, struct config_prefix *out, size_t max, size_t *n,
+    char *err, size_t errlen)
+{
+	char buf[sizeof(c->doh_blocklist)];
+	char *save = NULL;
+
+	*n = 0;
+	snprintf(buf, sizeof(buf), "%s", c->doh_blocklist);
+	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		struct config_prefix p;
+		char *slash, *end;
+		unsigned long len;
+		size_t alen;
+
+		while (*t == ' ' || *t == '\t')
+			t++;
+		for (end = t + strlen(t); end > t && (end[-1] == ' ' || end[-1] == '\t'); end--)
+			end[-1] = '\0';
+		if (*t == '\0')
+			continue;
+		memset(&p, 0, sizeof(p));
+		slash = strchr(t, '/');
+		if (slash != NULL)
+			*slash = '\0';
+		if (inet_pton(AF_INET, t, p.addr) == 1)
+			p.family = AF_INET;
+		else if (inet_pton(AF_INET6, t, p.addr) == 1)
+			p.family = AF_INET6;
+		alen = p.family == AF_INET ? 4 : 16;
+		len = alen * 8;
+		if (p.family != 0 && slash != NULL) {
+			len = strtoul(slash + 1, &end, 10);
+			if (slash[1] == '\0' || *end != '\0' || len > alen * 8)
+				p.family = 0;
+		}
+		if (p.family == 0 || *n >= max) {
+			snprintf(err, errlen, "doh-blocklist: %s \"%.64s%s%.8s\"",
+			    p.family == 0 ? "invalid entry" : "too many entries at", t,
+			    slash != NULL ? "/" : "", slash != NULL ? slash + 1 : "");
+			return -1;
+		}
+		p.prefix_len = (uint8_t)len;
+		for (size_t by = 0; by < alen; by++) {
+			int bits = (int)len - (int)by * 8;
+			p.addr[by] &= bits >= 8   ? 0xff
+			              : bits <= 0 ? 0
+			                          : (uint8_t)(0xff << (8 - bits));
+		}
+		out[(*n)++] = p;
 	}
 	return 0;
 }

@@ -64,6 +64,8 @@ struct config {
 	char ca_key[PATH_MAX];
 	char upstream_ca[PATH_MAX];
 	bool ssl_insecure;
+	bool block_doh_443;       /* OPENSANDBOX_EGRESS_BLOCK_DOH_443 */
+	char doh_blocklist[2048]; /* OPENSANDBOX_EGRESS_DOH_BLOCKLIST: IP/CIDR, comma-separated */
 	enum log_level log_level;
 	char config_file[PATH_MAX];
 
@@ -138,6 +140,24 @@ int config_worker_ids(const struct config *c, uid_t *uid, gid_t *gid, char *err,
     __attribute__((warn_unused_result));
 
 const char *config_mode_name(enum config_mode m);
+
+/* Most entries of OPENSANDBOX_EGRESS_DOH_BLOCKLIST. */
+#define CONFIG_MAX_DOH 64
+
+/* One DoH blocklist entry: the prefix, masked. */
+struct config_prefix {
+	int family; /* AF_INET or AF_INET6 */
+	uint8_t addr[16];
+	uint8_t prefix_len;
+};
+
+/*
+ * Parse doh_blocklist ("IP[/len],..."; spaces around entries ignored) into
+ * out[0..max); *n entries. -1 with err naming the bad entry: an invalid
+ * entry is refused, not skipped, so a typo cannot leave DoH open.
+ */
+int config_doh_blocklist(const struct config *c, struct config_prefix *out, size_t max, size_t *n,
+    char *err, size_t errlen) __attribute__((warn_unused_result));
 
 /* The default dedicated worker uid/gid when no egressd user exists. */
 #define CONFIG_DEFAULT_WORKER_ID 65533

@@ -2,16 +2,23 @@
  * Control API (worker process): the OpenSandbox egress sidecar's HTTP API
  * on libevent's evhttp. Auth comes first, before routing or method checks,
  * and is a constant-time comparison; loopback is not trusted because the
- * workload shares it. Bodies are capped before parsing. Policy changes
- * answer only once the parent has applied them to nft. No response or log
- * line carries a token or a secret value.
+ * workload shares it. Failed attempts draw on one global budget (the
+ * workload owns all of 127.0.0.0/8, so a per-source budget throttles
+ * nothing), and a request with the right token is never throttled. Bodies
+ * are capped before parsing. Policy changes answer only once the parent
+ * has applied them to nft. Every mutation attempt, accepted or refused,
+ * writes one audit record (api_audit). No response or log line carries a
+ * token or a secret value.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,19 +39,43 @@
 #include "egressd/control/vaultapi.h"
 #include "egressd/intercept/wintercept.h"
 #include "egressd/child/wstate.h"
+#include "policy/binding.h"
 #include "policy/policy.h"
+#include "vault/snap.h"
 
 #define API_MAX_BODY (1 << 20)
 #define API_AUTH_HEADER "OPENSANDBOX-EGRESS-AUTH"
-/* Auth failures allowed per source per window before 429. */
-#define API_AUTH_BURST 10
-#define API_AUTH_WINDOW_S 10
-#define API_AUTH_SOURCES 256
+/*
+ * Failed authentications, all sources together: a token bucket of
+ * API_AUTH_BURST failures that refills one failure every
+ * API_AUTH_REFILL_MS. Empty bucket: requests without the right token get
+ * 429. The right token always passes.
+ */
+#define API_AUTH_BURST 32
+#define API_AUTH_REFILL_MS 1000
+/* Audit records: the endpoint is kept up to this many bytes. */
+#define API_AUDIT_PATH_MAX 128
+/* Hex digits of the SHA-256 state digest in an audit record (64 bits). */
+#define API_AUDIT_HASH_HEX 16
 
-struct api_source {
-	char addr[INET6_ADDRSTRLEN];
-	time_t window;
-	unsigned failures;
+/* What the request carried, as the audit record tells it. */
+enum api_tok {
+	API_TOK_OFF,    /* auth is off (insecure opt-in) */
+	API_TOK_RIGHT,  /* exactly one header, the right token */
+	API_TOK_WRONG,  /* one header, another value */
+	API_TOK_ABSENT, /* no header */
+	API_TOK_DUP,    /* more than one header: refused whatever they hold */
+};
+
+/* One mutation attempt being audited (copied into api_pending when deferred). */
+struct api_audit {
+	char peer[INET6_ADDRSTRLEN];
+	char endpoint[API_AUDIT_PATH_MAX];
+	const char *method; /* static text */
+	enum api_tok tok;
+	bool vault; /* /credential-vault*: the vault's state, else the policy's */
+	uint64_t rev_before;
+	bool deferred; /* the answer comes later (api_applied_cb writes the record) */
 };
 
 struct api {
@@ -52,7 +83,9 @@ struct api {
 	struct evhttp *http;
 	unsigned char token_hash[32];
 	bool auth;
-	struct api_source sources[API_AUTH_SOURCES];
+	uint64_t auth_credit_ms; /* failure budget, in ms of refill (API_AUTH_REFILL_MS each) */
+	uint64_t auth_last_ms;   /* monotonic time of the last refill */
+	struct api_audit *cur;   /* the mutation being dispatched, or NULL */
 };
 
 /* One policy change waiting for the parent. */
@@ -62,6 +95,8 @@ struct api_pending {
 	bool orphaned; /* the client went away */
 	int kind;      /* 0 replace, 1 reset (empty body), 2 patch, 3 delete */
 	struct timespec start;
+	bool audited; /* audit holds the record to write on completion */
+	struct api_audit audit;
 };
 
 static void
@@ -125,79 +160,303 @@ api_hash(const void *p, size_t n, unsigned char out[32])
 	EVP_Digest(p, n, out, &len, EVP_sha256(), NULL);
 }
 
-static struct api_source *
-api_source(struct api *a, const char *addr)
-{
-	struct api_source *oldest = &a->sources[0];
+static enum api_tok api_token(struct api *a, struct evhttp_request *req);
 
-	for (size_t i = 0; i < API_AUTH_SOURCES; i++) {
-		if (strcmp(a->sources[i].addr, addr) == 0)
-			return &a->sources[i];
-		if (a->sources[i].window < oldest->window)
-			oldest = &a->sources[i];
+static const char *
+api_tok_str(enum api_tok t)
+{
+	switch (t) {
+	case API_TOK_OFF:
+		return "auth_off";
+	case API_TOK_RIGHT:
+		return "right";
+	case API_TOK_WRONG:
+		return "wrong";
+	case API_TOK_ABSENT:
+		return "absent";
+	case API_TOK_DUP:
+		return "duplicate";
 	}
-	memset(oldest, 0, sizeof(*oldest));
-	snprintf(oldest->addr, sizeof(oldest->addr), "%s", addr);
-	return oldest;
+	return "?";
+}
+
+static void
+api_hex(const unsigned char *d, char hex[API_AUDIT_HASH_HEX + 1])
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < API_AUDIT_HASH_HEX / 2; i++) {
+		hex[2 * i] = digits[d[i] >> 4];
+		hex[2 * i + 1] = digits[d[i] & 0xf];
+	}
+	hex[API_AUDIT_HASH_HEX] = '\0';
+}
+
+/* Feed one NUL-terminated field (NUL included, so fields cannot run together). */
+static void
+api_digest_str(EVP_MD_CTX *c, const char *s)
+{
+	EVP_DigestUpdate(c, s, strlen(s) + 1);
 }
 
 /*
- * Token check, first of all. The hash of the offered value is compared in
- * constant time with the hash of the token, so neither content nor length
- * leaks through timing. A source over its failure budget is refused
- * without a comparison, so guessing is throttled per source address.
+ * Digest of the effective policy: every rule of every origin list (the
+ * always files included), in order, then the default action. Names and
+ * addresses only: a policy holds no secret.
+ */
+static void
+api_policy_digest(const struct policy *p, char hex[API_AUDIT_HASH_HEX + 1])
+{
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	unsigned char d[32];
+	unsigned int dl = sizeof(d);
+	char num[64];
+
+	memset(d, 0, sizeof(d));
+	if (c != NULL && EVP_DigestInit_ex(c, EVP_sha256(), NULL) == 1) {
+		api_digest_str(c, "policy");
+		for (int o = 0; p != NULL && o < POLICY_ORIGIN_RULE_LISTS; o++) {
+			size_t n = policy_rule_count(p, (enum policy_origin)o);
+
+			for (size_t i = 0; i < n; i++) {
+				struct policy_rule_info ri;
+
+				if (policy_rule_get(p, (enum policy_origin)o, i, &ri) != 0)
+					continue;
+				snprintf(num, sizeof(num), "%d/%d/%d/%zu", o, (int)ri.action,
+				    (int)ri.kind, ri.nports);
+				api_digest_str(c, num);
+				api_digest_str(c, ri.target ? ri.target : "");
+				for (size_t k = 0; k < ri.nports; k++) {
+					snprintf(num, sizeof(num), "%u-%u",
+					    (unsigned)ri.ports[k].lo, (unsigned)ri.ports[k].hi);
+					api_digest_str(c, num);
+				}
+			}
+		}
+		api_digest_str(c, p != NULL ? policy_action_str(policy_default_action(p)) : "none");
+		EVP_DigestFinal_ex(c, d, &dl);
+	}
+	EVP_MD_CTX_free(c);
+	api_hex(d, hex);
+}
+
+/*
+ * Digest of the vault in force: its revision and its sanitised bindings
+ * (binding_set_to_json: names, match, auth type, header names; never a
+ * value or a reference to one), so a digest says nothing about a secret.
+ */
+static void
+api_vault_digest(const struct wstate *ws, char hex[API_AUDIT_HASH_HEX + 1])
+{
+	const struct binding_set *bs = ws->vault ? vault_snap_bindings(ws->vault) : NULL;
+	json_t *j = bs ? binding_set_to_json(bs) : NULL;
+	char *s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	unsigned char d[32];
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	unsigned int dl = sizeof(d);
+	char num[32];
+
+	memset(d, 0, sizeof(d));
+	if (c != NULL && EVP_DigestInit_ex(c, EVP_sha256(), NULL) == 1) {
+		api_digest_str(c, "vault");
+		snprintf(num, sizeof(num), "%llu",
+		    (unsigned long long)(ws->vault ? vault_snap_revision(ws->vault) : 0));
+		api_digest_str(c, num);
+		api_digest_str(c, s != NULL ? s : "none");
+		EVP_DigestFinal_ex(c, d, &dl);
+	}
+	EVP_MD_CTX_free(c);
+	free(s);
+	json_decref(j);
+	api_hex(d, hex);
+}
+
+static uint64_t
+api_audit_rev(const struct api *a, bool vault)
+{
+	if (vault)
+		return a->ws->vault ? vault_snap_revision(a->ws->vault) : 0;
+	return a->ws->revision;
+}
+
+/*
+ * A mutation attempt: a writing method on any path but the reads that
+ * ignore the method (/healthz, /ca.pem, /metrics). Unknown paths are
+ * included, so a new endpoint is audited without more code.
+ */
+static bool
+api_is_mutation(struct evhttp_request *req, const char *path)
+{
+	switch (evhttp_request_get_command(req)) {
+	case EVHTTP_REQ_POST:
+	case EVHTTP_REQ_PUT:
+	case EVHTTP_REQ_PATCH:
+	case EVHTTP_REQ_DELETE:
+		break;
+	default:
+		return false;
+	}
+	return path == NULL || (strcmp(path, "/healthz") != 0 && strcmp(path, "/ca.pem") != 0 &&
+	                           strcmp(path, "/metrics") != 0);
+}
+
+static const char *
+api_method_str(struct evhttp_request *req)
+{
+	switch (evhttp_request_get_command(req)) {
+	case EVHTTP_REQ_POST:
+		return "POST";
+	case EVHTTP_REQ_PUT:
+		return "PUT";
+	case EVHTTP_REQ_PATCH:
+		return "PATCH";
+	case EVHTTP_REQ_DELETE:
+		return "DELETE";
+	default:
+		return "?";
+	}
+}
+
+/* The actor and the state before a mutation runs. */
+static void
+api_audit_begin(struct api *a, struct evhttp_request *req, const char *path, struct api_audit *au)
+{
+	char *peer = NULL;
+	ev_uint16_t port = 0;
+
+	memset(au, 0, sizeof(*au));
+	evhttp_connection_get_peer(evhttp_request_get_connection(req), &peer, &port);
+	snprintf(au->peer, sizeof(au->peer), "%s", peer ? peer : "?");
+	snprintf(au->endpoint, sizeof(au->endpoint), "%s", path ? path : "");
+	au->method = api_method_str(req);
+	au->tok = api_token(a, req);
+	au->vault = path != NULL && (strcmp(path, "/credential-vault") == 0 ||
+	                                strncmp(path, "/credential-vault/", 18) == 0);
+	au->rev_before = api_audit_rev(a, au->vault);
+}
+
+/*
+ * The one audit record of a mutation attempt, accepted or refused: actor
+ * (peer, token state), endpoint and method, the status answered, the
+ * revision before and after and a digest of the state after. Never the
+ * body, a token or a secret. Written at warn when refused.
+ */
+static void
+api_audit_write(struct api *a, const struct api_audit *au, int status, bool client_gone)
+{
+	char hex[API_AUDIT_HASH_HEX + 1];
+	struct log_line l;
+
+	if (au->vault)
+		api_vault_digest(a->ws, hex);
+	else
+		api_policy_digest(a->ws->policy, hex);
+	log_begin(&l, status >= 200 && status < 300 ? LOG_INFO : LOG_WARN, "api", "api_audit");
+	log_str(&l, "peer", au->peer);
+	log_str(&l, "token", api_tok_str(au->tok));
+	log_str(&l, "method", au->method);
+	log_str(&l, "endpoint", au->endpoint);
+	log_int(&l, "status", status);
+	log_bool(&l, "accepted", status >= 200 && status < 300);
+	log_str(&l, "object", au->vault ? "vault" : "policy");
+	log_uint(&l, "revision_before", au->rev_before);
+	log_uint(&l, "revision_after", api_audit_rev(a, au->vault));
+	log_str(&l, "sha256_after", hex);
+	if (client_gone)
+		log_bool(&l, "client_gone", true);
+	log_end(&l);
+}
+
+static uint64_t
+api_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * What the request carries, checked in constant time: the hash of the
+ * offered value is compared with the hash of the token, so neither
+ * content nor length leaks through timing. Two headers are refused
+ * whatever they hold: a proxy in front could read the other one.
+ */
+static enum api_tok
+api_token(struct api *a, struct evhttp_request *req)
+{
+	struct evkeyvalq *hs = evhttp_request_get_input_headers(req);
+	struct evkeyval *kv;
+	unsigned char h[32];
+	const char *v;
+	int n = 0;
+
+	if (!a->auth)
+		return API_TOK_OFF;
+	for (kv = hs->tqh_first; kv != NULL; kv = kv->next.tqe_next)
+		if (strcasecmp(kv->key, API_AUTH_HEADER) == 0)
+			n++;
+	if (n > 1)
+		return API_TOK_DUP;
+	v = evhttp_find_header(hs, API_AUTH_HEADER);
+	if (v == NULL)
+		return API_TOK_ABSENT;
+	api_hash(v, strlen(v), h);
+	return CRYPTO_memcmp(h, a->token_hash, sizeof(h)) == 0 ? API_TOK_RIGHT : API_TOK_WRONG;
+}
+
+/*
+ * Take one failure from the global budget; false when it is empty. One
+ * budget for every source: the workload can use any address of
+ * 127.0.0.0/8, and the control plane shares 127.0.0.1 with it.
+ */
+static bool
+api_auth_take(struct api *a)
+{
+	uint64_t now = api_now_ms();
+	uint64_t cap = (uint64_t)API_AUTH_BURST * API_AUTH_REFILL_MS;
+
+	a->auth_credit_ms += now - a->auth_last_ms;
+	if (a->auth_credit_ms > cap)
+		a->auth_credit_ms = cap;
+	a->auth_last_ms = now;
+	if (a->auth_credit_ms < API_AUTH_REFILL_MS)
+		return false;
+	a->auth_credit_ms -= API_AUTH_REFILL_MS;
+	return true;
+}
+
+/*
+ * Token check, first of all: the right token passes at once, even while
+ * failures are throttled, so the workload cannot lock the control plane
+ * out. Anything else draws on the global failure budget: 401 (400 for a
+ * duplicated header) while it lasts, 429 once it is spent.
  */
 bool
 api_auth(struct api *a, struct evhttp_request *req)
 {
-	const char *v;
-	unsigned char h[32];
+	enum api_tok tok = api_token(a, req);
 	char *peer = NULL;
 	ev_uint16_t port = 0;
-	struct api_source *src;
-	time_t now = time(NULL);
 
-	if (!a->auth)
+	if (tok == API_TOK_OFF || tok == API_TOK_RIGHT)
 		return true;
-	evhttp_connection_get_peer(evhttp_request_get_connection(req), &peer, &port);
-	src = api_source(a, peer ? peer : "?");
-	if (now - src->window >= API_AUTH_WINDOW_S) {
-		src->window = now;
-		src->failures = 0;
-	}
-	if (src->failures >= API_AUTH_BURST) {
-		a->ws->metrics.api_auth_failures++;
+	a->ws->metrics.api_auth_failures++;
+	if (!api_auth_take(a)) {
 		api_error(req, 429, "Too Many Requests", "too many failed authentications");
 		return false;
 	}
-	/* Exactly one auth header: two could be read differently by a proxy in front. */
-	{
-		struct evkeyval *kv;
-		int n = 0;
-		for (kv = evhttp_request_get_input_headers(req)->tqh_first; kv != NULL;
-		     kv = kv->next.tqe_next)
-			if (strcasecmp(kv->key, API_AUTH_HEADER) == 0)
-				n++;
-		if (n > 1) {
-			src->failures++;
-			a->ws->metrics.api_auth_failures++;
-			api_error(req, 400, "Bad Request", "duplicate " API_AUTH_HEADER " header");
-			return false;
-		}
+	if (tok == API_TOK_DUP) {
+		api_error(req, 400, "Bad Request", "duplicate " API_AUTH_HEADER " header");
+		return false;
 	}
-	v = evhttp_find_header(evhttp_request_get_input_headers(req), API_AUTH_HEADER);
-	if (v != NULL) {
-		api_hash(v, strlen(v), h);
-		if (CRYPTO_memcmp(h, a->token_hash, sizeof(h)) == 0)
-			return true;
-	}
-	src->failures++;
-	a->ws->metrics.api_auth_failures++;
+	evhttp_connection_get_peer(evhttp_request_get_connection(req), &peer, &port);
 	{
 		struct log_line l;
 		log_begin(&l, LOG_WARN, "api", "auth_fail");
 		log_str(&l, "peer", peer);
-		log_bool(&l, "header_present", v != NULL);
+		log_bool(&l, "header_present", tok == API_TOK_WRONG);
 		log_end(&l);
 	}
 	api_error(req, 401, "Unauthorized", "unauthorized");
@@ -275,48 +534,116 @@ api_conn_closed_cb(struct evhttp_connection *conn, void *arg)
 	pd->orphaned = true;
 }
 
-/* Write the user policy to OPENSANDBOX_EGRESS_POLICY_FILE: temp file, then rename. */
+/*
+ * Write the user policy to OPENSANDBOX_EGRESS_POLICY_FILE: a new file of
+ * a random name in the target's directory (O_CREAT|O_EXCL|O_NOFOLLOW,
+ * 0600), fsync, then rename over the target. A fixed "<file>.tmp" opened
+ * with fopen() would follow a symlink planted there and write wherever it
+ * points. The directory must belong to root or to us and must not be
+ * writable by group or others, so nobody else can plant or swap entries.
+ */
 static int
 api_persist(struct api *a, const struct policy *p, char *err, size_t errlen)
 {
 	const char *path = a->ws->cfg->os_policy_file;
-	char tmp[PATH_MAX + 16];
-	json_t *j;
-	FILE *f;
+	char dir[PATH_MAX], tmp[NAME_MAX + 1];
+	const char *base, *slash;
+	unsigned char rnd[8];
 	struct stat sb;
 	mode_t mode = 0600;
-	int rc;
+	char *s = NULL;
+	json_t *j;
+	int dfd = -1, fd = -1, rc = -1;
+	size_t len, off = 0;
 
 	if (path[0] == '\0')
 		return 0;
-	if (stat(path, &sb) == 0)
+	slash = strrchr(path, '/');
+	base = slash ? slash + 1 : path;
+	if (slash == NULL)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if (base[0] == '\0' || strlen(base) + 22 > NAME_MAX) {
+		snprintf(err, errlen, "failed to persist policy: bad file name");
+		return -1;
+	}
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fstat(dfd, &sb) != 0) {
+		snprintf(err, errlen, "failed to persist policy: %.200s: %s", dir, strerror(errno));
+		goto out;
+	}
+	if ((sb.st_uid != 0 && sb.st_uid != geteuid()) || (sb.st_mode & (S_IWGRP | S_IWOTH))) {
+		snprintf(err, errlen,
+		    "failed to persist policy: directory %.200s must belong to root or uid %u and "
+		    "not "
+		    "be writable by group or others",
+		    dir, (unsigned)geteuid());
+		goto out;
+	}
+	/* Keep the mode of an existing regular file (never follow a link to learn it). */
+	if (fstatat(dfd, base, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode))
 		mode = sb.st_mode & 0777;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	for (int tries = 0; fd < 0 && tries < 8; tries++) {
+		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+			break;
+		snprintf(tmp, sizeof(tmp), ".%s.%02x%02x%02x%02x%02x%02x%02x%02x.tmp", base, rnd[0],
+		    rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+		fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 && errno != EEXIST)
+			break;
+	}
+	if (fd < 0) {
+		snprintf(err, errlen, "failed to persist policy: %s", strerror(errno));
+		goto out;
+	}
 	j = policy_to_json(p);
-	f = fopen(tmp, "w");
-	if (f == NULL || j == NULL) {
-		snprintf(err, errlen, "failed to persist policy: %s", strerror(errno));
-		json_decref(j);
-		if (f != NULL)
-			fclose(f);
-		return -1;
-	}
-	rc = json_dumpf(j, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	if (j != NULL)
+		s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(j);
-	if (rc != 0 || fputc('\n', f) == EOF || fflush(f) != 0 || fsync(fileno(f)) != 0 ||
-	    fchmod(fileno(f), mode) != 0) {
-		snprintf(err, errlen, "failed to persist policy: %s", strerror(errno));
-		fclose(f);
-		unlink(tmp);
-		return -1;
+	if (s == NULL) {
+		snprintf(err, errlen, "failed to persist policy: out of memory");
+		goto fail;
 	}
-	fclose(f);
-	if (rename(tmp, path) != 0) {
-		snprintf(err, errlen, "failed to persist policy: %s", strerror(errno));
-		unlink(tmp);
-		return -1;
+	len = strlen(s);
+	s[len++] = '\n'; /* json_dumps' NUL becomes the final newline */
+	while (off < len) {
+		ssize_t w = write(fd, s + off, len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			goto ioerr;
+		off += (size_t)w;
 	}
-	return 0;
+	if (fchmod(fd, mode) != 0 || fsync(fd) != 0)
+		goto ioerr;
+	if (close(fd) != 0) {
+		fd = -1;
+		goto ioerr;
+	}
+	fd = -1;
+	if (renameat(dfd, tmp, dfd, base) != 0)
+		goto ioerr;
+	(void)fsync(dfd); /* the rename itself */
+	rc = 0;
+	goto out;
+ioerr:
+	snprintf(err, errlen, "failed to persist policy: %s", strerror(errno));
+fail:
+	if (fd >= 0)
+		close(fd);
+	fd = -1;
+	unlinkat(dfd, tmp, 0);
+out:
+	if (fd >= 0)
+		close(fd);
+	if (dfd >= 0)
+		close(dfd);
+	free(s);
+	return rc;
 }
 
 static void
@@ -352,6 +679,8 @@ api_applied_cb(int err, const char *msg, void *arg)
 			json_decref(j);
 		}
 	}
+	if (pd->audited)
+		api_audit_write(a, &pd->audit, err != 0 ? 500 : 200, pd->orphaned);
 	{
 		/* Time from the request to the change being in force (and answered). */
 		struct timespec now;
@@ -394,6 +723,12 @@ api_commit(struct api *a, struct evhttp_request *req, struct policy *user, int k
 	pd->req = req;
 	pd->kind = kind;
 	clock_gettime(CLOCK_MONOTONIC, &pd->start);
+	if (a->cur != NULL) {
+		/* Answered later: api_applied_cb writes the audit record. */
+		pd->audit = *a->cur;
+		pd->audited = true;
+		a->cur->deferred = true;
+	}
 	evhttp_connection_set_closecb(evhttp_request_get_connection(req), api_conn_closed_cb, pd);
 	wstate_apply(a->ws, eff, api_applied_cb, pd);
 }
@@ -505,14 +840,39 @@ api_vault(struct api *a, struct evhttp_request *req)
 	vaultapi_handle(a->ws, req, path, a->auth, a->ws->ready && a->ws->cfg->intercept);
 }
 
+static void api_route(struct api *a, struct evhttp_request *req, const char *path);
+
+/*
+ * Every request enters here. A mutation attempt is audited around the
+ * routing, whatever answers it (auth, a handler, a precondition): one
+ * record when the answer is sent now, or from api_applied_cb when the
+ * parent must apply it first.
+ */
 static void
 api_gencb(struct evhttp_request *req, void *arg)
 {
 	struct api *a = arg;
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
 	const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+	struct api_audit au;
 
 	a->ws->metrics.api_requests++;
+	if (!api_is_mutation(req, path)) {
+		api_route(a, req, path);
+		return;
+	}
+	api_audit_begin(a, req, path, &au);
+	a->cur = &au;
+	api_route(a, req, path);
+	a->cur = NULL;
+	/* Handlers answer synchronously unless deferred; req lives until the write completes. */
+	if (!au.deferred)
+		api_audit_write(a, &au, evhttp_request_get_response_code(req), false);
+}
+
+static void
+api_route(struct api *a, struct evhttp_request *req, const char *path)
+{
 	if (path == NULL) {
 		api_error(req, 400, "Bad Request", "bad request");
 		return;
@@ -577,6 +937,8 @@ api_new(struct wstate *ws, char *err, size_t errlen)
 	}
 	a->ws = ws;
 	a->auth = ws->cfg->token[0] != '\0';
+	a->auth_credit_ms = (uint64_t)API_AUTH_BURST * API_AUTH_REFILL_MS;
+	a->auth_last_ms = api_now_ms();
 	if (a->auth)
 		api_hash(ws->cfg->token, strlen(ws->cfg->token), a->token_hash);
 	if (listen_split_addr(ws->cfg->http_addr, host, sizeof(host), &port) != 0) {

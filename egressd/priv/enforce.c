@@ -59,6 +59,25 @@ enforce_ports(const struct config *cfg, struct nftrules_config *nc, char *err, s
 	return 0;
 }
 
+/* OPENSANDBOX_EGRESS_DOH_BLOCKLIST into the nft configuration. */
+static int
+enforce_doh(const struct config *cfg, struct nftrules_config *nc, char *err, size_t errlen)
+{
+	struct config_prefix p[CONFIG_MAX_DOH];
+	size_t n = 0;
+
+	if (config_doh_blocklist(cfg, p, CONFIG_MAX_DOH, &n, err, errlen) != 0)
+		return -1;
+	nc->ndoh = 0;
+	for (size_t i = 0; i < n && i < NFTRULES_MAX_DOH; i++) {
+		nc->doh[i].family = p[i].family;
+		memcpy(nc->doh[i].addr, p[i].addr, sizeof(nc->doh[i].addr));
+		nc->doh[i].prefix_len = p[i].prefix_len;
+		nc->ndoh++;
+	}
+	return 0;
+}
+
 /* Prepare the nft writer from the configuration. */
 struct enforce *
 enforce_open(const struct config *cfg, char *err, size_t errlen)
@@ -97,6 +116,9 @@ enforce_open(const struct config *cfg, char *err, size_t errlen)
 		nc.resolvers[i].port = cfg->upstreams[i].port;
 		nc.nresolvers++;
 	}
+	nc.block_doh = cfg->block_doh_443;
+	if (enforce_doh(cfg, &nc, err, errlen) != 0)
+		return NULL;
 	e = calloc(1, sizeof(*e));
 	if (e == NULL) {
 		snprintf(err, errlen, "out of memory");

@@ -17,6 +17,8 @@
 #define NFTRULES_ERRLEN 256
 #define NFTRULES_MARK_DEFAULT 0x1
 #define NFTRULES_DNS_PORT_DEFAULT 15353
+#define NFTRULES_MAX_DOH 64 /* OPENSANDBOX_EGRESS_DOH_BLOCKLIST entries */
+#define NFTRULES_PORT_DOH 443
 
 enum nftrules_action {
 	NFTRULES_ALLOW,
@@ -74,6 +76,14 @@ struct nftrules_config {
 	struct nftrules_listener listeners[NFTRULES_MAX_LISTENERS];
 	size_t nresolvers; /* marked DNS (port 53 or theirs) goes to these only */
 	struct nftrules_dest resolvers[NFTRULES_MAX_RESOLVERS];
+	/*
+	 * OPENSANDBOX_EGRESS_BLOCK_DOH_443: refuse port 443 (TCP and UDP) to
+	 * the ndoh blocklist prefixes (family, addr, prefix_len used), or to
+	 * every address when the list is empty. Before every allow rule.
+	 */
+	bool block_doh;
+	size_t ndoh;
+	struct nftrules_rule doh[NFTRULES_MAX_DOH];
 };
 
 struct nftrules;

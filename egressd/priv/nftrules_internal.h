@@ -40,6 +40,7 @@ enum nftrules_set_kind {
 	NFTRULES_SET_DENYP,
 	NFTRULES_SET_LEARNED,
 	NFTRULES_SET_LEARNEDP,
+	NFTRULES_SET_DOH, /* DoH blocklist (interval), only with cfg->block_doh */
 	NFTRULES_SET_KINDS,
 };
 
@@ -112,6 +113,7 @@ static const char *const nftrules_set_names[NFTRULES_SET_KINDS][2] = {
     [NFTRULES_SET_DENYP] = {"denyp4", "denyp6"},
     [NFTRULES_SET_LEARNED] = {"learned4", "learned6"},
     [NFTRULES_SET_LEARNEDP] = {"learnedp4", "learnedp6"},
+    [NFTRULES_SET_DOH] = {"doh4", "doh6"},
 };
 
 static inline bool
@@ -148,6 +150,15 @@ void nftrules_msg_set(struct nftrules_batch *b, const struct nftrules_config *cf
     enum nftrules_set_kind kind, int family);
 void nftrules_msg_table(struct nftrules_batch *b, const struct nftrules_config *cfg, uint16_t cmd);
 uint32_t nftrules_set_id(struct nftrules_batch *b, enum nftrules_set_kind kind, int family);
+/* Caps of nftrules_ranges_disjoint_ports: elements out, covering ranges merged. */
+#define NFTRULES_DISJOINT_MAX_ELEMS (1u << 20)
+#define NFTRULES_DISJOINT_MAX_WORK (1u << 26)
+
+/* Port-scoped ranges made disjoint (sort + sweep); owned result, NULL when empty or *why. */
+struct nftrules_range *nftrules_ranges_disjoint_ports(
+    const struct nftrules_range *r, size_t n, size_t alen, size_t *nout, const char **why);
+/* Elements of the DoH blocklist sets (cfg->doh), when cfg->block_doh. */
+void nftrules_doh_elems(struct nftrules_batch *b, const struct nftrules_config *cfg);
 void nftrules_static_elems(
     struct nftrules_batch *b, const struct nftrules_config *cfg, const struct nftrules_static *st);
 

@@ -243,9 +243,9 @@ ranges_normalise(struct nftrules_range *r, size_t n, size_t alen)
 }
 
 static int
-u32_cmp(const void *a, const void *b)
+u64_cmp(const void *a, const void *b)
 {
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
 	return x < y ? -1 : x > y;
 }
@@ -255,39 +255,77 @@ u32_cmp(const void *a, const void *b)
  * elements in a concatenated interval set. Ports are cut at every rule
  * boundary; within each piece the covering address ranges are merged;
  * neighbouring pieces with the same addresses are joined again.
- * Returns an owned array (NULL with *nout 0 when empty or out of memory).
+ *
+ * Sort and sweep: the rules are sorted once by first port and once by end
+ * port, and one pass over the boundaries keeps the set of rules covering
+ * the current piece (added at their first port, removed after their last),
+ * so a piece costs the rules that cover it, never all n. O(n log n) plus
+ * the merging of each piece's covering ranges; the old scan of every rule
+ * for every piece was O(n^2) and could stall the parent.
+ * The output and the merging work are capped (NFTRULES_DISJOINT_MAX_*):
+ * nested port ranges can make both quadratic, and the input comes from
+ * the worker.
+ * Returns an owned array (NULL with *nout 0 when empty); on failure NULL
+ * with *why set to a static reason.
  */
-static struct nftrules_range *
-ranges_disjoint_ports(
-    const struct nftrules_range *r, size_t n, size_t alen, size_t *nout, bool *oom)
+struct nftrules_range *
+nftrules_ranges_disjoint_ports(
+    const struct nftrules_range *r, size_t n, size_t alen, size_t *nout, const char **why)
 {
-	uint32_t *bd = calloc(2 * n + 1, sizeof(*bd));
+	uint64_t work = 0;
+
+	*why = NULL;
+	uint64_t *starts = calloc(n + 1, sizeof(*starts)), *ends = calloc(n + 1, sizeof(*ends));
+	size_t *act = calloc(n + 1, sizeof(*act)), *pos = calloc(n + 1, sizeof(*pos));
 	struct nftrules_range *tmp = calloc(n + 1, sizeof(*tmp)), *out = NULL;
-	size_t nb = 0, no = 0, cap = 0, prev_start = 0, prev_n = 0;
+	size_t no = 0, cap = 0, prev_start = 0, prev_n = 0, nact = 0, is = 0, ie = 0;
 	uint32_t prev_end = 0;
 	bool have_prev = false;
 
 	*nout = 0;
-	if (bd == NULL || tmp == NULL)
+	if (starts == NULL || ends == NULL || act == NULL || pos == NULL || tmp == NULL)
 		goto nomem;
+	/* (port << 32 | index): sorted by port, n < 2^32 (NFTRULES_MAX_RULES). */
 	for (size_t i = 0; i < n; i++) {
-		bd[nb++] = r[i].plo;
-		bd[nb++] = (uint32_t)r[i].phi + 1;
+		starts[i] = (uint64_t)r[i].plo << 32 | i;
+		ends[i] = ((uint64_t)r[i].phi + 1) << 32 | i;
 	}
-	qsort(bd, nb, sizeof(*bd), u32_cmp);
-	for (size_t k = 0; k + 1 < nb; k++) {
-		uint32_t a = bd[k], e = bd[k + 1] - 1;
+	qsort(starts, n, sizeof(*starts), u64_cmp);
+	qsort(ends, n, sizeof(*ends), u64_cmp);
+	while (is < n || ie < n) {
+		uint32_t a = is < n && (ie >= n || starts[is] >> 32 <= ends[ie] >> 32)
+		                 ? (uint32_t)(starts[is] >> 32)
+		                 : (uint32_t)(ends[ie] >> 32);
+		uint32_t e;
 		size_t m = 0;
 		bool same;
 
-		if (bd[k + 1] == a)
-			continue;
-		for (size_t i = 0; i < n; i++)
-			if (r[i].plo <= a && r[i].phi >= e) {
-				tmp[m] = r[i];
-				tmp[m].plo = tmp[m].phi = 0;
-				m++;
-			}
+		/* Rules whose last port was a - 1 leave; rules that start at a join. */
+		for (; ie < n && ends[ie] >> 32 == a; ie++) {
+			size_t i = (size_t)(ends[ie] & 0xffffffffu), at = pos[i];
+
+			act[at] = act[--nact];
+			pos[act[at]] = at;
+		}
+		for (; is < n && starts[is] >> 32 == a; is++) {
+			size_t i = (size_t)(starts[is] & 0xffffffffu);
+
+			pos[i] = nact;
+			act[nact++] = i;
+		}
+		if (is >= n && ie >= n)
+			break;
+		e = (is < n && starts[is] >> 32 < ends[ie] >> 32 ? (uint32_t)(starts[is] >> 32)
+		                                                 : (uint32_t)(ends[ie] >> 32)) -
+		    1;
+		work += nact;
+		if (work > NFTRULES_DISJOINT_MAX_WORK)
+			goto toobig;
+		for (size_t k = 0; k < nact; k++) {
+			tmp[m] = r[act[k]];
+			tmp[m].plo = tmp[m].phi = 0;
+			m++;
+		}
 		m = ranges_normalise(tmp, m, alen);
 		if (m == 0) {
 			have_prev = false;
@@ -303,6 +341,8 @@ ranges_disjoint_ports(
 			prev_end = e;
 			continue;
 		}
+		if (no + m > NFTRULES_DISJOINT_MAX_ELEMS)
+			goto toobig;
 		if (cap - no < m) {
 			size_t ncap = (cap + m) * 2;
 			struct nftrules_range *nr = realloc(out, ncap * sizeof(*nr));
@@ -323,15 +363,25 @@ ranges_disjoint_ports(
 		have_prev = true;
 		no += m;
 	}
-	free(bd);
+	free(starts);
+	free(ends);
+	free(act);
+	free(pos);
 	free(tmp);
 	*nout = no;
 	return out;
+toobig:
+	*why = "port-scoped rules overlap too much (too many disjoint elements)";
+	goto fail;
 nomem:
-	free(bd);
+	*why = "out of memory";
+fail:
+	free(starts);
+	free(ends);
+	free(act);
+	free(pos);
 	free(tmp);
 	free(out);
-	*oom = true;
 	return NULL;
 }
 
@@ -419,12 +469,12 @@ nftrules_static_elems(
 						range_from_prefix(
 						    &r[n++], inner[i].bytes, inner[i].prefix, alen);
 			if (ports) {
-				bool oom = false;
+				const char *why = NULL;
 				struct nftrules_range *d =
-				    ranges_disjoint_ports(r, n, alen, &n, &oom);
+				    nftrules_ranges_disjoint_ports(r, n, alen, &n, &why);
 
-				if (oom)
-					nftrules_batch_fail(b, "out of memory");
+				if (why != NULL)
+					nftrules_batch_fail(b, why);
 				msg_elems(b, cfg, kinds[k], fams[f], d, n);
 				free(d);
 				continue;
@@ -436,16 +486,43 @@ nftrules_static_elems(
 	free(r);
 }
 
+/* The DoH blocklist sets: the configured prefixes, merged, per family. */
+void
+nftrules_doh_elems(struct nftrules_batch *b, const struct nftrules_config *cfg)
+{
+	static const int fams[] = {AF_INET, AF_INET6};
+	struct nftrules_range r[NFTRULES_MAX_DOH];
+
+	if (!cfg->block_doh)
+		return;
+	for (size_t f = 0; f < 2; f++) {
+		size_t alen = nftrules_fam_alen(fams[f]), n = 0;
+
+		for (size_t i = 0; i < cfg->ndoh && i < NFTRULES_MAX_DOH; i++)
+			if (cfg->doh[i].family == fams[f])
+				range_from_prefix(
+				    &r[n++], cfg->doh[i].addr, cfg->doh[i].prefix_len, alen);
+		n = ranges_normalise(r, n, alen);
+		msg_elems(b, cfg, NFTRULES_SET_DOH, fams[f], r, n);
+	}
+}
+
 bool
 nftrules_config_ok(struct nftrules_batch *b, const struct nftrules_config *cfg)
 {
 	size_t n = strnlen(cfg->table, sizeof(cfg->table));
 
 	if (n == 0 || n == sizeof(cfg->table) || cfg->dns_port == 0 ||
-	    cfg->nintercept > NFTRULES_MAX_INTERCEPT) {
+	    cfg->nintercept > NFTRULES_MAX_INTERCEPT || cfg->ndoh > NFTRULES_MAX_DOH) {
 		nftrules_batch_fail(b, "invalid nftrules configuration");
 		return false;
 	}
+	for (size_t i = 0; i < cfg->ndoh; i++)
+		if ((cfg->doh[i].family != AF_INET && cfg->doh[i].family != AF_INET6) ||
+		    cfg->doh[i].prefix_len > nftrules_fam_alen(cfg->doh[i].family) * 8) {
+			nftrules_batch_fail(b, "invalid DoH blocklist entry");
+			return false;
+		}
 	return true;
 }
 

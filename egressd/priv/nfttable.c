@@ -298,10 +298,93 @@ rule_mark_port_reject(struct nftrules_batch *b, const struct nftrules_config *cf
 }
 
 /*
+ * OPENSANDBOX_EGRESS_BLOCK_DOH_443: port 443 to the DoH blocklist (or to
+ * every address when the list is empty) is refused, TCP with a reset and
+ * UDP (DoH over HTTP/3) with ICMP. An allowed resolver host would
+ * otherwise answer DNS over HTTPS past the DNS proxy.
+ */
+static void
+rules_doh(struct nftrules_batch *b, const struct nftrules_config *cfg)
+{
+	static const int fams[] = {AF_INET, AF_INET6};
+	static const uint8_t l4[] = {IPPROTO_TCP, IPPROTO_UDP};
+
+	if (!cfg->block_doh)
+		return;
+	for (size_t p = 0; p < sizeof(l4); p++) {
+		if (cfg->ndoh == 0) {
+			rule_port(b, cfg, NFTRULES_CHAIN_FILTER, l4[p], NFTRULES_PORT_DOH, 0, true);
+			continue;
+		}
+		for (size_t f = 0; f < 2; f++) {
+			struct nftnl_rule *r = rule_new(cfg, NFTRULES_CHAIN_FILTER);
+			bool oom = r == NULL;
+			uint32_t alen = (uint32_t)nftrules_fam_alen(fams[f]);
+
+			if (r != NULL) {
+				ex_meta_eq8(r, NFT_META_NFPROTO,
+				    fams[f] == AF_INET ? NFPROTO_IPV4 : NFPROTO_IPV6, &oom);
+				ex_meta_eq8(r, NFT_META_L4PROTO, l4[p], &oom);
+				ex_dport_eq(r, NFTRULES_PORT_DOH, &oom);
+				ex_payload(r, NFT_PAYLOAD_NETWORK_HEADER,
+				    fams[f] == AF_INET ? 16 : 24, alen, NFT_REG32_00, &oom);
+				ex_lookup(r, nftrules_set_name(NFTRULES_SET_DOH, fams[f]),
+				    nftrules_set_id(b, NFTRULES_SET_DOH, fams[f]), &oom);
+				ex_reject(r, l4[p] == IPPROTO_TCP, &oom);
+			}
+			msg_rule(b, r, oom, NFTRULES_CHAIN_FILTER);
+		}
+	}
+}
+
+/* An IPv6 destination prefix that neighbour discovery may go to. */
+struct nd_dst {
+	uint8_t net[16];
+	uint8_t plen;
+};
+
+/* nfproto ipv6, l4proto icmpv6, icmpv6 type t, ip6 daddr in d -> accept. */
+static void
+rule_nd(
+    struct nftrules_batch *b, const struct nftrules_config *cfg, uint8_t t, const struct nd_dst *d)
+{
+	struct nftnl_rule *r = rule_new(cfg, NFTRULES_CHAIN_FILTER);
+	bool oom = r == NULL;
+	uint8_t mask[16], zero[16];
+
+	memset(zero, 0, sizeof(zero));
+	for (size_t by = 0; by < 16; by++) {
+		int bits = (int)d->plen - (int)by * 8;
+		mask[by] = bits >= 8 ? 0xff : bits <= 0 ? 0 : (uint8_t)(0xff << (8 - bits));
+	}
+	if (r != NULL) {
+		struct nftnl_expr *e;
+
+		ex_meta_eq8(r, NFT_META_NFPROTO, NFPROTO_IPV6, &oom);
+		ex_meta_eq8(r, NFT_META_L4PROTO, IPPROTO_ICMPV6, &oom);
+		ex_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 1, NFT_REG32_00, &oom);
+		ex_cmp(r, NFT_CMP_EQ, &t, 1, &oom);
+		ex_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 24, 16, NFT_REG32_00, &oom);
+		e = ex(r, "bitwise", &oom);
+		if (e != NULL) {
+			nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG32_00);
+			nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG32_00);
+			nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 16);
+			nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, mask, 16);
+			nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, zero, 16);
+		}
+		ex_cmp(r, NFT_CMP_EQ, d->net, 16, &oom);
+		ex_verdict(r, NF_ACCEPT, &oom);
+	}
+	msg_rule(b, r, oom, NFTRULES_CHAIN_FILTER);
+}
+
+/*
  * The filter chain, in order: established/related accept, the sidecar's
- * DNS to its resolvers accept and to anyone else reject,
- * loopback accept, IPv6 ND accept, DNS accept (the NAT chain redirects it),
- * deny sets reject, port-scoped allow/learned accept, DoT reject, allow and
+ * DNS to its resolvers accept and to anyone else reject, loopback
+ * accept, IPv6 ND on the link accept, DNS accept (the NAT chain redirects
+ * it), DoH 443 reject (when configured), deny sets reject, port-scoped
+ * allow/learned accept, DoT reject, allow and
  * learned accept, then reject (deny) or accept (allow). Deny comes before
  * every allow so that defaultAction allow still enforces deny rules.
  */
@@ -310,6 +393,10 @@ chain_filter_rules(
     struct nftrules_batch *b, const struct nftrules_config *cfg, enum nftrules_action def)
 {
 	static const uint8_t nd[] = {NFTRULES_ICMPV6_RS, NFTRULES_ICMPV6_NS, NFTRULES_ICMPV6_NA};
+	static const struct nd_dst nd_dst[] = {
+	    {{0xfe, 0x80}, 10}, /* link-local */
+	    {{0xff}, 8},        /* multicast (solicited-node, all-routers) */
+	};
 	static const int fams[] = {AF_INET, AF_INET6};
 	static const uint8_t l4[] = {IPPROTO_TCP, IPPROTO_UDP};
 	const char *fc = NFTRULES_CHAIN_FILTER;
@@ -365,23 +452,22 @@ chain_filter_rules(
 	}
 	msg_rule(b, r, oom, fc);
 
-	/* IPv6 needs neighbour discovery to reach even allowed hosts. */
-	for (size_t i = 0; i < sizeof(nd); i++) {
-		r = rule_new(cfg, fc);
-		oom = r == NULL;
-		if (r != NULL) {
-			ex_meta_eq8(r, NFT_META_NFPROTO, NFPROTO_IPV6, &oom);
-			ex_meta_eq8(r, NFT_META_L4PROTO, IPPROTO_ICMPV6, &oom);
-			ex_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 1, NFT_REG32_00, &oom);
-			ex_cmp(r, NFT_CMP_EQ, &nd[i], 1, &oom);
-			ex_verdict(r, NF_ACCEPT, &oom);
-		}
-		msg_rule(b, r, oom, fc);
-	}
+	/*
+	 * IPv6 needs neighbour discovery to reach even allowed hosts, but
+	 * only on the link: RS/NS/NA to a link-local (fe80::/10) or
+	 * multicast (ff00::/8) destination. Sent to a routed address they
+	 * would carry data (target, options) past the policy.
+	 */
+	for (size_t i = 0; i < sizeof(nd); i++)
+		for (size_t k = 0; k < sizeof(nd_dst) / sizeof(nd_dst[0]); k++)
+			rule_nd(b, cfg, nd[i], &nd_dst[k]);
 
 	/* DNS is accepted here because the NAT chain redirects it next. */
 	for (size_t p = 0; p < sizeof(l4); p++)
 		rule_port(b, cfg, fc, l4[p], NFTRULES_PORT_DNS, NF_ACCEPT, false);
+
+	/* DoH blocking comes before every allow, so no allow rule can undo it. */
+	rules_doh(b, cfg);
 
 	/* Deny before any allow, so defaultAction allow keeps deny rules. */
 	for (size_t f = 0; f < 2; f++) {
@@ -574,8 +660,10 @@ nftrules_build_install(
 	nftrules_msg_table(b, cfg, NFT_MSG_NEWTABLE);
 	for (int k = 0; k < NFTRULES_SET_KINDS; k++)
 		for (size_t f = 0; f < 2; f++)
-			nftrules_msg_set(b, cfg, (enum nftrules_set_kind)k, fams[f]);
+			if (k != NFTRULES_SET_DOH || cfg->block_doh)
+				nftrules_msg_set(b, cfg, (enum nftrules_set_kind)k, fams[f]);
 	nftrules_static_elems(b, cfg, st);
+	nftrules_doh_elems(b, cfg);
 	msg_chain(b, cfg, NFTRULES_CHAIN_FILTER, "filter", NF_INET_LOCAL_OUT, NFTRULES_FILTER_PRIO);
 	chain_filter_rules(b, cfg, st->default_action);
 	msg_chain(b, cfg, NFTRULES_CHAIN_NAT, "nat", NF_INET_LOCAL_OUT, NFTRULES_NAT_PRIO);

@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -177,7 +178,10 @@ test_install(void **state)
 	assert_has(out, "meta mark 0x00000001 udp dport 53 reject");
 	assert_has(out, "meta mark 0x00000001 tcp dport 53 reject with tcp reset");
 	assert_has(out, "\t\toif \"lo\" accept\n");
-	assert_has(out, "icmpv6 type nd-neighbor-solicit accept");
+	assert_has(out, "icmpv6 type nd-neighbor-solicit ip6 daddr fe80::/10 accept");
+	assert_has(out, "icmpv6 type nd-neighbor-advert ip6 daddr ff00::/8 accept");
+	assert_has(out, "icmpv6 type nd-router-solicit ip6 daddr fe80::/10 accept");
+	assert_lacks(out, "icmpv6 type nd-neighbor-solicit accept");
 	assert_has(out, "udp dport 53 accept");
 	assert_has(out, "meta l4proto tcp ip daddr @deny4 reject with tcp reset");
 	assert_has(out, "ip6 daddr @deny6 reject with icmpx admin-prohibited");
@@ -397,6 +401,57 @@ test_forget(void **state)
 	assert_int_equal(nftrules_forget(c->n, AF_INET, a4, 0), 0);
 }
 
+/* Send one ICMPv6 message of type t to dst (scope: ifindex); 0 or the errno. */
+static int
+nd_send(uint8_t t, const char *dst, unsigned scope)
+{
+	struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_scope_id = scope};
+	uint8_t msg[24];
+	int fd = socket(AF_INET6, SOCK_RAW, IPPROTO_ICMPV6), err = 0;
+
+	assert_true(fd >= 0);
+	assert_int_equal(inet_pton(AF_INET6, dst, &sa.sin6_addr), 1);
+	memset(msg, 0, sizeof(msg));
+	msg[0] = t; /* code 0, checksum by the kernel, then reserved and a target */
+	memcpy(msg + 8, "exfil-payload-16", 16);
+	if (sendto(fd, msg, t == 133 ? 8 : sizeof(msg), 0, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		err = errno;
+	close(fd);
+	return err;
+}
+
+/*
+ * Neighbour discovery (RS 133, NS 135, NA 136) leaves only to link-local
+ * and multicast destinations; to a routed address the default deny
+ * drops it (EPERM at the sender), as any other ICMPv6.
+ */
+static void
+test_nd_link_only(void **state)
+{
+	struct ctx *c = *state;
+	static const uint8_t types[] = {133, 135, 136};
+	unsigned ifi;
+
+	install(c, NFTRULES_DENY);
+	assert_int_equal(system("ip link add egnd0 type veth peer name egnd1 && "
+	                        "ip link set egnd0 up && ip link set egnd1 up && "
+	                        "ip -6 addr add fd00:6::1/64 dev egnd0 nodad && "
+	                        "ip -6 route add 2001:db8:99::/48 dev egnd0"),
+	    0);
+	ifi = if_nametoindex("egnd0");
+	assert_true(ifi > 0);
+	for (size_t i = 0; i < sizeof(types); i++) {
+		assert_int_equal(nd_send(types[i], "2001:db8:99::1", 0), EPERM);
+		assert_int_equal(nd_send(types[i], "fd00:6::2", 0), EPERM);
+		assert_int_equal(nd_send(types[i], "ff02::1:ff00:2", ifi), 0);
+		assert_int_equal(nd_send(types[i], "ff02::2", ifi), 0);
+		assert_int_equal(nd_send(types[i], "fe80::2", ifi), 0);
+	}
+	/* Other ICMPv6 (echo request) to a link-local address is not ND: dropped. */
+	assert_int_equal(nd_send(128, "fe80::2", ifi), EPERM);
+	assert_int_equal(system("ip link del egnd0"), 0);
+}
+
 static void
 test_remove_and_errors(void **state)
 {
@@ -434,6 +489,7 @@ main(void)
 	    cmocka_unit_test(test_dns_redirect_and_mark),
 	    cmocka_unit_test(test_update_keeps_learned),
 	    cmocka_unit_test(test_forget),
+	    cmocka_unit_test(test_nd_link_only),
 	    cmocka_unit_test(test_remove_and_errors),
 	};
 

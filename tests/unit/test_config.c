@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/socket.h>
 
 #include <cmocka.h>
 
@@ -191,6 +192,51 @@ test_extra_ports(void **state)
 	config_free(&c);
 }
 
+/* OPENSANDBOX_EGRESS_DOH_BLOCKLIST: IPs and CIDRs of both families, masked; bad entries refused. */
+static void
+test_doh_blocklist(void **state)
+{
+	struct config c;
+	struct config_prefix p[CONFIG_MAX_DOH];
+	char err[256];
+	size_t n = 99;
+
+	(void)state;
+	config_defaults(&c);
+	assert_int_equal(config_doh_blocklist(&c, p, CONFIG_MAX_DOH, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 0);
+	snprintf(c.doh_blocklist, sizeof(c.doh_blocklist), " 1.1.1.1 ,10.9.8.7/8,, 2001:db8::1/32");
+	assert_int_equal(config_doh_blocklist(&c, p, CONFIG_MAX_DOH, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(p[0].family, AF_INET);
+	assert_int_equal(p[0].prefix_len, 32);
+	assert_memory_equal(p[0].addr, "\x01\x01\x01\x01", 4);
+	assert_int_equal(p[1].prefix_len, 8);
+	assert_memory_equal(p[1].addr, "\x0a\x00\x00\x00", 4); /* masked */
+	assert_int_equal(p[2].family, AF_INET6);
+	assert_int_equal(p[2].prefix_len, 32);
+	assert_memory_equal(p[2].addr, "\x20\x01\x0d\xb8\0\0\0\0\0\0\0\0\0\0\0\0", 16);
+	{
+		static const char *const bad[] = {
+		    "dns.google", "1.1.1.1/33", "1.1.1.1/", "::1/129", "1.1.1.1/8x", "1.1.1"};
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			snprintf(c.doh_blocklist, sizeof(c.doh_blocklist), "8.8.8.8,%s", bad[i]);
+			assert_int_equal(
+			    config_doh_blocklist(&c, p, CONFIG_MAX_DOH, &n, err, sizeof(err)), -1);
+			assert_non_null(strstr(err, "doh-blocklist: invalid entry"));
+			c.token[0] = 'x';
+			assert_int_equal(config_check(&c, err, sizeof(err)), -1);
+		}
+	}
+	/* The OpenSandbox truthy spelling "y" is accepted. */
+	setenv("OPENSANDBOX_EGRESS_BLOCK_DOH_443", "y", 1);
+	config_defaults(&c);
+	assert_int_equal(config_from_env(&c, err, sizeof(err)), 0);
+	assert_true(c.block_doh_443);
+	unsetenv("OPENSANDBOX_EGRESS_BLOCK_DOH_443");
+	config_free(&c);
+}
+
 int
 main(void)
 {
@@ -198,6 +244,7 @@ main(void)
 	    cmocka_unit_test(test_file_good),
 	    cmocka_unit_test(test_env_audit),
 	    cmocka_unit_test(test_extra_ports),
+	    cmocka_unit_test(test_doh_blocklist),
 	    cmocka_unit_test(test_precedence),
 	    cmocka_unit_test(test_file_refused),
 	};

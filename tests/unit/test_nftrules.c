@@ -713,6 +713,244 @@ test_large_static_chunks(void **state)
 	free(rules);
 }
 
+/* ---- ranges_disjoint_ports against the old O(n^2) scan ---- */
+
+static bool
+ref_inc(uint8_t *a, size_t alen)
+{
+	for (size_t i = alen; i-- > 0;)
+		if (++a[i] != 0)
+			return true;
+	return false;
+}
+
+static int
+ref_cmp(const void *a, const void *b)
+{
+	const struct nftrules_range *x = a, *y = b;
+	int c = memcmp(x->lo, y->lo, 16);
+
+	if (c != 0)
+		return c;
+	if ((c = memcmp(x->hi, y->hi, 16)) != 0)
+		return c;
+	if (x->plo != y->plo)
+		return x->plo < y->plo ? -1 : 1;
+	return x->phi < y->phi ? -1 : x->phi > y->phi;
+}
+
+static size_t
+ref_normalise(struct nftrules_range *r, size_t n, size_t alen)
+{
+	size_t out = 0;
+
+	if (n == 0)
+		return 0;
+	qsort(r, n, sizeof(*r), ref_cmp);
+	for (size_t i = 1; i < n; i++) {
+		uint8_t next[16];
+		bool adj;
+
+		memcpy(next, r[out].hi, alen);
+		adj = !ref_inc(next, alen) || memcmp(r[i].lo, next, alen) <= 0;
+		if (!adj) {
+			r[++out] = r[i];
+			continue;
+		}
+		if (memcmp(r[i].hi, r[out].hi, alen) > 0)
+			memcpy(r[out].hi, r[i].hi, alen);
+	}
+	return out + 1;
+}
+
+static int
+ref_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The brute-force reference: every rule scanned for every port piece. */
+static struct nftrules_range *
+ref_disjoint(const struct nftrules_range *r, size_t n, size_t alen, size_t *nout)
+{
+	uint32_t *bd = calloc(2 * n + 1, sizeof(*bd));
+	struct nftrules_range *tmp = calloc(n + 1, sizeof(*tmp));
+	struct nftrules_range *out = calloc(n * (2 * n + 1) + 1, sizeof(*out));
+	size_t nb = 0, no = 0, prev_start = 0, prev_n = 0;
+	uint32_t prev_end = 0;
+	bool have_prev = false;
+
+	assert_non_null(bd);
+	assert_non_null(tmp);
+	assert_non_null(out);
+	for (size_t i = 0; i < n; i++) {
+		bd[nb++] = r[i].plo;
+		bd[nb++] = (uint32_t)r[i].phi + 1;
+	}
+	qsort(bd, nb, sizeof(*bd), ref_u32);
+	for (size_t k = 0; k + 1 < nb; k++) {
+		uint32_t a = bd[k], e = bd[k + 1] - 1;
+		size_t m = 0;
+		bool same;
+
+		if (bd[k + 1] == a)
+			continue;
+		for (size_t i = 0; i < n; i++)
+			if (r[i].plo <= a && r[i].phi >= e) {
+				tmp[m] = r[i];
+				tmp[m].plo = tmp[m].phi = 0;
+				m++;
+			}
+		m = ref_normalise(tmp, m, alen);
+		if (m == 0) {
+			have_prev = false;
+			continue;
+		}
+		same = have_prev && prev_end + 1 == a && prev_n == m;
+		for (size_t j = 0; same && j < m; j++)
+			same = memcmp(out[prev_start + j].lo, tmp[j].lo, 16) == 0 &&
+			       memcmp(out[prev_start + j].hi, tmp[j].hi, 16) == 0;
+		if (same) {
+			for (size_t j = 0; j < m; j++)
+				out[prev_start + j].phi = (uint16_t)e;
+			prev_end = e;
+			continue;
+		}
+		for (size_t j = 0; j < m; j++) {
+			out[no + j] = tmp[j];
+			out[no + j].plo = (uint16_t)a;
+			out[no + j].phi = (uint16_t)e;
+		}
+		prev_start = no;
+		prev_n = m;
+		prev_end = e;
+		have_prev = true;
+		no += m;
+	}
+	free(bd);
+	free(tmp);
+	*nout = no;
+	return out;
+}
+
+/* A fixed-seed generator, so a failure is reproducible. */
+static uint32_t
+rnd(uint64_t *st)
+{
+	*st = *st * 6364136223846793005ULL + 1442695040888963407ULL;
+	return (uint32_t)(*st >> 33);
+}
+
+/* Random small inputs (bounded: 400 cases of up to 48 rules): same output as the scan. */
+static void
+test_disjoint_ports_matches_reference(void **state)
+{
+	uint64_t st = 0x5eed;
+
+	(void)state;
+	for (int c = 0; c < 400; c++) {
+		size_t alen = (c & 1) ? 16 : 4, n = rnd(&st) % 49, nref = 0, nout = 0;
+		struct nftrules_range r[48];
+		struct nftrules_range *got, *want;
+		const char *why = NULL;
+
+		memset(r, 0, sizeof(r));
+		for (size_t i = 0; i < n; i++) {
+			/* Small address and port spaces so that ranges overlap and touch. */
+			uint32_t lo = rnd(&st) % 64, len = rnd(&st) % 16;
+			uint32_t plo = (c % 5 == 0) ? 65500 + rnd(&st) % 36 : 1 + rnd(&st) % 40;
+			uint32_t plen = rnd(&st) % 12;
+
+			r[i].lo[alen - 1] = (uint8_t)lo;
+			r[i].hi[alen - 1] = (uint8_t)(lo + len > 255 ? 255 : lo + len);
+			if (c % 7 == 0) /* whole-space ranges hit the address carry */
+				memset(r[i].hi, 0xff, alen);
+			r[i].plo = (uint16_t)plo;
+			r[i].phi = (uint16_t)(plo + plen > 65535 ? 65535 : plo + plen);
+		}
+		want = ref_disjoint(r, n, alen, &nref);
+		got = nftrules_ranges_disjoint_ports(r, n, alen, &nout, &why);
+		assert_null(why);
+		assert_int_equal(nout, nref);
+		if (nref > 0)
+			assert_memory_equal(got, want, nref * sizeof(*got));
+		free(got);
+		free(want);
+	}
+}
+
+/*
+ * 4096 rules x 32 ports, each port its own rule (131072 port-scoped
+ * ranges, most ports distinct): the sweep finishes (the old scan was
+ * 131072 pieces x 131072 rules) and its output is disjoint.
+ */
+static void
+test_disjoint_ports_large(void **state)
+{
+	size_t n = 4096 * 32, nout = 0;
+	struct nftrules_range *r = calloc(n, sizeof(*r)), *d;
+	const char *why = NULL;
+
+	(void)state;
+	assert_non_null(r);
+	for (size_t i = 0; i < 4096; i++)
+		for (size_t j = 0; j < 32; j++) {
+			struct nftrules_range *x = &r[i * 32 + j];
+			uint32_t a = htonl(
+			    0x0a000000u + (uint32_t)i * 2); /* 10.0.0.0 + 2i: never adjacent */
+			uint16_t port = (uint16_t)(1 + (i * 32 + j) % 65535);
+
+			memcpy(x->lo, &a, 4);
+			memcpy(x->hi, &a, 4);
+			x->plo = x->phi = port;
+		}
+	d = nftrules_ranges_disjoint_ports(r, n, 4, &nout, &why);
+	assert_null(why);
+	assert_non_null(d);
+	assert_true(nout > 0 && nout <= n);
+	/* Pieces come in increasing port order; within a piece, sorted disjoint addresses. */
+	for (size_t k = 1; k < nout; k++) {
+		if (d[k].plo == d[k - 1].plo) {
+			assert_int_equal(d[k].phi, d[k - 1].phi);
+			assert_true(memcmp(d[k].lo, d[k - 1].hi, 4) > 0);
+		} else
+			assert_true(d[k].plo > d[k - 1].phi);
+	}
+	free(d);
+	free(r);
+}
+
+/*
+ * Nested port ranges on distinct addresses need a quadratic output (rule i
+ * covers ports i+1..65535): refused with a reason once past the cap,
+ * instead of growing the parent's memory without bound.
+ */
+static void
+test_disjoint_ports_capped(void **state)
+{
+	size_t n = 4096, nout = 7;
+	struct nftrules_range *r = calloc(n, sizeof(*r)), *d;
+	const char *why = NULL;
+
+	(void)state;
+	assert_non_null(r);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t a = htonl(0x0a000000u + (uint32_t)i * 2);
+
+		memcpy(r[i].lo, &a, 4);
+		memcpy(r[i].hi, &a, 4);
+		r[i].plo = (uint16_t)(i + 1);
+		r[i].phi = 65535;
+	}
+	d = nftrules_ranges_disjoint_ports(r, n, 4, &nout, &why);
+	assert_null(d);
+	assert_non_null(why);
+	assert_non_null(strstr(why, "too many disjoint elements"));
+	free(r);
+}
+
 int
 main(void)
 {
@@ -726,6 +964,9 @@ main(void)
 	    cmocka_unit_test(test_update_keeps_learned),
 	    cmocka_unit_test(test_learn),
 	    cmocka_unit_test(test_large_static_chunks),
+	    cmocka_unit_test(test_disjoint_ports_matches_reference),
+	    cmocka_unit_test(test_disjoint_ports_large),
+	    cmocka_unit_test(test_disjoint_ports_capped),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
