@@ -29,6 +29,7 @@
 #include <event2/listener.h>
 
 #include "egressd/dns/dnsproxy.h"
+#include "egressd/dns/dnstunnel.h"
 #include "egressd/dns/dnswire.h"
 #include "egressd/child/learnmap.h"
 #include "egressd/common/log.h"
@@ -38,14 +39,6 @@
 #include "policy/policy.h"
 
 #define DNSPROXY_MAX_LOCAL 32
-/*
- * An allowed wildcard zone is a tunnel to whoever runs its name servers:
- * every unique name is a message. Distinct names per wildcard rule are
- * limited per window; past the limit queries get REFUSED and an alert.
- */
-#define DNSPROXY_TUNNEL_WINDOW_S 60
-#define DNSPROXY_TUNNEL_NAMES 50
-#define DNSPROXY_TUNNEL_RULES 128
 #define DNSPROXY_MAX_ARES_FDS 64
 #define DNSPROXY_UDP_BURST 64
 
@@ -96,17 +89,9 @@ struct dnstcp {
 	int inflight;
 };
 
-struct dnsproxy_tunnel {
-	uint32_t rule_hash; /* hash of the wildcard target; 0: free */
-	time_t window;
-	size_t n;
-	uint32_t names[DNSPROXY_TUNNEL_NAMES];
-	bool alerted;
-};
-
 struct dnsproxy {
 	struct wstate *ws;
-	struct dnsproxy_tunnel tunnel[DNSPROXY_TUNNEL_RULES];
+	struct dnstunnel *tunnel; /* distinct names per wildcard rule (dnstunnel.c) */
 	ares_channel ch;
 	bool ares_ok;
 	struct event *ev_timer;
@@ -137,6 +122,15 @@ dnsproxy_elapsed(const struct timespec *a)
 
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	return (double)(b.tv_sec - a->tv_sec) + (double)(b.tv_nsec - a->tv_nsec) / 1e9;
+}
+
+static int64_t
+dnsproxy_now_s(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (int64_t)now.tv_sec;
 }
 
 /* --- Address classification ------------------------------------------ */
@@ -585,67 +579,6 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 
 /* --- Queries ---------------------------------------------------------- */
 
-static uint32_t
-dnsproxy_hash(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	return h ? h : 1;
-}
-
-/*
- * Count distinct names under one wildcard rule per window. True when the
- * name may be resolved: already seen in this window, or under the limit.
- */
-static bool
-dnsproxy_tunnel_ok(struct dnsproxy *d, const char *rule, const char *name)
-{
-	uint32_t rh = dnsproxy_hash(rule), nh = dnsproxy_hash(name);
-	struct dnsproxy_tunnel *t = NULL, *oldest = &d->tunnel[0];
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	for (size_t i = 0; i < DNSPROXY_TUNNEL_RULES; i++) {
-		if (d->tunnel[i].rule_hash == rh) {
-			t = &d->tunnel[i];
-			break;
-		}
-		if (d->tunnel[i].window < oldest->window)
-			oldest = &d->tunnel[i];
-	}
-	if (t == NULL) {
-		t = oldest;
-		memset(t, 0, sizeof(*t));
-		t->rule_hash = rh;
-		t->window = now.tv_sec;
-	}
-	if (now.tv_sec - t->window >= DNSPROXY_TUNNEL_WINDOW_S) {
-		t->window = now.tv_sec;
-		t->n = 0;
-		t->alerted = false;
-	}
-	for (size_t i = 0; i < t->n; i++)
-		if (t->names[i] == nh)
-			return true;
-	if (t->n >= DNSPROXY_TUNNEL_NAMES) {
-		if (!t->alerted) {
-			struct log_line l;
-			t->alerted = true;
-			log_begin(&l, LOG_WARN, "dns", "dns_tunnel_suspected");
-			log_str(&l, "rule", rule);
-			log_str(&l, "name", name);
-			log_uint(&l, "limit", DNSPROXY_TUNNEL_NAMES);
-			log_uint(&l, "window_s", DNSPROXY_TUNNEL_WINDOW_S);
-			log_end(&l);
-		}
-		return false;
-	}
-	t->names[t->n++] = nh;
-	return true;
-}
-
 /* Expand the allowed port ranges of the deciding rule into learn scopes. */
 static bool
 dnsq_ports(struct dnsq *dq, const struct policy_decision *dec)
@@ -724,7 +657,7 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 		return;
 	}
 	if (dec.kind == POLICY_TARGET_WILDCARD && dec.target != NULL &&
-	    !dnsproxy_tunnel_ok(d, dec.target, dq->q.name)) {
+	    !dnstunnel_ok(d->tunnel, dec.target, dq->q.name, dnsproxy_now_s())) {
 		ws->metrics.dns_denied++;
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_REFUSED);
 		return;
@@ -1030,6 +963,10 @@ dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg, char *er
 	for (int i = 0; i < DNSPROXY_MAX_ARES_FDS; i++)
 		d->afds[i].fd = -1;
 	dnsproxy_local_addrs(d);
+	if ((d->tunnel = dnstunnel_new()) == NULL) {
+		snprintf(err, errlen, "DNS tunnel counter: no random key or memory");
+		goto fail;
+	}
 	if (dnsproxy_upstreams(d, nodes, &nnodes, err, errlen) != 0)
 		goto fail;
 	rc = ares_library_init(ARES_LIB_INIT_ALL);
@@ -1104,5 +1041,6 @@ dnsproxy_free(struct dnsproxy *d)
 	}
 	if (d->ev_timer != NULL)
 		event_free(d->ev_timer);
+	dnstunnel_free(d->tunnel);
 	free(d);
 }
