@@ -33,6 +33,7 @@
 #include "egressd/dns/dnswire.h"
 #include "egressd/child/learnmap.h"
 #include "egressd/common/log.h"
+#include "egressd/common/logagg.h"
 #include "egressd/child/wchan.h"
 #include "egressd/child/wstate.h"
 #include "policy/addrclass.h"
@@ -81,9 +82,25 @@ struct dnsq {
 	struct policy *policy; /* the policy the decision was made with */
 };
 
+/*
+ * A DNS-over-TCP client. The read deadline follows the state, so a client
+ * that sends one byte at a time cannot keep the connection: a query must
+ * arrive whole within DNSPROXY_TCP_QUERY_S of its first byte, and an idle
+ * connection lasts DNSPROXY_TCP_IDLE_S. Neither is reset by each byte.
+ */
+enum dnstcp_state {
+	DNSTCP_IDLE,    /* nothing buffered, nothing in flight: idle deadline */
+	DNSTCP_READING, /* part of a query buffered: deadline from its first byte */
+	DNSTCP_BUSY,    /* waiting for us (answers in flight, pipelining or output
+			   bound): no read deadline */
+	DNSTCP_CLOSED,  /* closed; freed when the last in-flight query lets go */
+};
+
 struct dnstcp {
 	struct dnsproxy *d;
 	struct bufferevent *bev;
+	struct event *ev_deadline;
+	enum dnstcp_state state;
 	int refs;
 	bool closed;
 	int inflight;
@@ -104,6 +121,9 @@ struct dnsproxy {
 	size_t nlocal;
 	size_t inflight;
 	size_t ntcp;
+	/* Deny-type log lines, aggregated per name and window (logagg.c). */
+	struct logagg *agg_deny, *agg_nodata, *agg_filter, *agg_answer, *agg_tcp;
+	struct event *ev_agg;
 	bool want_v4, want_v6;
 	void (*ready_cb)(void *arg);
 	void *ready_arg;
@@ -111,6 +131,7 @@ struct dnsproxy {
 };
 
 static void dnsproxy_pool_fill(struct dnsproxy *d);
+static bool dnsproxy_log_first(struct dnsproxy *d, struct logagg *a, const char *key);
 struct policy_decision;
 static bool dnsq_ports(struct dnsq *dq, const struct policy_decision *dec);
 static void dnsproxy_ares_timer(struct dnsproxy *d);
@@ -371,11 +392,15 @@ dnsproxy_sock_state_cb(void *arg, ares_socket_t fd, int readable, int writable)
 
 /* --- Replies ---------------------------------------------------------- */
 
+static void dnstcp_arm(struct dnstcp *t);
+
 static void
 dnstcp_unref(struct dnstcp *t)
 {
 	if (--t->refs > 0)
 		return;
+	if (t->ev_deadline != NULL)
+		event_free(t->ev_deadline);
 	if (t->bev != NULL)
 		bufferevent_free(t->bev);
 	t->d->ntcp--;
@@ -406,6 +431,7 @@ dnsq_free(struct dnsq *dq)
 		if (!t->closed && evbuffer_get_length(bufferevent_get_input(t->bev)) >= 2)
 			bufferevent_trigger(
 			    t->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+		dnstcp_arm(t);
 		dnstcp_unref(t);
 	}
 	dq->d->inflight--;
@@ -458,6 +484,8 @@ dnsq_addr_pred(int family, const uint8_t *addr, void *arg)
 		struct log_line l;
 
 		dq->d->ws->metrics.dns_filtered_addrs++;
+		if (!dnsproxy_log_first(dq->d, dq->d->agg_filter, dq->q.name))
+			return false;
 		inet_ntop(family, addr, txt, sizeof(txt));
 		log_begin(&l, LOG_WARN, "dns", "dns_filter");
 		log_str(&l, "name", dq->q.name);
@@ -484,6 +512,7 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 	size_t maxlen = cap;
 	uint16_t up_id;
 	struct timespec now;
+	enum dnswire_status st;
 
 	if (status == ARES_EDESTRUCTION) {
 		dnsq_free(dq);
@@ -512,7 +541,13 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 		policy_decide_name(dq->policy, dq->q.name, &dec);
 		if (dec.action != POLICY_ALLOW || !dnsq_ports(dq, &dec)) {
 			d->ws->metrics.dns_denied++;
-			log_msg(LOG_INFO, "dns", "dns_deny", "late answer dropped: policy changed");
+			if (dnsproxy_log_first(d, d->agg_deny, dq->q.name)) {
+				struct log_line l;
+				log_begin(&l, LOG_INFO, "dns", "dns_deny");
+				log_str(&l, "name", dq->q.name);
+				log_str(&l, "why", "late answer dropped: policy changed");
+				log_end(&l);
+			}
 			dnsq_finish_rcode(dq, DNSWIRE_RCODE_NXDOMAIN);
 			return;
 		}
@@ -525,8 +560,19 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
 		return;
 	}
-	if (dnswire_filter_answer(abuf, (size_t)alen, up_id, &dq->q, dnsq_addr_pred, dq, maxlen,
-	        dq->reply, cap, &dq->reply_len, &res) != DNSWIRE_OK) {
+	st = dnswire_filter_answer(abuf, (size_t)alen, up_id, &dq->q, dnsq_addr_pred, dq, maxlen,
+	    dq->reply, cap, &dq->reply_len, &res);
+	if (st != DNSWIRE_OK) {
+		/* Malformed, a CNAME loop or a chain past DNSWIRE_MAX_CNAME_CHAIN. */
+		d->ws->metrics.dns_bad_answers++;
+		if (dnsproxy_log_first(d, d->agg_answer, dq->q.name)) {
+			struct log_line l;
+			log_begin(&l, LOG_WARN, "dns", "dns_bad_answer");
+			log_str(&l, "name", dq->q.name);
+			log_str(&l, "status", dnswire_status_str(st));
+			log_uint(&l, "cname_limit", DNSWIRE_MAX_CNAME_CHAIN);
+			log_end(&l);
+		}
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
 		return;
 	}
@@ -630,13 +676,15 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 	policy_decide_name(dq->policy, dq->q.name, &dec);
 	if (dec.action != POLICY_ALLOW || dq->q.opcode != 0) {
 		ws->metrics.dns_denied++;
-		log_begin(&l, LOG_INFO, "dns", "dns_deny");
-		log_str(&l, "name", dq->q.name);
-		log_uint(&l, "qtype", dq->q.qtype);
-		log_str(&l, "origin", policy_origin_str(dec.origin));
-		log_str(&l, "rule", dec.target);
-		log_str(&l, "why", dq->q.opcode != 0 ? "opcode not QUERY" : dec.why);
-		log_end(&l);
+		if (dnsproxy_log_first(d, d->agg_deny, dq->q.name)) {
+			log_begin(&l, LOG_INFO, "dns", "dns_deny");
+			log_str(&l, "name", dq->q.name);
+			log_uint(&l, "qtype", dq->q.qtype);
+			log_str(&l, "origin", policy_origin_str(dec.origin));
+			log_str(&l, "rule", dec.target);
+			log_str(&l, "why", dq->q.opcode != 0 ? "opcode not QUERY" : dec.why);
+			log_end(&l);
+		}
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_NXDOMAIN);
 		return;
 	}
@@ -648,11 +696,13 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 	 */
 	if (dq->q.qclass != DNSWIRE_CLASS_IN ||
 	    (dq->q.qtype != DNSWIRE_TYPE_A && dq->q.qtype != DNSWIRE_TYPE_AAAA)) {
-		log_begin(&l, LOG_INFO, "dns", "dns_nodata");
-		log_str(&l, "name", dq->q.name);
-		log_uint(&l, "qtype", dq->q.qtype);
-		log_str(&l, "why", "only A and AAAA queries are forwarded");
-		log_end(&l);
+		if (dnsproxy_log_first(d, d->agg_nodata, dq->q.name)) {
+			log_begin(&l, LOG_INFO, "dns", "dns_nodata");
+			log_str(&l, "name", dq->q.name);
+			log_uint(&l, "qtype", dq->q.qtype);
+			log_str(&l, "why", "only A and AAAA queries are forwarded");
+			log_end(&l);
+		}
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_NOERROR);
 		return;
 	}
@@ -711,14 +761,102 @@ dnsproxy_udp_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/*
+ * The one place a TCP client changes state. Every state but CLOSED may
+ * follow any other; nothing follows CLOSED (-1: the caller stops).
+ */
+static int
+dnstcp_set_state(struct dnstcp *t, enum dnstcp_state st)
+{
+	if (t->state == DNSTCP_CLOSED)
+		return -1;
+	t->state = st;
+	return 0;
+}
+
 static void
 dnstcp_close(struct dnstcp *t)
 {
-	if (t->closed)
+	if (dnstcp_set_state(t, DNSTCP_CLOSED) != 0)
 		return;
 	t->closed = true;
+	evtimer_del(t->ev_deadline);
 	bufferevent_disable(t->bev, EV_READ | EV_WRITE);
 	dnstcp_unref(t);
+}
+
+/* Whether a whole frame (length prefix and message) is buffered. */
+static bool
+dnstcp_frame_buffered(struct evbuffer *in)
+{
+	uint8_t pfx[2];
+	size_t avail = evbuffer_get_length(in);
+
+	if (avail < 2 || evbuffer_copyout(in, pfx, 2) != 2)
+		return false;
+	return avail >= 2 + (size_t)((pfx[0] << 8) | pfx[1]);
+}
+
+/*
+ * Set the read deadline from what is buffered and in flight. Entering
+ * READING starts the query deadline; staying there keeps it (bytes do not
+ * extend it). Entering IDLE starts the idle deadline; BUSY has none.
+ */
+static void
+dnstcp_arm(struct dnstcp *t)
+{
+	struct evbuffer *in;
+	enum dnstcp_state st, was = t->state;
+	struct timeval tv = {0, 0};
+
+	if (was == DNSTCP_CLOSED)
+		return;
+	in = bufferevent_get_input(t->bev);
+	if (evbuffer_get_length(in) == 0)
+		st = t->inflight > 0 ? DNSTCP_BUSY : DNSTCP_IDLE;
+	else if (dnstcp_frame_buffered(in))
+		st = DNSTCP_BUSY; /* a whole query waits for the pipelining bound */
+	else
+		st = DNSTCP_READING;
+	if (dnstcp_set_state(t, st) != 0)
+		return;
+	if (st == DNSTCP_BUSY) {
+		evtimer_del(t->ev_deadline);
+		return;
+	}
+	if (st == was)
+		return; /* the deadline set on entry stands */
+	tv.tv_sec = st == DNSTCP_READING ? DNSPROXY_TCP_QUERY_S : DNSPROXY_TCP_IDLE_S;
+	evtimer_add(t->ev_deadline, &tv);
+}
+
+/* Whether a deny-type line is written in full: first of its key per window. */
+static bool
+dnsproxy_log_first(struct dnsproxy *d, struct logagg *a, const char *key)
+{
+	if (logagg_note(a, key, dnsproxy_now_s()) == LOGAGG_LOG)
+		return true;
+	d->ws->metrics.dns_log_suppressed++;
+	return false;
+}
+
+static void
+dnstcp_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dnstcp *t = arg;
+	struct dnsproxy *d = t->d;
+	const char *why = t->state == DNSTCP_READING ? "query deadline" : "idle timeout";
+	struct log_line l;
+
+	d->ws->metrics.dns_tcp_timeouts++;
+	if (dnsproxy_log_first(d, d->agg_tcp, why)) {
+		log_begin(&l, LOG_INFO, "dns", "dns_tcp_close");
+		log_str(&l, "name", why);
+		log_uint(&l, "limit_s",
+		    t->state == DNSTCP_READING ? DNSPROXY_TCP_QUERY_S : DNSPROXY_TCP_IDLE_S);
+		log_end(&l);
+	}
+	dnstcp_close(t);
 }
 
 static void
@@ -727,6 +865,7 @@ dnstcp_read_cb(struct bufferevent *bev, void *arg)
 	struct dnstcp *t = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 
+	t->refs++; /* a query answered at once must not free t under us */
 	while (!t->closed) {
 		size_t avail = evbuffer_get_length(in);
 		uint8_t *p;
@@ -735,36 +874,57 @@ dnstcp_read_cb(struct bufferevent *bev, void *arg)
 		struct dnsq *dq;
 
 		if (avail < 2)
-			return;
+			break;
 		p = evbuffer_pullup(
 		    in, avail < DNSWIRE_MAX_MSG + 2 ? (ssize_t)avail : DNSWIRE_MAX_MSG + 2);
 		switch (
 		    dnswire_tcp_frame(p, avail < DNSWIRE_MAX_MSG + 2 ? avail : DNSWIRE_MAX_MSG + 2,
 		        &msg, &mlen, &used)) {
 		case DNSWIRE_NEED_MORE:
-			return;
+			goto out;
 		case DNSWIRE_OK:
 			break;
 		default:
 			dnstcp_close(t);
-			return;
+			goto out;
 		}
-		if (t->inflight >= 16) {
-			/* Pipelining is bounded; resume when answers drain. */
-			return;
-		}
+		/*
+		 * Pipelining is bounded, and so are the answers a client that
+		 * does not read may queue; resume when answers drain.
+		 */
+		if (t->inflight >= DNSPROXY_TCP_PIPELINE ||
+		    evbuffer_get_length(bufferevent_get_output(bev)) > DNSPROXY_TCP_MAX_OUT)
+			break;
 		dq = calloc(1, sizeof(*dq));
 		if (dq == NULL) {
 			dnstcp_close(t);
-			return;
+			goto out;
 		}
 		dq->kind = DNSQ_TCP;
 		dq->tcp = t;
 		t->refs++;
 		t->inflight++;
 		dnsproxy_query(t->d, msg, mlen, dq);
+		if (t->closed)
+			break;
 		evbuffer_drain(in, used);
+		/* The next query's deadline starts at its own first byte. */
+		if (dnstcp_set_state(t, DNSTCP_BUSY) != 0)
+			break;
 	}
+out:
+	dnstcp_arm(t);
+	dnstcp_unref(t);
+}
+
+/* Output drained: a client paused at the output bound may go on. */
+static void
+dnstcp_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct dnstcp *t = arg;
+
+	if (!t->closed && dnstcp_frame_buffered(bufferevent_get_input(bev)))
+		dnstcp_read_cb(bev, t);
 }
 
 static void
@@ -779,28 +939,65 @@ dnsproxy_accept_cb(
 {
 	struct dnsproxy *d = arg;
 	struct dnstcp *t;
-	struct timeval idle = {DNSPROXY_TCP_IDLE_S, 0};
+	struct timeval wr = {DNSPROXY_TCP_IDLE_S, 0};
 
-	if (d->ntcp >= DNSPROXY_MAX_TCP || (t = calloc(1, sizeof(*t))) == NULL) {
+	/* The cap keeps descriptors for everything else the worker serves. */
+	if (d->ntcp >= DNSPROXY_MAX_TCP) {
+		struct log_line l;
+
+		d->ws->metrics.dns_tcp_refused++;
+		if (dnsproxy_log_first(d, d->agg_tcp, "connection cap")) {
+			log_begin(&l, LOG_WARN, "dns", "dns_tcp_refused");
+			log_str(&l, "name", "connection cap");
+			log_uint(&l, "limit", DNSPROXY_MAX_TCP);
+			log_end(&l);
+		}
+		close(fd);
+		return;
+	}
+	if ((t = calloc(1, sizeof(*t))) == NULL) {
 		close(fd);
 		return;
 	}
 	t->d = d;
 	t->refs = 1;
+	t->state = DNSTCP_BUSY; /* dnstcp_arm below enters IDLE */
 	t->bev = bufferevent_socket_new(d->ws->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (t->bev == NULL) {
-		close(fd);
+	t->ev_deadline = evtimer_new(d->ws->base, dnstcp_deadline_cb, t);
+	if (t->bev == NULL || t->ev_deadline == NULL) {
+		if (t->ev_deadline != NULL)
+			event_free(t->ev_deadline);
+		if (t->bev != NULL)
+			bufferevent_free(t->bev);
+		else
+			close(fd);
 		free(t);
 		return;
 	}
 	d->ntcp++;
-	bufferevent_setcb(t->bev, dnstcp_read_cb, NULL, dnstcp_event_cb, t);
-	bufferevent_set_timeouts(t->bev, &idle, &idle);
+	bufferevent_setcb(t->bev, dnstcp_read_cb, dnstcp_write_cb, dnstcp_event_cb, t);
+	/* Writes keep a timeout of their own: a client that never reads. */
+	bufferevent_set_timeouts(t->bev, NULL, &wr);
 	bufferevent_setwatermark(t->bev, EV_READ, 0, DNSWIRE_MAX_MSG + 2);
 	bufferevent_enable(t->bev, EV_READ | EV_WRITE);
+	dnstcp_arm(t);
 }
 
 /* --- Setup ------------------------------------------------------------ */
+
+/* Summaries of windows that ended are written within a tick. */
+static void
+dnsproxy_agg_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dnsproxy *d = arg;
+	int64_t now = dnsproxy_now_s();
+
+	logagg_flush(d->agg_deny, now, false);
+	logagg_flush(d->agg_nodata, now, false);
+	logagg_flush(d->agg_filter, now, false);
+	logagg_flush(d->agg_answer, now, false);
+	logagg_flush(d->agg_tcp, now, false);
+}
 
 static int
 dnsproxy_upstreams(
@@ -967,6 +1164,24 @@ dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg, char *er
 		snprintf(err, errlen, "DNS tunnel counter: no random key or memory");
 		goto fail;
 	}
+	d->agg_deny = logagg_new("dns", "dns_deny", LOG_INFO, 0, 0);
+	d->agg_nodata = logagg_new("dns", "dns_nodata", LOG_INFO, 0, 0);
+	d->agg_filter = logagg_new("dns", "dns_filter", LOG_WARN, 0, 0);
+	d->agg_answer = logagg_new("dns", "dns_bad_answer", LOG_WARN, 0, 0);
+	d->agg_tcp = logagg_new("dns", "dns_tcp", LOG_INFO, 0, 0);
+	if (d->agg_deny == NULL || d->agg_nodata == NULL || d->agg_filter == NULL ||
+	    d->agg_answer == NULL || d->agg_tcp == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	{
+		struct timeval tv = {DNSPROXY_AGG_TICK_S, 0};
+		d->ev_agg = event_new(ws->base, -1, EV_PERSIST, dnsproxy_agg_cb, d);
+		if (d->ev_agg == NULL || event_add(d->ev_agg, &tv) != 0) {
+			snprintf(err, errlen, "log aggregation timer");
+			goto fail;
+		}
+	}
 	if (dnsproxy_upstreams(d, nodes, &nnodes, err, errlen) != 0)
 		goto fail;
 	rc = ares_library_init(ARES_LIB_INIT_ALL);
@@ -1042,5 +1257,13 @@ dnsproxy_free(struct dnsproxy *d)
 	if (d->ev_timer != NULL)
 		event_free(d->ev_timer);
 	dnstunnel_free(d->tunnel);
+	if (d->ev_agg != NULL)
+		event_free(d->ev_agg);
+	/* Pending summaries are written, so counts survive a shutdown. */
+	logagg_free(d->agg_deny);
+	logagg_free(d->agg_nodata);
+	logagg_free(d->agg_filter);
+	logagg_free(d->agg_answer);
+	logagg_free(d->agg_tcp);
 	free(d);
 }
