@@ -91,9 +91,9 @@ struct dnsq {
 enum dnstcp_state {
 	DNSTCP_IDLE,    /* nothing buffered, nothing in flight: idle deadline */
 	DNSTCP_READING, /* part of a query buffered: deadline from its first byte */
-	DNSTCP_BUSY,    /* waiting for us (answers in flight, pipelining or output
-			   bound): no read deadline */
-	DNSTCP_CLOSED,  /* closed; freed when the last in-flight query lets go */
+	/* Waiting for us (answers in flight, pipelining or output bound): no deadline. */
+	DNSTCP_BUSY,
+	DNSTCP_CLOSED, /* closed; freed when the last in-flight query lets go */
 };
 
 struct dnstcp {
