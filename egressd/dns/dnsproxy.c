@@ -103,6 +103,7 @@ struct dnstcp {
 	enum dnstcp_state state;
 	int refs;
 	bool closed;
+	bool paused; /* reading off until dnstcp_resume (pipelining or output bound) */
 	int inflight;
 };
 
@@ -393,6 +394,7 @@ dnsproxy_sock_state_cb(void *arg, ares_socket_t fd, int readable, int writable)
 /* --- Replies ---------------------------------------------------------- */
 
 static void dnstcp_arm(struct dnstcp *t);
+static void dnstcp_resume(struct dnstcp *t);
 
 static void
 dnstcp_unref(struct dnstcp *t)
@@ -427,10 +429,7 @@ dnsq_free(struct dnsq *dq)
 	if (dq->kind == DNSQ_TCP) {
 		struct dnstcp *t = dq->tcp;
 		t->inflight--;
-		/* Resume a client that was paused at the pipelining bound. */
-		if (!t->closed && evbuffer_get_length(bufferevent_get_input(t->bev)) >= 2)
-			bufferevent_trigger(
-			    t->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+		dnstcp_resume(t); /* a client paused at the pipelining bound */
 		dnstcp_arm(t);
 		dnstcp_unref(t);
 	}
@@ -785,6 +784,17 @@ dnstcp_close(struct dnstcp *t)
 	dnstcp_unref(t);
 }
 
+/*
+ * Whether the client must wait for us: pipelining is bounded, and so are
+ * the answers a client that does not read may queue.
+ */
+static bool
+dnstcp_must_wait(struct dnstcp *t)
+{
+	return t->inflight >= DNSPROXY_TCP_PIPELINE ||
+	       evbuffer_get_length(bufferevent_get_output(t->bev)) > DNSPROXY_TCP_MAX_OUT;
+}
+
 /* Whether a whole frame (length prefix and message) is buffered. */
 static bool
 dnstcp_frame_buffered(struct evbuffer *in)
@@ -889,12 +899,15 @@ dnstcp_read_cb(struct bufferevent *bev, void *arg)
 			goto out;
 		}
 		/*
-		 * Pipelining is bounded, and so are the answers a client that
-		 * does not read may queue; resume when answers drain.
+		 * Reading stops while the client must wait: left enabled, a
+		 * full input buffer would call us in a loop until answers
+		 * drain. dnstcp_resume turns it back on.
 		 */
-		if (t->inflight >= DNSPROXY_TCP_PIPELINE ||
-		    evbuffer_get_length(bufferevent_get_output(bev)) > DNSPROXY_TCP_MAX_OUT)
+		if (dnstcp_must_wait(t)) {
+			t->paused = true;
+			bufferevent_disable(bev, EV_READ);
 			break;
+		}
 		dq = calloc(1, sizeof(*dq));
 		if (dq == NULL) {
 			dnstcp_close(t);
@@ -917,14 +930,24 @@ out:
 	dnstcp_unref(t);
 }
 
+/* Read again once a paused client need not wait any more. */
+static void
+dnstcp_resume(struct dnstcp *t)
+{
+	if (t->closed || !t->paused || dnstcp_must_wait(t))
+		return;
+	t->paused = false;
+	bufferevent_enable(t->bev, EV_READ);
+	if (dnstcp_frame_buffered(bufferevent_get_input(t->bev)))
+		bufferevent_trigger(
+		    t->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+}
+
 /* Output drained: a client paused at the output bound may go on. */
 static void
 dnstcp_write_cb(struct bufferevent *bev, void *arg)
 {
-	struct dnstcp *t = arg;
-
-	if (!t->closed && dnstcp_frame_buffered(bufferevent_get_input(bev)))
-		dnstcp_read_cb(bev, t);
+	dnstcp_resume(arg);
 }
 
 static void

@@ -123,6 +123,49 @@ def cap(n, name):
     print(f"extra_closed={int(refused)} first={first} last={last} after={after}")
 
 
+def pipelined(n, wait):
+    """n queries on one connection, unread for `wait` s, then every answer read.
+
+    Long denied names make the answers outgrow the socket buffers, so the
+    proxy's reading pauses at its output bound and must resume.
+    """
+    import threading
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window
+    s.settimeout(10)
+    s.connect((RESOLVER, 53))
+    lab = "a" * 60
+    frames = []
+    for i in range(n):
+        q = query(f"p{i}.{lab}.{lab}.{lab}.evil.test", qid=i & 0xFFFF)
+        frames.append(struct.pack("!H", len(q)) + q)
+    sent = []
+    t = threading.Thread(target=lambda: sent.append(s.sendall(b"".join(frames))))
+    t.daemon = True
+    t.start()
+    time.sleep(wait)
+    got = 0
+    buf = b""
+    deadline = time.time() + 60
+    while got < n and time.time() < deadline:
+        try:
+            b = s.recv(65536)
+        except socket.timeout:
+            break
+        if not b:
+            break
+        buf += b
+        while len(buf) >= 2:
+            (m,) = struct.unpack("!H", buf[:2])
+            if len(buf) < 2 + m:
+                break
+            if rcode(buf[2:2 + m]) == 3:
+                got += 1
+            buf = buf[2 + m:]
+    t.join(5)
+    print(f"pipelined={n} answered={got}")
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "flood":
@@ -131,6 +174,8 @@ def main():
         slow_query(int(sys.argv[2]))
     elif cmd == "paced":
         paced(sys.argv[2], float(sys.argv[3]), int(sys.argv[4]))
+    elif cmd == "pipe":
+        pipelined(int(sys.argv[2]), float(sys.argv[3]))
     elif cmd == "cap":
         cap(int(sys.argv[2]), sys.argv[3])
     else:
