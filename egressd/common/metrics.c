@@ -96,6 +96,16 @@ metrics_format(const struct metrics *m, const char *mode, uint64_t revision, boo
 	    m->dns_filtered_addrs);
 	metrics_counter(out, "egressd_dns_learned_total", "Addresses added to the learned sets.",
 	    m->dns_learned);
+	metrics_counter(out, "egressd_dns_log_suppressed_total",
+	    "DNS deny-type log lines folded into per-name summaries.", m->dns_log_suppressed);
+	metrics_counter(out, "egressd_dns_bad_answers_total",
+	    "Upstream answers refused (CNAME loop, chain too long, malformed).",
+	    m->dns_bad_answers);
+	metrics_counter(out, "egressd_dns_tcp_refused_total",
+	    "DNS TCP connections refused at the connection cap.", m->dns_tcp_refused);
+	metrics_counter(out, "egressd_dns_tcp_timeouts_total",
+	    "DNS TCP connections closed by the query deadline or idle timeout.",
+	    m->dns_tcp_timeouts);
 	metrics_counter(out, "egressd_nft_errors_total", "Failed nft changes.", m->nft_errors);
 	metrics_counter(
 	    out, "egressd_policy_applies_total", "Policy changes applied.", m->policy_applies);

@@ -26,6 +26,11 @@ struct metrics {
 	uint64_t dns_formerr;
 	uint64_t dns_filtered_addrs; /* answer addresses removed (rebinding, metadata...) */
 	uint64_t dns_learned;        /* addresses added to the learned sets */
+	/* DNS abuse limits (docs/dns.md) */
+	uint64_t dns_log_suppressed; /* deny-type lines folded into summaries */
+	uint64_t dns_bad_answers;    /* upstream answers refused (CNAME loop/chain, malformed) */
+	uint64_t dns_tcp_refused;    /* TCP connections over DNSPROXY_MAX_TCP */
+	uint64_t dns_tcp_timeouts;   /* TCP connections closed by a deadline */
 	uint64_t nft_errors;
 	uint64_t policy_applies;
 	uint64_t policy_failures;

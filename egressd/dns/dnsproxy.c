@@ -29,23 +29,17 @@
 #include <event2/listener.h>
 
 #include "egressd/dns/dnsproxy.h"
+#include "egressd/dns/dnstunnel.h"
 #include "egressd/dns/dnswire.h"
 #include "egressd/child/learnmap.h"
 #include "egressd/common/log.h"
+#include "egressd/common/logagg.h"
 #include "egressd/child/wchan.h"
 #include "egressd/child/wstate.h"
 #include "policy/addrclass.h"
 #include "policy/policy.h"
 
 #define DNSPROXY_MAX_LOCAL 32
-/*
- * An allowed wildcard zone is a tunnel to whoever runs its name servers:
- * every unique name is a message. Distinct names per wildcard rule are
- * limited per window; past the limit queries get REFUSED and an alert.
- */
-#define DNSPROXY_TUNNEL_WINDOW_S 60
-#define DNSPROXY_TUNNEL_NAMES 50
-#define DNSPROXY_TUNNEL_RULES 128
 #define DNSPROXY_MAX_ARES_FDS 64
 #define DNSPROXY_UDP_BURST 64
 
@@ -88,25 +82,34 @@ struct dnsq {
 	struct policy *policy; /* the policy the decision was made with */
 };
 
+/*
+ * A DNS-over-TCP client. The read deadline follows the state, so a client
+ * that sends one byte at a time cannot keep the connection: a query must
+ * arrive whole within DNSPROXY_TCP_QUERY_S of its first byte, and an idle
+ * connection lasts DNSPROXY_TCP_IDLE_S. Neither is reset by each byte.
+ */
+enum dnstcp_state {
+	DNSTCP_IDLE,    /* nothing buffered, nothing in flight: idle deadline */
+	DNSTCP_READING, /* part of a query buffered: deadline from its first byte */
+	/* Waiting for us (answers in flight, pipelining or output bound): no deadline. */
+	DNSTCP_BUSY,
+	DNSTCP_CLOSED, /* closed; freed when the last in-flight query lets go */
+};
+
 struct dnstcp {
 	struct dnsproxy *d;
 	struct bufferevent *bev;
+	struct event *ev_deadline;
+	enum dnstcp_state state;
 	int refs;
 	bool closed;
+	bool paused; /* reading off until dnstcp_resume (pipelining or output bound) */
 	int inflight;
-};
-
-struct dnsproxy_tunnel {
-	uint32_t rule_hash; /* hash of the wildcard target; 0: free */
-	time_t window;
-	size_t n;
-	uint32_t names[DNSPROXY_TUNNEL_NAMES];
-	bool alerted;
 };
 
 struct dnsproxy {
 	struct wstate *ws;
-	struct dnsproxy_tunnel tunnel[DNSPROXY_TUNNEL_RULES];
+	struct dnstunnel *tunnel; /* distinct names per wildcard rule (dnstunnel.c) */
 	ares_channel ch;
 	bool ares_ok;
 	struct event *ev_timer;
@@ -119,6 +122,9 @@ struct dnsproxy {
 	size_t nlocal;
 	size_t inflight;
 	size_t ntcp;
+	/* Deny-type log lines, aggregated per name and window (logagg.c). */
+	struct logagg *agg_deny, *agg_nodata, *agg_filter, *agg_answer, *agg_tcp;
+	struct event *ev_agg;
 	bool want_v4, want_v6;
 	void (*ready_cb)(void *arg);
 	void *ready_arg;
@@ -126,6 +132,7 @@ struct dnsproxy {
 };
 
 static void dnsproxy_pool_fill(struct dnsproxy *d);
+static bool dnsproxy_log_first(struct dnsproxy *d, struct logagg *a, const char *key);
 struct policy_decision;
 static bool dnsq_ports(struct dnsq *dq, const struct policy_decision *dec);
 static void dnsproxy_ares_timer(struct dnsproxy *d);
@@ -137,6 +144,15 @@ dnsproxy_elapsed(const struct timespec *a)
 
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	return (double)(b.tv_sec - a->tv_sec) + (double)(b.tv_nsec - a->tv_nsec) / 1e9;
+}
+
+static int64_t
+dnsproxy_now_s(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (int64_t)now.tv_sec;
 }
 
 /* --- Address classification ------------------------------------------ */
@@ -377,11 +393,16 @@ dnsproxy_sock_state_cb(void *arg, ares_socket_t fd, int readable, int writable)
 
 /* --- Replies ---------------------------------------------------------- */
 
+static void dnstcp_arm(struct dnstcp *t);
+static void dnstcp_resume(struct dnstcp *t);
+
 static void
 dnstcp_unref(struct dnstcp *t)
 {
 	if (--t->refs > 0)
 		return;
+	if (t->ev_deadline != NULL)
+		event_free(t->ev_deadline);
 	if (t->bev != NULL)
 		bufferevent_free(t->bev);
 	t->d->ntcp--;
@@ -408,10 +429,8 @@ dnsq_free(struct dnsq *dq)
 	if (dq->kind == DNSQ_TCP) {
 		struct dnstcp *t = dq->tcp;
 		t->inflight--;
-		/* Resume a client that was paused at the pipelining bound. */
-		if (!t->closed && evbuffer_get_length(bufferevent_get_input(t->bev)) >= 2)
-			bufferevent_trigger(
-			    t->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+		dnstcp_resume(t); /* a client paused at the pipelining bound */
+		dnstcp_arm(t);
 		dnstcp_unref(t);
 	}
 	dq->d->inflight--;
@@ -464,6 +483,8 @@ dnsq_addr_pred(int family, const uint8_t *addr, void *arg)
 		struct log_line l;
 
 		dq->d->ws->metrics.dns_filtered_addrs++;
+		if (!dnsproxy_log_first(dq->d, dq->d->agg_filter, dq->q.name))
+			return false;
 		inet_ntop(family, addr, txt, sizeof(txt));
 		log_begin(&l, LOG_WARN, "dns", "dns_filter");
 		log_str(&l, "name", dq->q.name);
@@ -490,6 +511,7 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 	size_t maxlen = cap;
 	uint16_t up_id;
 	struct timespec now;
+	enum dnswire_status st;
 
 	if (status == ARES_EDESTRUCTION) {
 		dnsq_free(dq);
@@ -518,7 +540,13 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 		policy_decide_name(dq->policy, dq->q.name, &dec);
 		if (dec.action != POLICY_ALLOW || !dnsq_ports(dq, &dec)) {
 			d->ws->metrics.dns_denied++;
-			log_msg(LOG_INFO, "dns", "dns_deny", "late answer dropped: policy changed");
+			if (dnsproxy_log_first(d, d->agg_deny, dq->q.name)) {
+				struct log_line l;
+				log_begin(&l, LOG_INFO, "dns", "dns_deny");
+				log_str(&l, "name", dq->q.name);
+				log_str(&l, "why", "late answer dropped: policy changed");
+				log_end(&l);
+			}
 			dnsq_finish_rcode(dq, DNSWIRE_RCODE_NXDOMAIN);
 			return;
 		}
@@ -531,8 +559,19 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
 		return;
 	}
-	if (dnswire_filter_answer(abuf, (size_t)alen, up_id, &dq->q, dnsq_addr_pred, dq, maxlen,
-	        dq->reply, cap, &dq->reply_len, &res) != DNSWIRE_OK) {
+	st = dnswire_filter_answer(abuf, (size_t)alen, up_id, &dq->q, dnsq_addr_pred, dq, maxlen,
+	    dq->reply, cap, &dq->reply_len, &res);
+	if (st != DNSWIRE_OK) {
+		/* Malformed, a CNAME loop or a chain past DNSWIRE_MAX_CNAME_CHAIN. */
+		d->ws->metrics.dns_bad_answers++;
+		if (dnsproxy_log_first(d, d->agg_answer, dq->q.name)) {
+			struct log_line l;
+			log_begin(&l, LOG_WARN, "dns", "dns_bad_answer");
+			log_str(&l, "name", dq->q.name);
+			log_str(&l, "status", dnswire_status_str(st));
+			log_uint(&l, "cname_limit", DNSWIRE_MAX_CNAME_CHAIN);
+			log_end(&l);
+		}
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
 		return;
 	}
@@ -585,67 +624,6 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 
 /* --- Queries ---------------------------------------------------------- */
 
-static uint32_t
-dnsproxy_hash(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	return h ? h : 1;
-}
-
-/*
- * Count distinct names under one wildcard rule per window. True when the
- * name may be resolved: already seen in this window, or under the limit.
- */
-static bool
-dnsproxy_tunnel_ok(struct dnsproxy *d, const char *rule, const char *name)
-{
-	uint32_t rh = dnsproxy_hash(rule), nh = dnsproxy_hash(name);
-	struct dnsproxy_tunnel *t = NULL, *oldest = &d->tunnel[0];
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	for (size_t i = 0; i < DNSPROXY_TUNNEL_RULES; i++) {
-		if (d->tunnel[i].rule_hash == rh) {
-			t = &d->tunnel[i];
-			break;
-		}
-		if (d->tunnel[i].window < oldest->window)
-			oldest = &d->tunnel[i];
-	}
-	if (t == NULL) {
-		t = oldest;
-		memset(t, 0, sizeof(*t));
-		t->rule_hash = rh;
-		t->window = now.tv_sec;
-	}
-	if (now.tv_sec - t->window >= DNSPROXY_TUNNEL_WINDOW_S) {
-		t->window = now.tv_sec;
-		t->n = 0;
-		t->alerted = false;
-	}
-	for (size_t i = 0; i < t->n; i++)
-		if (t->names[i] == nh)
-			return true;
-	if (t->n >= DNSPROXY_TUNNEL_NAMES) {
-		if (!t->alerted) {
-			struct log_line l;
-			t->alerted = true;
-			log_begin(&l, LOG_WARN, "dns", "dns_tunnel_suspected");
-			log_str(&l, "rule", rule);
-			log_str(&l, "name", name);
-			log_uint(&l, "limit", DNSPROXY_TUNNEL_NAMES);
-			log_uint(&l, "window_s", DNSPROXY_TUNNEL_WINDOW_S);
-			log_end(&l);
-		}
-		return false;
-	}
-	t->names[t->n++] = nh;
-	return true;
-}
-
 /* Expand the allowed port ranges of the deciding rule into learn scopes. */
 static bool
 dnsq_ports(struct dnsq *dq, const struct policy_decision *dec)
@@ -697,13 +675,15 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 	policy_decide_name(dq->policy, dq->q.name, &dec);
 	if (dec.action != POLICY_ALLOW || dq->q.opcode != 0) {
 		ws->metrics.dns_denied++;
-		log_begin(&l, LOG_INFO, "dns", "dns_deny");
-		log_str(&l, "name", dq->q.name);
-		log_uint(&l, "qtype", dq->q.qtype);
-		log_str(&l, "origin", policy_origin_str(dec.origin));
-		log_str(&l, "rule", dec.target);
-		log_str(&l, "why", dq->q.opcode != 0 ? "opcode not QUERY" : dec.why);
-		log_end(&l);
+		if (dnsproxy_log_first(d, d->agg_deny, dq->q.name)) {
+			log_begin(&l, LOG_INFO, "dns", "dns_deny");
+			log_str(&l, "name", dq->q.name);
+			log_uint(&l, "qtype", dq->q.qtype);
+			log_str(&l, "origin", policy_origin_str(dec.origin));
+			log_str(&l, "rule", dec.target);
+			log_str(&l, "why", dq->q.opcode != 0 ? "opcode not QUERY" : dec.why);
+			log_end(&l);
+		}
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_NXDOMAIN);
 		return;
 	}
@@ -715,16 +695,18 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 	 */
 	if (dq->q.qclass != DNSWIRE_CLASS_IN ||
 	    (dq->q.qtype != DNSWIRE_TYPE_A && dq->q.qtype != DNSWIRE_TYPE_AAAA)) {
-		log_begin(&l, LOG_INFO, "dns", "dns_nodata");
-		log_str(&l, "name", dq->q.name);
-		log_uint(&l, "qtype", dq->q.qtype);
-		log_str(&l, "why", "only A and AAAA queries are forwarded");
-		log_end(&l);
+		if (dnsproxy_log_first(d, d->agg_nodata, dq->q.name)) {
+			log_begin(&l, LOG_INFO, "dns", "dns_nodata");
+			log_str(&l, "name", dq->q.name);
+			log_uint(&l, "qtype", dq->q.qtype);
+			log_str(&l, "why", "only A and AAAA queries are forwarded");
+			log_end(&l);
+		}
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_NOERROR);
 		return;
 	}
 	if (dec.kind == POLICY_TARGET_WILDCARD && dec.target != NULL &&
-	    !dnsproxy_tunnel_ok(d, dec.target, dq->q.name)) {
+	    !dnstunnel_ok(d->tunnel, dec.target, dq->q.name, dnsproxy_now_s())) {
 		ws->metrics.dns_denied++;
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_REFUSED);
 		return;
@@ -778,14 +760,113 @@ dnsproxy_udp_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/*
+ * The one place a TCP client changes state. Every state but CLOSED may
+ * follow any other; nothing follows CLOSED (-1: the caller stops).
+ */
+static int
+dnstcp_set_state(struct dnstcp *t, enum dnstcp_state st)
+{
+	if (t->state == DNSTCP_CLOSED)
+		return -1;
+	t->state = st;
+	return 0;
+}
+
 static void
 dnstcp_close(struct dnstcp *t)
 {
-	if (t->closed)
+	if (dnstcp_set_state(t, DNSTCP_CLOSED) != 0)
 		return;
 	t->closed = true;
+	evtimer_del(t->ev_deadline);
 	bufferevent_disable(t->bev, EV_READ | EV_WRITE);
 	dnstcp_unref(t);
+}
+
+/*
+ * Whether the client must wait for us: pipelining is bounded, and so are
+ * the answers a client that does not read may queue.
+ */
+static bool
+dnstcp_must_wait(struct dnstcp *t)
+{
+	return t->inflight >= DNSPROXY_TCP_PIPELINE ||
+	       evbuffer_get_length(bufferevent_get_output(t->bev)) > DNSPROXY_TCP_MAX_OUT;
+}
+
+/* Whether a whole frame (length prefix and message) is buffered. */
+static bool
+dnstcp_frame_buffered(struct evbuffer *in)
+{
+	uint8_t pfx[2];
+	size_t avail = evbuffer_get_length(in);
+
+	if (avail < 2 || evbuffer_copyout(in, pfx, 2) != 2)
+		return false;
+	return avail >= 2 + (size_t)((pfx[0] << 8) | pfx[1]);
+}
+
+/*
+ * Set the read deadline from what is buffered and in flight. Entering
+ * READING starts the query deadline; staying there keeps it (bytes do not
+ * extend it). Entering IDLE starts the idle deadline; BUSY has none.
+ */
+static void
+dnstcp_arm(struct dnstcp *t)
+{
+	struct evbuffer *in;
+	enum dnstcp_state st, was = t->state;
+	struct timeval tv = {0, 0};
+
+	if (was == DNSTCP_CLOSED)
+		return;
+	in = bufferevent_get_input(t->bev);
+	if (evbuffer_get_length(in) == 0)
+		st = t->inflight > 0 ? DNSTCP_BUSY : DNSTCP_IDLE;
+	else if (dnstcp_frame_buffered(in))
+		st = DNSTCP_BUSY; /* a whole query waits for the pipelining bound */
+	else
+		st = DNSTCP_READING;
+	if (dnstcp_set_state(t, st) != 0)
+		return;
+	if (st == DNSTCP_BUSY) {
+		evtimer_del(t->ev_deadline);
+		return;
+	}
+	if (st == was)
+		return; /* the deadline set on entry stands */
+	tv.tv_sec = st == DNSTCP_READING ? DNSPROXY_TCP_QUERY_S : DNSPROXY_TCP_IDLE_S;
+	evtimer_add(t->ev_deadline, &tv);
+}
+
+/* Whether a deny-type line is written in full: first of its key per window. */
+static bool
+dnsproxy_log_first(struct dnsproxy *d, struct logagg *a, const char *key)
+{
+	if (logagg_note(a, key, dnsproxy_now_s()) == LOGAGG_LOG)
+		return true;
+	d->ws->metrics.dns_log_suppressed++;
+	return false;
+}
+
+static void
+dnstcp_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dnstcp *t = arg;
+	struct dnsproxy *d = t->d;
+	const char *why = t->state == DNSTCP_READING ? "query deadline" : "idle timeout";
+	struct log_line l;
+
+	d->ws->metrics.dns_tcp_timeouts++;
+	if (dnsproxy_log_first(d, d->agg_tcp, why)) {
+		log_begin(&l, LOG_INFO, "dns", "dns_tcp_close");
+		log_str(&l, "name", why);
+		log_uint(&l, "limit_s",
+		    t->state == DNSTCP_READING ? DNSPROXY_TCP_QUERY_S : DNSPROXY_TCP_IDLE_S);
+		log_end(&l);
+	}
+	dnstcp_close(t);
 }
 
 static void
@@ -794,6 +875,7 @@ dnstcp_read_cb(struct bufferevent *bev, void *arg)
 	struct dnstcp *t = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 
+	t->refs++; /* a query answered at once must not free t under us */
 	while (!t->closed) {
 		size_t avail = evbuffer_get_length(in);
 		uint8_t *p;
@@ -802,36 +884,70 @@ dnstcp_read_cb(struct bufferevent *bev, void *arg)
 		struct dnsq *dq;
 
 		if (avail < 2)
-			return;
+			break;
 		p = evbuffer_pullup(
 		    in, avail < DNSWIRE_MAX_MSG + 2 ? (ssize_t)avail : DNSWIRE_MAX_MSG + 2);
 		switch (
 		    dnswire_tcp_frame(p, avail < DNSWIRE_MAX_MSG + 2 ? avail : DNSWIRE_MAX_MSG + 2,
 		        &msg, &mlen, &used)) {
 		case DNSWIRE_NEED_MORE:
-			return;
+			goto out;
 		case DNSWIRE_OK:
 			break;
 		default:
 			dnstcp_close(t);
-			return;
+			goto out;
 		}
-		if (t->inflight >= 16) {
-			/* Pipelining is bounded; resume when answers drain. */
-			return;
+		/*
+		 * Reading stops while the client must wait: left enabled, a
+		 * full input buffer would call us in a loop until answers
+		 * drain. dnstcp_resume turns it back on.
+		 */
+		if (dnstcp_must_wait(t)) {
+			t->paused = true;
+			bufferevent_disable(bev, EV_READ);
+			break;
 		}
 		dq = calloc(1, sizeof(*dq));
 		if (dq == NULL) {
 			dnstcp_close(t);
-			return;
+			goto out;
 		}
 		dq->kind = DNSQ_TCP;
 		dq->tcp = t;
 		t->refs++;
 		t->inflight++;
 		dnsproxy_query(t->d, msg, mlen, dq);
+		if (t->closed)
+			break;
 		evbuffer_drain(in, used);
+		/* The next query's deadline starts at its own first byte. */
+		if (dnstcp_set_state(t, DNSTCP_BUSY) != 0)
+			break;
 	}
+out:
+	dnstcp_arm(t);
+	dnstcp_unref(t);
+}
+
+/* Read again once a paused client need not wait any more. */
+static void
+dnstcp_resume(struct dnstcp *t)
+{
+	if (t->closed || !t->paused || dnstcp_must_wait(t))
+		return;
+	t->paused = false;
+	bufferevent_enable(t->bev, EV_READ);
+	if (dnstcp_frame_buffered(bufferevent_get_input(t->bev)))
+		bufferevent_trigger(
+		    t->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+}
+
+/* Output drained: a client paused at the output bound may go on. */
+static void
+dnstcp_write_cb(struct bufferevent *bev, void *arg)
+{
+	dnstcp_resume(arg);
 }
 
 static void
@@ -846,28 +962,65 @@ dnsproxy_accept_cb(
 {
 	struct dnsproxy *d = arg;
 	struct dnstcp *t;
-	struct timeval idle = {DNSPROXY_TCP_IDLE_S, 0};
+	struct timeval wr = {DNSPROXY_TCP_IDLE_S, 0};
 
-	if (d->ntcp >= DNSPROXY_MAX_TCP || (t = calloc(1, sizeof(*t))) == NULL) {
+	/* The cap keeps descriptors for everything else the worker serves. */
+	if (d->ntcp >= DNSPROXY_MAX_TCP) {
+		struct log_line l;
+
+		d->ws->metrics.dns_tcp_refused++;
+		if (dnsproxy_log_first(d, d->agg_tcp, "connection cap")) {
+			log_begin(&l, LOG_WARN, "dns", "dns_tcp_refused");
+			log_str(&l, "name", "connection cap");
+			log_uint(&l, "limit", DNSPROXY_MAX_TCP);
+			log_end(&l);
+		}
+		close(fd);
+		return;
+	}
+	if ((t = calloc(1, sizeof(*t))) == NULL) {
 		close(fd);
 		return;
 	}
 	t->d = d;
 	t->refs = 1;
+	t->state = DNSTCP_BUSY; /* dnstcp_arm below enters IDLE */
 	t->bev = bufferevent_socket_new(d->ws->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (t->bev == NULL) {
-		close(fd);
+	t->ev_deadline = evtimer_new(d->ws->base, dnstcp_deadline_cb, t);
+	if (t->bev == NULL || t->ev_deadline == NULL) {
+		if (t->ev_deadline != NULL)
+			event_free(t->ev_deadline);
+		if (t->bev != NULL)
+			bufferevent_free(t->bev);
+		else
+			close(fd);
 		free(t);
 		return;
 	}
 	d->ntcp++;
-	bufferevent_setcb(t->bev, dnstcp_read_cb, NULL, dnstcp_event_cb, t);
-	bufferevent_set_timeouts(t->bev, &idle, &idle);
+	bufferevent_setcb(t->bev, dnstcp_read_cb, dnstcp_write_cb, dnstcp_event_cb, t);
+	/* Writes keep a timeout of their own: a client that never reads. */
+	bufferevent_set_timeouts(t->bev, NULL, &wr);
 	bufferevent_setwatermark(t->bev, EV_READ, 0, DNSWIRE_MAX_MSG + 2);
 	bufferevent_enable(t->bev, EV_READ | EV_WRITE);
+	dnstcp_arm(t);
 }
 
 /* --- Setup ------------------------------------------------------------ */
+
+/* Summaries of windows that ended are written within a tick. */
+static void
+dnsproxy_agg_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dnsproxy *d = arg;
+	int64_t now = dnsproxy_now_s();
+
+	logagg_flush(d->agg_deny, now, false);
+	logagg_flush(d->agg_nodata, now, false);
+	logagg_flush(d->agg_filter, now, false);
+	logagg_flush(d->agg_answer, now, false);
+	logagg_flush(d->agg_tcp, now, false);
+}
 
 static int
 dnsproxy_upstreams(
@@ -986,6 +1139,28 @@ dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg, char *er
 	for (int i = 0; i < DNSPROXY_MAX_ARES_FDS; i++)
 		d->afds[i].fd = -1;
 	dnsproxy_local_addrs(d);
+	if ((d->tunnel = dnstunnel_new()) == NULL) {
+		snprintf(err, errlen, "DNS tunnel counter: no random key or memory");
+		goto fail;
+	}
+	d->agg_deny = logagg_new("dns", "dns_deny", LOG_INFO, 0, 0);
+	d->agg_nodata = logagg_new("dns", "dns_nodata", LOG_INFO, 0, 0);
+	d->agg_filter = logagg_new("dns", "dns_filter", LOG_WARN, 0, 0);
+	d->agg_answer = logagg_new("dns", "dns_bad_answer", LOG_WARN, 0, 0);
+	d->agg_tcp = logagg_new("dns", "dns_tcp", LOG_INFO, 0, 0);
+	if (d->agg_deny == NULL || d->agg_nodata == NULL || d->agg_filter == NULL ||
+	    d->agg_answer == NULL || d->agg_tcp == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	{
+		struct timeval tv = {DNSPROXY_AGG_TICK_S, 0};
+		d->ev_agg = event_new(ws->base, -1, EV_PERSIST, dnsproxy_agg_cb, d);
+		if (d->ev_agg == NULL || event_add(d->ev_agg, &tv) != 0) {
+			snprintf(err, errlen, "log aggregation timer");
+			goto fail;
+		}
+	}
 	if (dnsproxy_upstreams(d, nodes, &nnodes, err, errlen) != 0)
 		goto fail;
 	rc = ares_library_init(ARES_LIB_INIT_ALL);
@@ -1060,5 +1235,14 @@ dnsproxy_free(struct dnsproxy *d)
 	}
 	if (d->ev_timer != NULL)
 		event_free(d->ev_timer);
+	dnstunnel_free(d->tunnel);
+	if (d->ev_agg != NULL)
+		event_free(d->ev_agg);
+	/* Pending summaries are written, so counts survive a shutdown. */
+	logagg_free(d->agg_deny);
+	logagg_free(d->agg_nodata);
+	logagg_free(d->agg_filter);
+	logagg_free(d->agg_answer);
+	logagg_free(d->agg_tcp);
 	free(d);
 }

@@ -18,9 +18,21 @@ struct dnsproxy;
 #define DNSPROXY_MAX_UPSTREAMS 8
 /* Queries in flight at most; more get SERVFAIL. */
 #define DNSPROXY_MAX_INFLIGHT 4096
-/* TCP clients at most, and their idle timeout. */
+/*
+ * DNS over TCP (docs/dns.md): clients at most (more are closed at accept,
+ * logged and counted); seconds a connection may stay idle between
+ * queries; seconds from the first byte of a query's length prefix to its
+ * last byte (a deadline, not reset by each byte); queries in flight per
+ * connection; answer bytes queued to a client that does not read before
+ * its reading pauses.
+ */
 #define DNSPROXY_MAX_TCP 256
 #define DNSPROXY_TCP_IDLE_S 10
+#define DNSPROXY_TCP_QUERY_S 5
+#define DNSPROXY_TCP_PIPELINE 16
+#define DNSPROXY_TCP_MAX_OUT (4 * (65535 + 2))
+/* Seconds between checks for ended log-aggregation windows. */
+#define DNSPROXY_AGG_TICK_S 5
 /* Marked sockets kept ready per family and type for c-ares. */
 #define DNSPROXY_POOL 4
 /* Learned elements per answer (addresses x port scopes). */

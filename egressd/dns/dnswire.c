@@ -582,12 +582,17 @@ dnswire_filter_answer(const uint8_t *pkt, size_t len, uint16_t up_id, const stru
 			rr->ttl = 0;
 	}
 
-	/* Follow the CNAME chain from the asked name (bounded, loop-free). */
+	/*
+	 * Follow the CNAME chain from the asked name. A loop, or a chain of
+	 * more than DNSWIRE_MAX_CNAME_CHAIN links, refuses the whole answer
+	 * (the proxy answers SERVFAIL): cutting it short would hand the
+	 * client a partial chain, and each link costs a pass over the RRs.
+	 */
 	memcpy(chain[0], q->qname_wire, q->qname_wire_len);
 	chain_len[0] = q->qname_wire_len;
 	do {
 		grew = false;
-		for (size_t i = 0; i < an && nchain <= DNSWIRE_MAX_CNAME_CHAIN; i++) {
+		for (size_t i = 0; i < an; i++) {
 			struct dnswire_cur rc = {pkt, len, rrs[i].name_off};
 
 			if (rrs[i].type != DNSWIRE_TYPE_CNAME || rrs[i].rclass != DNSWIRE_CLASS_IN)
@@ -601,13 +606,15 @@ dnswire_filter_answer(const uint8_t *pkt, size_t len, uint16_t up_id, const stru
 			    rc.off != rrs[i].rdata_off + rrs[i].rdlen)
 				return DNSWIRE_INVALID;
 			if (chain_find(chain, chain_len, nchain, w, wl) >= 0)
-				break; /* CNAME loop: stop following */
+				return DNSWIRE_INVALID; /* CNAME loop */
+			if (nchain > DNSWIRE_MAX_CNAME_CHAIN)
+				return DNSWIRE_TOO_LARGE; /* one link past the limit */
 			memcpy(chain[nchain], w, wl);
 			chain_len[nchain++] = wl;
 			grew = true;
 			break;
 		}
-	} while (grew && nchain <= DNSWIRE_MAX_CNAME_CHAIN);
+	} while (grew);
 
 	/* Pass 2: write the reply with the kept answer RRs. */
 	out_reply_head(&o, q, (uint8_t)((flags >> 8) & DNSWIRE_FLAG_AA), rcode);

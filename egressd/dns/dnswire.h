@@ -16,7 +16,7 @@
 #define DNSWIRE_MAX_LABEL 63
 #define DNSWIRE_MAX_PTR_HOPS 64    /* compression pointers per name */
 #define DNSWIRE_MAX_RRS 256        /* answer RRs handled per upstream reply */
-#define DNSWIRE_MAX_CNAME_CHAIN 16 /* CNAME hops followed from the qname */
+#define DNSWIRE_MAX_CNAME_CHAIN 16 /* CNAME links from the qname; more, or a loop: refused */
 #define DNSWIRE_MAX_ADDRS 64       /* A/AAAA addresses kept per reply */
 #define DNSWIRE_EDNS_UDP_SIZE 1232 /* advertised in our own OPT RR */
 #define DNSWIRE_MAX_QUESTION (DNSWIRE_MAX_NAME_WIRE + 4)
@@ -106,6 +106,8 @@ int dnswire_build_query(uint16_t id, const char *name, uint16_t qtype, uint16_t 
  * Parse the upstream reply to the query (id up_id, question of q) and write
  * the filtered reply for the client into out. Only the answer section is
  * kept: records whose owner is on the CNAME chain from the asked name.
+ * A CNAME loop is INVALID and a chain longer than DNSWIRE_MAX_CNAME_CHAIN
+ * links is TOO_LARGE: the caller answers SERVFAIL.
  * A/AAAA for which ok_cb returns false are removed; authority and
  * additional sections are dropped (an OPT RR of ours is added when the
  * client sent one). If the reply exceeds max_len it becomes header +

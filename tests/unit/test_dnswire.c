@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -459,14 +460,132 @@ test_answer_cname_loop_and_aaaa(void **state)
 	size_t n;
 
 	client_query(&q, "a.x", DNSWIRE_TYPE_AAAA);
+	/* A loop refuses the whole answer (SERVFAIL), nothing is learned. */
 	assert_int_equal(dnswire_filter_answer(p, sizeof(p), 9, &q, keep_all, NULL, sizeof(out),
 	                     out, sizeof(out), &n, &res),
+	    DNSWIRE_INVALID);
+	assert_int_equal(res.naddrs, 0);
+}
+
+struct wbuf {
+	uint8_t *p;
+	size_t cap, o;
+};
+
+static void
+put8(struct wbuf *w, unsigned v)
+{
+	assert_true(w->o < w->cap);
+	w->p[w->o++] = (uint8_t)v;
+}
+
+static void
+put16(struct wbuf *w, unsigned v)
+{
+	put8(w, v >> 8);
+	put8(w, v);
+}
+
+/* The name "c<i>.x", uncompressed. */
+static void
+put_cname(struct wbuf *w, int i)
+{
+	char lab[16];
+	int ll = snprintf(lab, sizeof(lab), "c%d", i);
+
+	put8(w, (unsigned)ll);
+	for (int k = 0; k < ll; k++)
+		put8(w, (uint8_t)lab[k]);
+	put8(w, 1);
+	put8(w, 'x');
+	put8(w, 0);
+}
+
+/*
+ * An upstream answer (id 0x42) to "c0.x" A: `links` CNAMEs c0.x -> c1.x
+ * -> ..., then (with loop_to >= 0) one more from the last name back to
+ * c<loop_to>.x, then an A record 198.51.100.7 for the last name.
+ */
+static size_t
+chain_answer(uint8_t *p, size_t cap, int links, int loop_to)
+{
+	struct wbuf w = {p, cap, 0};
+	int ncname = links + (loop_to >= 0);
+	char lab[16];
+
+	put16(&w, 0x42);
+	put16(&w, 0x8180);
+	put16(&w, 1);
+	put16(&w, (unsigned)ncname + 1);
+	put16(&w, 0);
+	put16(&w, 0);
+	put_cname(&w, 0);
+	put16(&w, DNSWIRE_TYPE_A);
+	put16(&w, DNSWIRE_CLASS_IN);
+	for (int i = 0; i < ncname; i++) {
+		int to = i < links ? i + 1 : loop_to;
+		int from = i < links ? i : links;
+
+		put_cname(&w, from);
+		put16(&w, DNSWIRE_TYPE_CNAME);
+		put16(&w, DNSWIRE_CLASS_IN);
+		put16(&w, 0);
+		put16(&w, 60);
+		put16(&w, (unsigned)snprintf(lab, sizeof(lab), "c%d", to) + 4);
+		put_cname(&w, to);
+	}
+	put_cname(&w, links);
+	put16(&w, DNSWIRE_TYPE_A);
+	put16(&w, DNSWIRE_CLASS_IN);
+	put16(&w, 0);
+	put16(&w, 60);
+	put16(&w, 4);
+	put8(&w, 198);
+	put8(&w, 51);
+	put8(&w, 100);
+	put8(&w, 7);
+	return w.o;
+}
+
+static void
+test_answer_cname_chain_limit(void **state)
+{
+	uint8_t p[16384], out[16384];
+	struct dnswire_query q;
+	struct dnswire_answer res;
+	size_t len, n;
+
+	client_query(&q, "c0.x", DNSWIRE_TYPE_A);
+	/* A chain of exactly the limit is followed to its address. */
+	len = chain_answer(p, sizeof(p), DNSWIRE_MAX_CNAME_CHAIN, -1);
+	assert_int_equal(dnswire_filter_answer(p, len, 0x42, &q, keep_all, NULL, sizeof(out), out,
+	                     sizeof(out), &n, &res),
 	    DNSWIRE_OK);
 	assert_int_equal(res.naddrs, 1);
-	assert_int_equal(res.addrs[0].family, AF_INET6);
-	assert_int_equal(res.addrs[0].addr[15], 1);
-	assert_int_equal(res.min_ttl, 5);
-	assert_int_equal(out[7], 3);
+	assert_int_equal(res.addrs[0].addr[3], 7);
+	assert_int_equal(out[7], DNSWIRE_MAX_CNAME_CHAIN + 1);
+	/* One link more is refused, not cut short. */
+	len = chain_answer(p, sizeof(p), DNSWIRE_MAX_CNAME_CHAIN + 1, -1);
+	assert_int_equal(dnswire_filter_answer(p, len, 0x42, &q, keep_all, NULL, sizeof(out), out,
+	                     sizeof(out), &n, &res),
+	    DNSWIRE_TOO_LARGE);
+	assert_int_equal(res.naddrs, 0);
+	len = chain_answer(p, sizeof(p), 200, -1);
+	assert_int_equal(dnswire_filter_answer(p, len, 0x42, &q, keep_all, NULL, sizeof(out), out,
+	                     sizeof(out), &n, &res),
+	    DNSWIRE_TOO_LARGE);
+	/* Loops of every length up to the limit: to itself, to the start, midway. */
+	len = chain_answer(p, sizeof(p), 0, 0);
+	assert_int_equal(dnswire_filter_answer(p, len, 0x42, &q, keep_all, NULL, sizeof(out), out,
+	                     sizeof(out), &n, &res),
+	    DNSWIRE_INVALID);
+	for (int links = 1; links <= DNSWIRE_MAX_CNAME_CHAIN; links++) {
+		len = chain_answer(p, sizeof(p), links, links / 2);
+		assert_int_equal(dnswire_filter_answer(p, len, 0x42, &q, keep_all, NULL,
+		                     sizeof(out), out, sizeof(out), &n, &res),
+		    DNSWIRE_INVALID);
+		assert_int_equal(res.naddrs, 0);
+	}
 }
 
 int
@@ -485,6 +604,7 @@ main(void)
 	    cmocka_unit_test(test_answer_bad),
 	    cmocka_unit_test(test_answer_truncation),
 	    cmocka_unit_test(test_answer_cname_loop_and_aaaa),
+	    cmocka_unit_test(test_answer_cname_chain_limit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
