@@ -63,6 +63,15 @@ wintercept_dst_ok(void *arg, const char *canon, int family, const uint8_t *addr,
 	return d.action == POLICY_ALLOW;
 }
 
+/* terminateAll from the policy, or forced on by EGRESSD_TERMINATE_ALL. */
+static bool
+wintercept_terminate_all(void *arg)
+{
+	struct wintercept *w = arg;
+
+	return w->ws->cfg->terminate_all || policy_terminate_all(w->ws->policy);
+}
+
 static int
 wintercept_socket(void *arg, int family, intercept_socket_cb cb, void *cbarg)
 {
@@ -102,6 +111,9 @@ wintercept_count(void *arg, enum intercept_metric m, uint64_t n)
 		break;
 	case INTERCEPT_M_REDACTED:
 		mt->redact_total += n;
+		break;
+	case INTERCEPT_M_LIMITED:
+		mt->conn_limited += n;
 		break;
 	default:
 		break;
@@ -154,6 +166,7 @@ static const struct intercept_ops wintercept_ops = {
     .snapshot = wintercept_snapshot,
     .count = wintercept_count,
     .log = wintercept_log,
+    .terminate_all = wintercept_terminate_all,
 };
 
 /* Start interception (see wintercept.h). */
@@ -203,6 +216,11 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	memset(&icfg, 0, sizeof(icfg));
 	icfg.tls_port = cfg->tls_port;
 	icfg.plain_port = cfg->plain_port;
+	icfg.peek_port = cfg->peek_port;
+	icfg.max_conns = cfg->intercept_max_conns;
+	icfg.hello_timeout_s = cfg->hello_timeout;
+	icfg.head_timeout_s = cfg->head_timeout;
+	icfg.keepalive_timeout_s = cfg->keepalive_timeout;
 	icfg.leaves = w->leaves;
 	icfg.upstream_ca = cfg->upstream_ca;
 	w->ic = intercept_new(ws->base, &wintercept_ops, w, &icfg, err, errlen);
@@ -213,8 +231,9 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 
 		ca_fingerprint(w->ca, fp);
 		log_msg(LOG_INFO, "vault", "intercept_ready",
-		    "listening on %u (tls) and %u (plain); CA sha256 %s exported to %s",
-		    cfg->tls_port, cfg->plain_port, fp,
+		    "listening on %u (tls), %u (plain) and %u (peek), at most %zu connections; CA "
+		    "sha256 %s exported to %s",
+		    cfg->tls_port, cfg->plain_port, cfg->peek_port, intercept_max_conns(w->ic), fp,
 		    cfg->ca_export[0] ? cfg->ca_export : "(nowhere)");
 	}
 	return w;

@@ -53,6 +53,7 @@ struct nftrules_config {
 	bool intercept;    /* redirect intercept ports to the vault */
 	size_t nintercept;
 	struct nftrules_redirect intercept_ports[NFTRULES_MAX_INTERCEPT];
+	uint16_t peek_port; /* other TCP ports of learned addresses go here; 0: none */
 };
 
 struct nftrules;
