@@ -144,8 +144,9 @@ wintercept_log(void *arg, const struct intercept_event *ev)
 		log_int(&l, "status", ev->status);
 	if (ev->bytes != 0)
 		log_uint(&l, "bytes", ev->bytes);
-	if (ev->count != 0)
-		log_uint(&l, "matches", ev->count);
+	if (ev->count != 0) /* conn_limit: refusals since its previous line */
+		log_uint(
+		    &l, strcmp(ev->event, "conn_limit") == 0 ? "refused" : "matches", ev->count);
 	if (ev->addr != NULL && (ev->family == AF_INET || ev->family == AF_INET6)) {
 		struct policy_addr a;
 		char buf[POLICY_ADDR_TEXT_MAX];
