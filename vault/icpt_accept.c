@@ -231,8 +231,10 @@ icpt_peek_opaque(struct icpt_conn *c)
 	bufferevent_disable(c->craw, EV_READ);
 	bufferevent_set_timeouts(c->craw, NULL, NULL);
 	bufferevent_setcb(c->craw, NULL, NULL, icpt_splice_event_cb, c);
-	icpt_log(
-	    c, INTERCEPT_L_DEBUG, "conn_opaque", c->probe_up ? "server_first" : "not_tls_http", 0);
+	icpt_log(c, INTERCEPT_L_DEBUG, "conn_opaque",
+	    evbuffer_get_length(bufferevent_get_input(c->craw)) == 0 ? "server_first"
+	                                                             : "not_tls_http",
+	    0);
 	if (c->probe_up)
 		icpt_splice_start(c);
 	else if (!c->probing && icpt_up_start(c) != 0)
@@ -246,8 +248,12 @@ icpt_probe_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct icpt_conn *c = arg;
 
-	if (c->state == ICPT_S_PEEK && evbuffer_get_length(bufferevent_get_input(c->craw)) == 0)
+	if (c->state == ICPT_S_PEEK && evbuffer_get_length(bufferevent_get_input(c->craw)) == 0) {
 		icpt_peek_opaque(c);
+		return;
+	}
+	/* The client's first bytes are still undecided: hold the server's, read no more. */
+	bufferevent_disable(bev, EV_READ);
 }
 
 /* The probe's socket connected (wait for the server) or failed. */

@@ -285,7 +285,8 @@ icpt_deadline_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (c->state == ICPT_S_CLOSED)
 		return;
-	icpt_reject(c, c->deadline_why);
+	if (c->state != ICPT_S_DRAIN) /* a draining connection was already refused */
+		icpt_reject(c, c->deadline_why);
 	icpt_close(c, NULL);
 }
 
