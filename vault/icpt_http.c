@@ -42,9 +42,9 @@ icpt_client_timeouts(struct icpt_conn *c)
 {
 	struct intercept *ic = c->ic;
 
-	/* A silent workload waiting for a long response (SSE) is not idle. */
 	if (c->req != ICPT_REQ_HEAD)
 		icpt_deadline_stop(c); /* the head is complete */
+	/* A silent workload waiting for a long response (SSE) is not idle. */
 	if (c->req == ICPT_REQ_HEAD)
 		icpt_timeouts(c->cbev, ic->cfg.keepalive_timeout_s, ic->cfg.idle_timeout_s);
 	else if (c->req == ICPT_REQ_BODY)
