@@ -399,6 +399,8 @@ policy_to_json(const struct policy *p)
 	}
 	json_object_set_new(o, "egress", eg);
 	json_object_set_new(o, "defaultAction", json_string(policy_action_str(p->def)));
+	if (p->terminate_all) /* an egressd extension, shown only when set */
+		json_object_set_new(o, "terminateAll", json_true());
 	return o;
 }
 
@@ -416,6 +418,13 @@ enum policy_action
 policy_default_action(const struct policy *p)
 {
 	return p->def;
+}
+
+/* terminateAll; see policy.h. */
+bool
+policy_terminate_all(const struct policy *p)
+{
+	return p->terminate_all;
 }
 
 /* DNS settings; see policy.h. */

@@ -191,6 +191,9 @@ const char *policy_mode(const struct policy *p);
 enum policy_action policy_default_action(const struct policy *p);
 const struct policy_dns *policy_dns(const struct policy *p);
 
+/* terminateAll: terminate every allowed TLS host, so that Host == SNI holds everywhere. */
+bool policy_terminate_all(const struct policy *p);
+
 /* The policy's bindings (borrowed), or NULL. */
 const struct binding_set *policy_bindings(const struct policy *p);
 

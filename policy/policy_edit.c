@@ -34,6 +34,18 @@ policy_copy_lists(const struct policy *p, struct policy_rules out[POLICY_ORIGIN_
 	return 0;
 }
 
+/* A policy derived from base: its default, DNS settings and terminateAll, new lists. */
+static struct policy *
+policy_derive(const struct policy *base, struct policy_rules lists[POLICY_ORIGIN_RULE_LISTS],
+    struct binding_set *bs)
+{
+	struct policy *p = policy_build(base->def, lists, &base->dns, bs);
+
+	if (p != NULL)
+		p->terminate_all = base->terminate_all;
+	return p;
+}
+
 static struct policy *
 policy_nomem(struct policy_err *err)
 {
@@ -74,8 +86,7 @@ policy_merge(const struct policy *base, const struct policy *patch, const struct
 			policy_rules_free(&lists[o]);
 		return NULL;
 	}
-	struct policy *p =
-	    policy_build(base->def, lists, &base->dns, binding_set_ref(base->bindings));
+	struct policy *p = policy_derive(base, lists, binding_set_ref(base->bindings));
 	return p ? p : policy_nomem(err);
 nomem:
 	policy_rules_free(&merged);
@@ -177,8 +188,7 @@ policy_remove_targets(const struct policy *base, const char *const *targets, siz
 	for (size_t i = 0; i < ntargets; i++)
 		free(canon[i]);
 	free(canon);
-	struct policy *p =
-	    policy_build(base->def, lists, &base->dns, binding_set_ref(base->bindings));
+	struct policy *p = policy_derive(base, lists, binding_set_ref(base->bindings));
 	return p ? p : policy_nomem(err);
 nomem:
 	for (size_t i = 0; i < ntargets; i++)
@@ -306,7 +316,7 @@ policy_with_always(const struct policy *p, const char *deny_name, const char *de
 			policy_rules_free(&lists[o]);
 		return err->code ? NULL : policy_nomem(err);
 	}
-	struct policy *np = policy_build(p->def, lists, &p->dns, binding_set_ref(p->bindings));
+	struct policy *np = policy_derive(p, lists, binding_set_ref(p->bindings));
 	return np ? np : policy_nomem(err);
 }
 
@@ -347,5 +357,5 @@ policy_with_bindings(const struct policy *p, struct binding_set *bs)
 
 	if (policy_copy_lists(p, lists) != 0)
 		return NULL;
-	return policy_build(p->def, lists, &p->dns, binding_set_ref(bs));
+	return policy_derive(p, lists, binding_set_ref(bs));
 }

@@ -501,9 +501,9 @@ rule_from_json(struct policy_ctx *c, const json_t *parent, size_t index, const c
 
 /* ---- front ends ---- */
 
-static const char *const json_root_keys[] = {"defaultAction", "egress", NULL};
+static const char *const json_root_keys[] = {"defaultAction", "egress", "terminateAll", NULL};
 static const char *const yaml_root_keys[] = {
-    "version", "defaultAction", "egress", "dns", "credentials", "bindings", NULL};
+    "version", "defaultAction", "egress", "dns", "credentials", "bindings", "terminateAll", NULL};
 static const char *const dns_keys[] = {"ttlMin", "ttlMax", "filterPrivate", NULL};
 
 static int
@@ -530,6 +530,22 @@ parse_default(struct policy_ctx *c, const json_t *root, enum policy_action *def)
 	/* OpenSandbox accepts any value here and then half-applies it; we refuse. */
 	return policy_ctx_fail(c, POLICY_ERR_INVALID, root, "defaultAction", 0, 0, "",
 	    "unsupported defaultAction (allow or deny)");
+}
+
+/* terminateAll: true | false (absent: false). */
+static int
+parse_terminate_all(struct policy_ctx *c, const json_t *root, bool *out)
+{
+	json_t *v = policy_ctx_member(root, "terminateAll");
+
+	*out = false;
+	if (v == NULL || json_is_null(v))
+		return 0;
+	if (!json_is_boolean(v))
+		return policy_ctx_fail(c, POLICY_ERR_INVALID, root, "terminateAll", 0, 0, "",
+		    "terminateAll must be true or false");
+	*out = json_is_true(v);
+	return 0;
 }
 
 /* Parse an egress array into l; YAML refuses duplicate targets. */
@@ -623,6 +639,7 @@ policy_from_json(
 	struct policy_ctx c;
 	struct policy_rules lists[POLICY_ORIGIN_RULE_LISTS];
 	enum policy_action def;
+	bool ta = false;
 	json_t *root;
 
 	policy_ctx_init(&c, err, "<json>", NULL, lim);
@@ -643,7 +660,7 @@ policy_from_json(
 	}
 	json_t *eg = policy_ctx_member(root, "egress");
 	if (policy_ctx_keys(&c, root, "", json_root_keys) != 0 ||
-	    parse_default(&c, root, &def) != 0 ||
+	    parse_default(&c, root, &def) != 0 || parse_terminate_all(&c, root, &ta) != 0 ||
 	    (eg != NULL && !json_is_null(eg) &&
 	        policy_parse_rules(&c, root, eg, "egress", &lists[POLICY_ORIGIN_USER], false) !=
 	            0)) {
@@ -655,6 +672,8 @@ policy_from_json(
 	struct policy *p = policy_build(def, lists, NULL, NULL);
 	if (p == NULL)
 		err->code = POLICY_ERR_NOMEM;
+	else
+		p->terminate_all = ta;
 	return p;
 }
 
@@ -715,6 +734,7 @@ policy_from_yaml_buf(const char *name, const char *buf, size_t len, const struct
 	struct policy_dns dns;
 	struct binding_set *bs = NULL;
 	enum policy_action def;
+	bool ta = false;
 	struct policy *p = NULL;
 	json_t *root;
 
@@ -756,7 +776,8 @@ policy_from_yaml_buf(const char *name, const char *buf, size_t len, const struct
 		goto out;
 	}
 	json_t *eg = policy_ctx_member(root, "egress");
-	if (parse_default(&c, root, &def) != 0 || parse_dns(&c, root, &dns) != 0)
+	if (parse_default(&c, root, &def) != 0 || parse_dns(&c, root, &dns) != 0 ||
+	    parse_terminate_all(&c, root, &ta) != 0)
 		goto out;
 	if (eg != NULL && !json_is_null(eg) &&
 	    policy_parse_rules(&c, root, eg, "egress", &lists[POLICY_ORIGIN_USER], true) != 0)
@@ -773,6 +794,7 @@ policy_from_yaml_buf(const char *name, const char *buf, size_t len, const struct
 		err->code = POLICY_ERR_NOMEM;
 		goto out;
 	}
+	p->terminate_all = ta;
 	if (bs != NULL) {
 		size_t bi = 0, hi = 0;
 		struct policy_err tmp;

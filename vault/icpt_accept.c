@@ -3,7 +3,11 @@
  * process): the original destination from conntrack, the refusal of
  * connections aimed at egressd itself, the ClientHello peek and its checks
  * (SNI allowed, destination learned for it, no ECH), then passthrough or
- * termination with a leaf for the SNI.
+ * termination with a leaf for the SNI. Connections to other ports of
+ * learned addresses come in on the peek listener: their first bytes say
+ * TLS (the same checks), HTTP (the Host checks) or another protocol
+ * (passed through); a silent client lets a server speak first. The
+ * connection cap and the hello deadline are enforced here.
  */
 #include <errno.h>
 #include <ifaddrs.h>
@@ -137,12 +141,17 @@ icpt_hello_cb(struct bufferevent *bev, void *arg)
 	bufferevent_disable(bev, EV_READ);
 	bufferevent_set_timeouts(bev, NULL, NULL);
 	snap = ic->ops->snapshot(ic->arg);
-	bound = vault_snap_host_bound(snap, c->host);
+	/* Bindings act on intercepted ports only; terminateAll closes domain fronting. */
+	bound =
+	    (!c->peek && vault_snap_host_bound(snap, c->host)) || ic->ops->terminate_all(ic->arg);
 	vault_snap_unref(snap);
 	if (bound) {
+		/* Handshake and first request head share one deadline. */
+		icpt_deadline_arm(c, ic->cfg.head_timeout_s, "head_timeout");
 		icpt_terminate(c);
 		return;
 	}
+	icpt_deadline_stop(c);
 	free(c->hello);
 	c->hello = NULL;
 	icpt_set_state(c, ICPT_S_SPLICE);
@@ -165,7 +174,236 @@ icpt_hello_event_cb(struct bufferevent *bev, short what, void *arg)
 	icpt_close(c, "client_closed_in_hello");
 }
 
+/* ---------------------------------------------------------------- peek */
+
+/* RFC 9110 tchar: the bytes of a method token. */
+static bool
+icpt_tchar(uint8_t b)
+{
+	return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9') ||
+	       (b != '\0' && strchr("!#$%&'*+-.^_`|~", b) != NULL);
+}
+
+/*
+ * What the first bytes of a peek connection are. Any TLS record type is
+ * TLS (tlspeek then refuses what is not a ClientHello); a token and a
+ * space is HTTP, whatever the method, so that an unknown method still
+ * goes through the Host check; anything else is another protocol.
+ */
+enum intercept_peek
+intercept_peek_classify(const uint8_t *data, size_t len)
+{
+	if (len == 0)
+		return INTERCEPT_PEEK_MORE;
+	if (data[0] >= 0x14 && data[0] <= 0x18)
+		return INTERCEPT_PEEK_TLS;
+	for (size_t i = 0; i < len && i <= ICPT_MAX_METHOD; i++) {
+		if (data[i] == ' ')
+			return i > 0 ? INTERCEPT_PEEK_HTTP : INTERCEPT_PEEK_OPAQUE;
+		if (!icpt_tchar(data[i]))
+			return INTERCEPT_PEEK_OPAQUE;
+	}
+	return len > ICPT_MAX_METHOD ? INTERCEPT_PEEK_OPAQUE : INTERCEPT_PEEK_MORE;
+}
+
+/* Forget the server-first probe: its socket goes, a late one is closed on arrival. */
+static void
+icpt_probe_drop(struct icpt_conn *c)
+{
+	c->probing = false;
+	c->probe_up = false;
+	if (c->ev_probe != NULL)
+		evtimer_del(c->ev_probe);
+	if (c->usock != NULL) {
+		bufferevent_free(c->usock);
+		c->usock = NULL;
+	}
+}
+
+/* Neither TLS nor HTTP: the filter chain allowed this port, pass the bytes on. */
+static void
+icpt_peek_opaque(struct icpt_conn *c)
+{
+	icpt_set_state(c, ICPT_S_SPLICE);
+	icpt_deadline_stop(c);
+	if (c->ev_probe != NULL)
+		evtimer_del(c->ev_probe);
+	bufferevent_disable(c->craw, EV_READ);
+	bufferevent_set_timeouts(c->craw, NULL, NULL);
+	bufferevent_setcb(c->craw, NULL, NULL, icpt_splice_event_cb, c);
+	icpt_log(c, INTERCEPT_L_DEBUG, "conn_opaque",
+	    evbuffer_get_length(bufferevent_get_input(c->craw)) == 0 ? "server_first"
+	                                                             : "not_tls_http",
+	    0);
+	if (c->probe_up)
+		icpt_splice_start(c);
+	else if (!c->probing && icpt_up_start(c) != 0)
+		icpt_up_fail(c, "upstream_socket_unavailable");
+	/* else the probe's socket callbacks start the splice */
+}
+
+/* The server spoke before the client: a server-first protocol (SSH, SMTP...). */
+static void
+icpt_probe_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	if (c->state == ICPT_S_PEEK && evbuffer_get_length(bufferevent_get_input(c->craw)) == 0) {
+		icpt_peek_opaque(c);
+		return;
+	}
+	/* The client's first bytes are still undecided: hold the server's, read no more. */
+	bufferevent_disable(bev, EV_READ);
+}
+
+/* The probe's socket connected (wait for the server) or failed. */
+static void
+icpt_probe_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	if (what & BEV_EVENT_CONNECTED) {
+		c->probe_up = true;
+		if (c->state == ICPT_S_SPLICE)
+			icpt_splice_start(c);
+		else
+			bufferevent_enable(bev, EV_READ);
+		return;
+	}
+	if (c->state == ICPT_S_SPLICE)
+		icpt_up_fail(
+		    c, (what & BEV_EVENT_TIMEOUT) ? "upstream_timeout" : "upstream_connect_failed");
+	else
+		icpt_close(c, "upstream_closed_in_peek");
+}
+
+/* A marked socket for the probe: connect it; nothing of the client is sent yet. */
+static void
+icpt_probe_sock_cb(int fd, int err, void *arg)
+{
+	struct icpt_conn *c = arg;
+	struct intercept *ic = c->ic;
+
+	c->sockreqs--;
+	if (c->state == ICPT_S_CLOSED) {
+		if (fd >= 0)
+			close(fd);
+		if (c->sockreqs == 0)
+			event_active(c->ev_free, EV_TIMEOUT, 0);
+		return;
+	}
+	if (!c->probing || (c->state != ICPT_S_PEEK && c->state != ICPT_S_SPLICE)) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	if (fd < 0 ||
+	    (c->usock = bufferevent_socket_new(ic->base, fd, BEV_OPT_CLOSE_ON_FREE)) == NULL) {
+		if (fd >= 0)
+			close(fd);
+		if (c->state == ICPT_S_SPLICE)
+			icpt_up_fail(c, "upstream_socket_unavailable");
+		else
+			c->probing = false; /* the client may still speak first */
+		return;
+	}
+	bufferevent_setcb(c->usock, icpt_probe_read_cb, NULL, icpt_probe_event_cb, c);
+	icpt_timeouts(c->usock, ic->cfg.connect_timeout_s, 0);
+	if (bufferevent_socket_connect(c->usock, (struct sockaddr *)&c->dst, (int)c->dstlen) != 0)
+		icpt_probe_event_cb(c->usock, BEV_EVENT_ERROR, c);
+}
+
+/* The client stayed silent: connect upstream so that a server-first protocol can start. */
+static void
+icpt_probe_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct icpt_conn *c = arg;
+	struct intercept *ic = c->ic;
+
+	if (c->state != ICPT_S_PEEK || c->probing ||
+	    evbuffer_get_length(bufferevent_get_input(c->craw)) > 0)
+		return;
+	c->probing = true;
+	c->sockreqs++;
+	if (ic->ops->get_upstream_socket(ic->arg, c->family, icpt_probe_sock_cb, c) != 0) {
+		c->sockreqs--;
+		c->probing = false;
+	}
+}
+
+/* The first bytes of a peek connection decide its path. */
+static void
+icpt_peek_cb(struct bufferevent *bev, void *arg)
+{
+	struct icpt_conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t len = evbuffer_get_length(in);
+	size_t n = len > ICPT_MAX_METHOD + 1 ? ICPT_MAX_METHOD + 1 : len;
+	uint8_t *data = evbuffer_pullup(in, (ssize_t)n);
+
+	if (data == NULL)
+		return;
+	switch (intercept_peek_classify(data, n)) {
+	case INTERCEPT_PEEK_MORE:
+		return;
+	case INTERCEPT_PEEK_TLS:
+		icpt_probe_drop(c);
+		icpt_set_state(c, ICPT_S_HELLO);
+		c->tls = true;
+		c->hello = malloc(sizeof(*c->hello));
+		if (c->hello == NULL) {
+			icpt_close(c, "oom");
+			return;
+		}
+		bufferevent_setcb(c->craw, icpt_hello_cb, NULL, icpt_hello_event_cb, c);
+		icpt_hello_cb(c->craw, c);
+		return;
+	case INTERCEPT_PEEK_HTTP:
+		icpt_probe_drop(c);
+		icpt_set_state(c, ICPT_S_HTTP);
+		icpt_deadline_arm(c, c->ic->cfg.head_timeout_s, "head_timeout");
+		icpt_http_start(c);
+		if (c->state == ICPT_S_HTTP)
+			icpt_http_client(c);
+		return;
+	case INTERCEPT_PEEK_OPAQUE:
+		icpt_peek_opaque(c);
+		return;
+	}
+}
+
+/* The client went away (or errored) before its first bytes were classified. */
+static void
+icpt_peek_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	icpt_close(c, "client_closed_in_peek");
+}
+
 /* ---------------------------------------------------------------- accept */
+
+/* At the cap: close at once, count, and log at most one line a second. */
+static void
+icpt_limit_refuse(struct intercept *ic, int fd)
+{
+	struct timespec now;
+
+	close(fd);
+	icpt_count(ic, INTERCEPT_M_LIMITED, 1);
+	icpt_count(ic, INTERCEPT_M_REJECTED, 1);
+	ic->limit_unlogged++;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (ic->limit_logged != 0 && now.tv_sec - ic->limit_logged < ICPT_LIMIT_LOG_S)
+		return;
+	struct intercept_event ev = {.level = INTERCEPT_L_WARN,
+	    .event = "conn_limit",
+	    .reason = "max_conns",
+	    .count = ic->limit_unlogged};
+	ic->ops->log(ic->arg, &ev);
+	ic->limit_logged = now.tv_sec > 0 ? now.tv_sec : 1;
+	ic->limit_unlogged = 0;
+}
 
 /* The pre-NAT destination from conntrack. */
 static int
@@ -236,6 +474,8 @@ icpt_self_check(struct icpt_conn *c)
 		ic->nlocal = n;
 		ic->local_at = now;
 	}
+	if (ic->cfg.peek_port != 0 && c->port == ic->cfg.peek_port)
+		return "orig_dst_listener";
 	return intercept_self_reason(c->family, c->addr, c->port, ic->cfg.tls_port,
 	    ic->cfg.plain_port, (const uint8_t(*)[16])ic->local, ic->local_fam, ic->nlocal);
 }
@@ -250,17 +490,23 @@ icpt_accept_cb(
 	socklen_t lslen = sizeof(ls);
 	struct icpt_conn *c;
 	const char *self;
+	uint16_t lport;
 	bool tls;
 
 	if (getsockname(fd, (struct sockaddr *)&ls, &lslen) != 0) {
 		close(fd);
 		return;
 	}
-	tls = ntohs(ls.ss_family == AF_INET
-	                ? ((struct sockaddr_in *)&ls)->sin_port
-	                : ((struct sockaddr_in6 *)&ls)->sin6_port) == ic->cfg.tls_port;
+	lport = ntohs(ls.ss_family == AF_INET ? ((struct sockaddr_in *)&ls)->sin_port
+	                                      : ((struct sockaddr_in6 *)&ls)->sin6_port);
+	tls = lport == ic->cfg.tls_port;
 	icpt_count(ic, INTERCEPT_M_ACCEPTED, 1);
-	if (ic->nconns >= ic->cfg.max_conns || (c = calloc(1, sizeof(*c))) == NULL) {
+	/* The cap keeps descriptors for the API, DNS and the channel. */
+	if (ic->nconns >= ic->cfg.max_conns) {
+		icpt_limit_refuse(ic, fd);
+		return;
+	}
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
 		icpt_count(ic, INTERCEPT_M_REJECTED, 1);
 		close(fd);
 		return;
@@ -268,7 +514,8 @@ icpt_accept_cb(
 	c->ic = ic;
 	c->id = ++ic->next_id;
 	c->tls = tls;
-	c->state = ICPT_S_HELLO;
+	c->peek = ic->cfg.peek_port != 0 && lport == ic->cfg.peek_port;
+	c->state = c->peek ? ICPT_S_PEEK : ICPT_S_HELLO;
 	c->ev_free = event_new(ic->base, -1, 0, icpt_free_cb, c);
 	c->craw = bufferevent_socket_new(ic->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	c->cbev = c->craw;
@@ -299,8 +546,31 @@ icpt_accept_cb(
 		icpt_close(c, NULL);
 		return;
 	}
+	if (c->peek) {
+		/* The whole classification and ClientHello share the hello deadline. */
+		icpt_deadline_arm(c, ic->cfg.hello_timeout_s, "hello_timeout");
+		if (c->state == ICPT_S_CLOSED)
+			return;
+		c->ev_probe = evtimer_new(ic->base, icpt_probe_cb, c);
+		if (c->ev_probe == NULL) {
+			icpt_close(c, "oom");
+			return;
+		}
+		struct timeval pt = {ICPT_PEEK_MS / 1000, (ICPT_PEEK_MS % 1000) * 1000};
+		evtimer_add(c->ev_probe, &pt);
+		bufferevent_setcb(c->craw, icpt_peek_cb, NULL, icpt_peek_event_cb, c);
+		bufferevent_setwatermark(
+		    c->craw, EV_READ, 0, TLSPEEK_MAX_HELLO + 5 * TLSPEEK_MAX_RECORDS + 64);
+		icpt_timeouts(c->craw, ic->cfg.hello_timeout_s, ic->cfg.hello_timeout_s);
+		bufferevent_enable(c->craw, EV_READ);
+		return;
+	}
 	if (!tls) {
 		icpt_set_state(c, ICPT_S_HTTP);
+		/* The whole first request head within the head deadline. */
+		icpt_deadline_arm(c, ic->cfg.head_timeout_s, "head_timeout");
+		if (c->state == ICPT_S_CLOSED)
+			return;
 		icpt_http_start(c);
 		return;
 	}
@@ -309,6 +579,10 @@ icpt_accept_cb(
 		icpt_close(c, "oom");
 		return;
 	}
+	/* A deadline for the whole ClientHello: one byte a second does not extend it. */
+	icpt_deadline_arm(c, ic->cfg.hello_timeout_s, "hello_timeout");
+	if (c->state == ICPT_S_CLOSED)
+		return;
 	bufferevent_setcb(c->craw, icpt_hello_cb, NULL, icpt_hello_event_cb, c);
 	bufferevent_setwatermark(
 	    c->craw, EV_READ, 0, TLSPEEK_MAX_HELLO + 5 * TLSPEEK_MAX_RECORDS + 64);

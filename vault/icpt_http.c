@@ -42,9 +42,11 @@ icpt_client_timeouts(struct icpt_conn *c)
 {
 	struct intercept *ic = c->ic;
 
+	if (c->req != ICPT_REQ_HEAD)
+		icpt_deadline_stop(c); /* the head is complete */
 	/* A silent workload waiting for a long response (SSE) is not idle. */
 	if (c->req == ICPT_REQ_HEAD)
-		icpt_timeouts(c->cbev, ic->cfg.head_timeout_s, ic->cfg.idle_timeout_s);
+		icpt_timeouts(c->cbev, ic->cfg.keepalive_timeout_s, ic->cfg.idle_timeout_s);
 	else if (c->req == ICPT_REQ_BODY)
 		icpt_timeouts(c->cbev, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
 	else
@@ -117,7 +119,7 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 			    c, 403, "credential binding ambiguous", "binding_ambiguous");
 			return false;
 		}
-		inject = mr == BINDING_MATCH_ONE;
+		inject = mr == BINDING_MATCH_ONE && !c->peek; /* never on a port not intercepted */
 		if (!inject)
 			intercept_request_decodable(ic->hdrs, req->nheaders);
 	}
@@ -195,6 +197,7 @@ icpt_http_client(struct icpt_conn *c)
 
 			if (c->resp != ICPT_RESP_IDLE || len == 0)
 				return;
+			icpt_deadline_head(c); /* a whole head within the deadline */
 			/* Re-parse only when a new line end arrived. */
 			if (!icpt_find_head(in, &c->scanned)) {
 				if (len > HTTPWIRE_MAX_HEAD_BYTES)

@@ -27,6 +27,10 @@
 #define ICPT_IP6T_SO_ORIGINAL_DST 80
 
 #define ICPT_DEFAULT_IDLE_S 120
+#define ICPT_DEFAULT_HEAD_S 15      /* whole request head, from its first byte */
+#define ICPT_DEFAULT_KEEPALIVE_S 60 /* waiting for the next request on keep-alive */
+#define ICPT_PEEK_MS 500            /* silence after which a peek connection asks upstream first */
+#define ICPT_LIMIT_LOG_S 1          /* at most one conn_limit line per this many seconds */
 #define ICPT_DRAIN_POLL_MS 5
 #define ICPT_DRAIN_MAX_S 5
 #define ICPT_MAX_METHOD 32
@@ -38,6 +42,7 @@
 
 /* Connection states (conn_set_state checks the transitions). */
 enum icpt_state {
+	ICPT_S_PEEK,   /* other port of a learned address: TLS, HTTP or opaque? */
 	ICPT_S_HELLO,  /* TLS: reading the ClientHello */
 	ICPT_S_SPLICE, /* passthrough: waiting for upstream, then raw bytes both ways */
 	ICPT_S_HTTP,   /* terminated TLS or plain HTTP: request/response relay */
@@ -66,11 +71,13 @@ struct intercept {
 	void *arg;
 	struct intercept_config cfg;
 	char upstream_ca[PATH_MAX];
-	struct evconnlistener *ls[4];
+	struct evconnlistener *ls[6];
 	size_t nls;
 	SSL_CTX *srv_ctx;
 	SSL_CTX *up_ctx;
 	size_t nconns;
+	time_t limit_logged;     /* CLOCK_MONOTONIC second of the last conn_limit line */
+	uint64_t limit_unlogged; /* refusals since that line */
 	uint64_t next_id;
 	struct icpt_conn *conns;
 	struct icpt_conn *dead;            /* closed, freed on the next loop turn */
@@ -92,7 +99,10 @@ struct icpt_conn {
 	uint64_t id;
 	enum icpt_state state;
 	int sockreqs;       /* upstream socket requests in flight */
-	bool tls;           /* came in on the TLS listener */
+	bool tls;           /* came in on the TLS listener (or peeked as TLS) */
+	bool peek;          /* came in on the peek listener: a port that is not intercepted */
+	bool probing;       /* peek: a socket was asked for so that a server can speak first */
+	bool probe_up;      /* peek: that upstream socket is connected */
 	bool terminated;    /* TLS terminated here */
 	bool up_asked;      /* upstream socket requested */
 	bool up_ready;      /* upstream connected (and verified) */
@@ -135,6 +145,9 @@ struct icpt_conn {
 
 	struct event *ev_free;
 	struct event *ev_drain;
+	struct event *ev_deadline; /* hello, peek or request head deadline */
+	const char *deadline_why;
+	struct event *ev_probe; /* peek: silence timer */
 	int drain_polls;
 };
 
@@ -144,6 +157,9 @@ void icpt_accept_cb(
 void icpt_alert(struct icpt_conn *c, enum tlspeek_alert a);
 void icpt_close(struct icpt_conn *c, const char *why);
 void icpt_count(struct intercept *ic, enum intercept_metric m, uint64_t n);
+void icpt_deadline_arm(struct icpt_conn *c, unsigned secs, const char *why);
+void icpt_deadline_head(struct icpt_conn *c);
+void icpt_deadline_stop(struct icpt_conn *c);
 void icpt_drain(struct icpt_conn *c);
 void icpt_free_cb(evutil_socket_t fd, short what, void *arg);
 void icpt_http_client(struct icpt_conn *c);

@@ -117,6 +117,8 @@ icpt_splice_start(struct icpt_conn *c)
 	c->ubev = c->usock;
 	/* Replay the ClientHello (and anything after it) to the real server. */
 	evbuffer_add_buffer(bufferevent_get_output(c->ubev), bufferevent_get_input(c->cbev));
+	/* A server that spoke first (peek) already sent its banner. */
+	evbuffer_add_buffer(bufferevent_get_output(c->cbev), bufferevent_get_input(c->ubev));
 	bufferevent_setcb(
 	    c->cbev, icpt_splice_read_cb, icpt_splice_write_cb, icpt_splice_event_cb, c);
 	bufferevent_setcb(

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -84,9 +85,12 @@ icpt_set_state(struct icpt_conn *c, enum icpt_state s)
 	bool ok;
 
 	switch (s) {
+	case ICPT_S_HELLO:
+		ok = c->state == ICPT_S_PEEK;
+		break;
 	case ICPT_S_SPLICE:
 	case ICPT_S_HTTP:
-		ok = c->state == ICPT_S_HELLO;
+		ok = c->state == ICPT_S_HELLO || c->state == ICPT_S_PEEK;
 		break;
 	case ICPT_S_TUNNEL:
 		ok = c->state == ICPT_S_HTTP;
@@ -150,6 +154,12 @@ icpt_release(struct icpt_conn *c)
 	if (c->ev_drain != NULL)
 		event_free(c->ev_drain);
 	c->ev_drain = NULL;
+	if (c->ev_deadline != NULL)
+		event_free(c->ev_deadline);
+	c->ev_deadline = NULL;
+	if (c->ev_probe != NULL)
+		event_free(c->ev_probe);
+	c->ev_probe = NULL;
 	if (c->toup != NULL)
 		evbuffer_free(c->toup);
 	if (c->tmp != NULL)
@@ -265,6 +275,55 @@ icpt_http_error(struct icpt_conn *c, int status, const char *text, const char *r
 		bufferevent_write(c->cbev, buf, (size_t)n);
 	icpt_log(c, INTERCEPT_L_WARN, "http_reject", reason, status);
 	icpt_drain(c);
+}
+
+/* A deadline passed (slowloris): refused, counted, logged, closed. */
+static void
+icpt_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	if (c->state == ICPT_S_CLOSED)
+		return;
+	if (c->state != ICPT_S_DRAIN) /* a draining connection was already refused */
+		icpt_reject(c, c->deadline_why);
+	icpt_close(c, NULL);
+}
+
+/*
+ * (Re)start the connection's one deadline. Unlike a bufferevent read
+ * timeout it is not reset by each byte, so a peer sending one byte a
+ * second cannot hold a connection (slowloris).
+ */
+void
+icpt_deadline_arm(struct icpt_conn *c, unsigned secs, const char *why)
+{
+	struct timeval tv = {(time_t)secs, 0};
+
+	if (c->ev_deadline == NULL)
+		c->ev_deadline = evtimer_new(c->ic->base, icpt_deadline_cb, c);
+	if (c->ev_deadline == NULL) {
+		icpt_close(c, "oom");
+		return;
+	}
+	c->deadline_why = why;
+	evtimer_add(c->ev_deadline, &tv);
+}
+
+/* The head deadline, unless one already runs (a request head has begun). */
+void
+icpt_deadline_head(struct icpt_conn *c)
+{
+	if (c->ev_deadline == NULL || !evtimer_pending(c->ev_deadline, NULL))
+		icpt_deadline_arm(c, c->ic->cfg.head_timeout_s, "head_timeout");
+}
+
+/* The awaited bytes arrived: no deadline until the next head begins. */
+void
+icpt_deadline_stop(struct icpt_conn *c)
+{
+	if (c->ev_deadline != NULL)
+		evtimer_del(c->ev_deadline);
 }
 
 /* Read and write timeouts of a leg in seconds; 0 means none. */
@@ -393,15 +452,35 @@ icpt_lim(unsigned v, unsigned def, unsigned max)
 	return v == 0 ? def : (v > max ? max : v);
 }
 
+/*
+ * The connection cap: each proxied connection holds two descriptors, and
+ * the process keeps INTERCEPT_FD_RESERVE for its channel, the API and DNS,
+ * so that a flood from the workload never starves them (EMFILE).
+ */
+static unsigned
+icpt_fd_cap(void)
+{
+	struct rlimit rl;
+	rlim_t cap;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return INTERCEPT_MAX_CONNS;
+	cap = rl.rlim_cur > 2 * INTERCEPT_FD_RESERVE ? (rl.rlim_cur - INTERCEPT_FD_RESERVE) / 2
+	                                             : INTERCEPT_FD_RESERVE / 2;
+	return cap < INTERCEPT_MAX_CONNS ? (unsigned)cap : INTERCEPT_MAX_CONNS;
+}
+
 /* Start the interceptor's listeners (see intercept.h). */
 struct intercept *
 intercept_new(struct event_base *base, const struct intercept_ops *ops, void *arg,
     const struct intercept_config *cfg, char *err, size_t errlen)
 {
 	struct intercept *ic;
+	unsigned fdcap = icpt_fd_cap();
 
 	if (cfg->leaves == NULL || cfg->tls_port == 0 || cfg->plain_port == 0 ||
-	    cfg->tls_port == cfg->plain_port) {
+	    cfg->tls_port == cfg->plain_port || cfg->peek_port == cfg->tls_port ||
+	    cfg->peek_port == cfg->plain_port) {
 		snprintf(err, errlen, "intercept: bad configuration");
 		return NULL;
 	}
@@ -414,16 +493,18 @@ intercept_new(struct event_base *base, const struct intercept_ops *ops, void *ar
 	ic->ops = ops;
 	ic->arg = arg;
 	ic->cfg = *cfg;
-	ic->cfg.max_conns = icpt_lim(cfg->max_conns, INTERCEPT_MAX_CONNS, INTERCEPT_MAX_CONNS);
+	ic->cfg.max_conns = icpt_lim(cfg->max_conns, fdcap, fdcap);
 	ic->cfg.max_buffer = cfg->max_buffer == 0 || cfg->max_buffer > INTERCEPT_MAX_BUFFER
 	                         ? INTERCEPT_MAX_BUFFER
 	                         : cfg->max_buffer;
 	ic->cfg.hello_timeout_s =
 	    icpt_lim(cfg->hello_timeout_s, INTERCEPT_MAX_HELLO_S, INTERCEPT_MAX_HELLO_S);
 	ic->cfg.head_timeout_s =
-	    icpt_lim(cfg->head_timeout_s, INTERCEPT_MAX_HEAD_S, INTERCEPT_MAX_HEAD_S);
+	    icpt_lim(cfg->head_timeout_s, ICPT_DEFAULT_HEAD_S, INTERCEPT_MAX_HEAD_S);
 	ic->cfg.idle_timeout_s =
 	    icpt_lim(cfg->idle_timeout_s, ICPT_DEFAULT_IDLE_S, INTERCEPT_MAX_IDLE_S);
+	ic->cfg.keepalive_timeout_s =
+	    icpt_lim(cfg->keepalive_timeout_s, ICPT_DEFAULT_KEEPALIVE_S, INTERCEPT_MAX_KEEPALIVE_S);
 	ic->cfg.connect_timeout_s =
 	    icpt_lim(cfg->connect_timeout_s, INTERCEPT_MAX_CONNECT_S, INTERCEPT_MAX_CONNECT_S);
 	snprintf(ic->upstream_ca, sizeof(ic->upstream_ca), "%s",
@@ -433,7 +514,11 @@ intercept_new(struct event_base *base, const struct intercept_ops *ops, void *ar
 	    icpt_listen(ic, AF_INET, cfg->tls_port, ICPT_LFD(cfg, 0), err, errlen) != 0 ||
 	    icpt_listen(ic, AF_INET6, cfg->tls_port, ICPT_LFD(cfg, 1), err, errlen) != 0 ||
 	    icpt_listen(ic, AF_INET, cfg->plain_port, ICPT_LFD(cfg, 2), err, errlen) != 0 ||
-	    icpt_listen(ic, AF_INET6, cfg->plain_port, ICPT_LFD(cfg, 3), err, errlen) != 0) {
+	    icpt_listen(ic, AF_INET6, cfg->plain_port, ICPT_LFD(cfg, 3), err, errlen) != 0 ||
+	    (cfg->peek_port != 0 &&
+	        (icpt_listen(ic, AF_INET, cfg->peek_port, ICPT_LFD(cfg, 4), err, errlen) != 0 ||
+	            icpt_listen(ic, AF_INET6, cfg->peek_port, ICPT_LFD(cfg, 5), err, errlen) !=
+	                0))) {
 		intercept_free(ic);
 		return NULL;
 	}
@@ -474,7 +559,7 @@ intercept_free(struct intercept *ic)
 bool
 intercept_listening(const struct intercept *ic)
 {
-	return ic != NULL && ic->nls == 4;
+	return ic != NULL && ic->nls == (ic->cfg.peek_port != 0 ? 6u : 4u);
 }
 
 /* Workload connections currently open. */
@@ -482,6 +567,13 @@ size_t
 intercept_conn_count(const struct intercept *ic)
 {
 	return ic == NULL ? 0 : ic->nconns;
+}
+
+/* The effective connection cap. */
+size_t
+intercept_max_conns(const struct intercept *ic)
+{
+	return ic == NULL ? 0 : ic->cfg.max_conns;
 }
 
 /* A constant name of a metric. */
@@ -497,6 +589,7 @@ intercept_metric_name(enum intercept_metric m)
 	    [INTERCEPT_M_INJECTED] = "injected",
 	    [INTERCEPT_M_REDACTED] = "redacted",
 	    [INTERCEPT_M_UPSTREAM_ERR] = "upstream_errors",
+	    [INTERCEPT_M_LIMITED] = "refused_limit",
 	};
 
 	return (unsigned)m < INTERCEPT_M_COUNT ? names[m] : "unknown";

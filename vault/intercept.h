@@ -22,8 +22,10 @@ struct intercept;
 #define INTERCEPT_MAX_CONNS 4096          /* workload connections at once */
 #define INTERCEPT_MAX_BUFFER (256 * 1024) /* bytes queued toward one leg before pausing the other */
 #define INTERCEPT_MAX_HELLO_S 10          /* seconds to receive the ClientHello */
-#define INTERCEPT_MAX_HEAD_S 30           /* seconds to receive a request head */
+#define INTERCEPT_MAX_HEAD_S 30           /* seconds to receive a whole request head */
 #define INTERCEPT_MAX_IDLE_S 300          /* seconds without traffic on a leg */
+#define INTERCEPT_MAX_KEEPALIVE_S 300     /* seconds a keep-alive connection waits for a request */
+#define INTERCEPT_FD_RESERVE 64           /* descriptors kept for the channel, the API, DNS */
 #define INTERCEPT_MAX_CONNECT_S 15        /* seconds to connect and handshake upstream */
 
 /* Counters the interceptor reports through intercept_ops.count. */
@@ -36,6 +38,7 @@ enum intercept_metric {
 	INTERCEPT_M_INJECTED,     /* requests that got a credential */
 	INTERCEPT_M_REDACTED,     /* secret occurrences masked toward the workload */
 	INTERCEPT_M_UPSTREAM_ERR, /* upstream connect, verify or protocol failures */
+	INTERCEPT_M_LIMITED,      /* refused at the connection cap (conn_limit) */
 	INTERCEPT_M_COUNT,
 };
 
@@ -85,29 +88,35 @@ struct intercept_ops {
 	void (*count)(void *arg, enum intercept_metric m, uint64_t n);
 	/* Write one log line for ev. */
 	void (*log)(void *arg, const struct intercept_event *ev);
+	/* Whether every allowed TLS host is terminated (terminateAll), not only bound ones. */
+	bool (*terminate_all)(void *arg);
 };
 
 /* Settings; zero fields take the compiled defaults. */
 struct intercept_config {
 	uint16_t tls_port;         /* listener of redirected TLS (e.g. 15443) */
 	uint16_t plain_port;       /* listener of redirected plain HTTP (e.g. 15080) */
+	uint16_t peek_port;        /* listener of other TCP ports of learned addresses; 0: none */
 	struct leaf_cache *leaves; /* borrowed, must outlive the interceptor */
 	const char *upstream_ca;   /* trust file or directory; NULL or "": system store */
-	unsigned max_conns;
+	unsigned max_conns;        /* also capped at (RLIMIT_NOFILE - INTERCEPT_FD_RESERVE) / 2 */
 	size_t max_buffer;
-	unsigned hello_timeout_s;
-	unsigned head_timeout_s;
-	unsigned idle_timeout_s;
+	unsigned hello_timeout_s;     /* deadline for the whole ClientHello (not an idle timer) */
+	unsigned head_timeout_s;      /* deadline for a whole request head, from its first byte */
+	unsigned idle_timeout_s;      /* a leg without traffic */
+	unsigned keepalive_timeout_s; /* a keep-alive connection between requests */
 	unsigned connect_timeout_s;
 	/*
 	 * Listening sockets made by the caller (TLS v4, TLS v6, plain v4,
-	 * plain v6), or NULL: the interceptor binds loopback itself.
+	 * plain v6, peek v4, peek v6), or NULL: the interceptor binds
+	 * loopback itself.
 	 */
 	const int *listen_fds;
 };
 
 /*
- * Start the listeners on 127.0.0.1 and ::1 for both ports. ops and arg are
+ * Start the listeners on 127.0.0.1 and ::1 for each port (tls, plain and,
+ * when set, peek). ops and arg are
  * borrowed until intercept_free(). Owned, or NULL with err filled.
  */
 struct intercept *intercept_new(struct event_base *base, const struct intercept_ops *ops, void *arg,
@@ -117,11 +126,14 @@ struct intercept *intercept_new(struct event_base *base, const struct intercept_
 /* Close the listeners and every connection. Accepts NULL. */
 void intercept_free(struct intercept *ic);
 
-/* True once all four listeners are bound. */
+/* True once every listener is bound. */
 bool intercept_listening(const struct intercept *ic);
 
 /* Workload connections currently open. */
 size_t intercept_conn_count(const struct intercept *ic);
+
+/* The effective connection cap. */
+size_t intercept_max_conns(const struct intercept *ic);
 
 /* A constant name of a metric, for exposition. */
 const char *intercept_metric_name(enum intercept_metric m);

@@ -46,6 +46,16 @@ int intercept_request_head(const struct httpwire_request *req, struct httpwire_h
  * (name.ptr NULL).
  */
 void intercept_request_decodable(struct httpwire_header *hdrs, size_t n);
+/* What the first bytes of a connection on the peek listener are. */
+enum intercept_peek {
+	INTERCEPT_PEEK_MORE,   /* too few bytes to tell */
+	INTERCEPT_PEEK_TLS,    /* a TLS record: the ClientHello checks */
+	INTERCEPT_PEEK_HTTP,   /* a token then a space: the Host checks */
+	INTERCEPT_PEEK_OPAQUE, /* another protocol: passed through */
+};
+
+/* Classify the first len bytes of a peek connection. */
+enum intercept_peek intercept_peek_classify(const uint8_t *data, size_t len);
 
 /* The status code for a refused request head. */
 int intercept_request_error_status(enum httpwire_status st, enum httpwire_error e);

@@ -85,6 +85,18 @@ static const struct config_opt config_opts[] = {
         "intercept listener port for TLS"},
     {"plain-port", "EGRESSD_PLAIN_PORT", NULL, CT_U16, O(plain_port), false,
         "intercept listener port for plain HTTP"},
+    {"peek-port", "EGRESSD_PEEK_PORT", NULL, CT_U16, O(peek_port), false,
+        "intercept listener port for the other TCP ports of name-learned addresses"},
+    {"intercept-max-conns", "EGRESSD_INTERCEPT_MAX_CONNS", NULL, CT_U32, O(intercept_max_conns),
+        false, "intercepted connections at once (0: (RLIMIT_NOFILE - 64) / 2, at most 4096)"},
+    {"hello-timeout", "EGRESSD_HELLO_TIMEOUT", NULL, CT_U32, O(hello_timeout), false,
+        "seconds to receive a whole ClientHello (default 10, at most 10)"},
+    {"head-timeout", "EGRESSD_HEAD_TIMEOUT", NULL, CT_U32, O(head_timeout), false,
+        "seconds to receive a whole request head (default 15, at most 30)"},
+    {"keepalive-timeout", "EGRESSD_KEEPALIVE_TIMEOUT", NULL, CT_U32, O(keepalive_timeout), false,
+        "seconds an idle keep-alive connection waits for a request (default 60, at most 300)"},
+    {"terminate-all", "EGRESSD_TERMINATE_ALL", NULL, CT_BOOL, O(terminate_all), false,
+        "terminate every allowed TLS host, not only bound ones (Host must equal SNI)"},
     {"ca-export", "EGRESSD_CA_EXPORT", NULL, CT_STR, O(ca_export), false,
         "where to write the sandbox CA certificate (PEM, 0644)"},
     {"ca-cert", "EGRESSD_CA_CERT", NULL, CT_STR, O(ca_cert), false,
@@ -120,6 +132,7 @@ config_defaults(struct config *c)
 	snprintf(c->intercept_ports, sizeof(c->intercept_ports), "80,443");
 	c->tls_port = 15443;
 	c->plain_port = 15080;
+	c->peek_port = 15444;
 	snprintf(c->ca_export, sizeof(c->ca_export), "/run/egressd/ca.pem");
 	c->log_level = LOG_INFO;
 }
@@ -588,8 +601,13 @@ config_check(const struct config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "mark must not be 0");
 		return -1;
 	}
-	if (c->dns_port == 0 || c->tls_port == 0 || c->plain_port == 0) {
+	if (c->dns_port == 0 || c->tls_port == 0 || c->plain_port == 0 || c->peek_port == 0) {
 		snprintf(err, errlen, "listener ports must not be 0");
+		return -1;
+	}
+	if (c->peek_port == c->tls_port || c->peek_port == c->plain_port ||
+	    c->tls_port == c->plain_port) {
+		snprintf(err, errlen, "tls-port, plain-port and peek-port must differ");
 		return -1;
 	}
 	if ((c->ca_cert[0] == '\0') != (c->ca_key[0] == '\0')) {

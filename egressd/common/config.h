@@ -59,6 +59,12 @@ struct config {
 	char intercept_extra_ports[96]; /* OPENSANDBOX_EGRESS_MITMPROXY_EXTRA_PORTS */
 	uint16_t tls_port;
 	uint16_t plain_port;
+	uint16_t peek_port;           /* other TCP ports of name-learned addresses */
+	uint32_t intercept_max_conns; /* 0: derived from RLIMIT_NOFILE */
+	uint32_t hello_timeout;       /* seconds; 0: default */
+	uint32_t head_timeout;
+	uint32_t keepalive_timeout;
+	bool terminate_all; /* terminate every allowed TLS host */
 	char ca_export[PATH_MAX];
 	char ca_cert[PATH_MAX];
 	char ca_key[PATH_MAX];

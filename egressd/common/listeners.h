@@ -22,6 +22,8 @@ enum listen_id {
 	LISTEN_TLS6,
 	LISTEN_PLAIN4,
 	LISTEN_PLAIN6,
+	LISTEN_PEEK4, /* other TCP ports of name-learned addresses (SNI/Host checks) */
+	LISTEN_PEEK6,
 	LISTEN_MAX,
 };
 

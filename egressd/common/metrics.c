@@ -119,6 +119,8 @@ metrics_format(const struct metrics *m, const char *mode, uint64_t revision, boo
 	    m->conn_accepted);
 	metrics_counter(out, "egressd_connections_rejected_total",
 	    "Intercepted connections refused.", m->conn_rejected);
+	metrics_counter(out, "egressd_connections_limited_total",
+	    "Intercepted connections refused at the connection cap.", m->conn_limited);
 	metrics_counter(out, "egressd_connections_passthrough_total",
 	    "Connections passed through without decryption.", m->conn_passthrough);
 	metrics_counter(out, "egressd_connections_terminated_total",

@@ -38,6 +38,7 @@ struct metrics {
 	uint64_t api_auth_failures;
 	uint64_t conn_accepted;
 	uint64_t conn_rejected;
+	uint64_t conn_limited; /* refused at the intercept's connection cap */
 	uint64_t conn_passthrough;
 	uint64_t conn_terminated;
 	uint64_t inject_total;

@@ -63,6 +63,15 @@ wintercept_dst_ok(void *arg, const char *canon, int family, const uint8_t *addr,
 	return d.action == POLICY_ALLOW;
 }
 
+/* terminateAll from the policy, or forced on by EGRESSD_TERMINATE_ALL. */
+static bool
+wintercept_terminate_all(void *arg)
+{
+	struct wintercept *w = arg;
+
+	return w->ws->cfg->terminate_all || policy_terminate_all(w->ws->policy);
+}
+
 static int
 wintercept_socket(void *arg, int family, intercept_socket_cb cb, void *cbarg)
 {
@@ -103,6 +112,9 @@ wintercept_count(void *arg, enum intercept_metric m, uint64_t n)
 	case INTERCEPT_M_REDACTED:
 		mt->redact_total += n;
 		break;
+	case INTERCEPT_M_LIMITED:
+		mt->conn_limited += n;
+		break;
 	default:
 		break;
 	}
@@ -132,8 +144,9 @@ wintercept_log(void *arg, const struct intercept_event *ev)
 		log_int(&l, "status", ev->status);
 	if (ev->bytes != 0)
 		log_uint(&l, "bytes", ev->bytes);
-	if (ev->count != 0)
-		log_uint(&l, "matches", ev->count);
+	if (ev->count != 0) /* conn_limit: refusals since its previous line */
+		log_uint(
+		    &l, strcmp(ev->event, "conn_limit") == 0 ? "refused" : "matches", ev->count);
 	if (ev->addr != NULL && (ev->family == AF_INET || ev->family == AF_INET6)) {
 		struct policy_addr a;
 		char buf[POLICY_ADDR_TEXT_MAX];
@@ -154,6 +167,7 @@ static const struct intercept_ops wintercept_ops = {
     .snapshot = wintercept_snapshot,
     .count = wintercept_count,
     .log = wintercept_log,
+    .terminate_all = wintercept_terminate_all,
 };
 
 /* Start interception (see wintercept.h). */
@@ -203,9 +217,14 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	memset(&icfg, 0, sizeof(icfg));
 	icfg.tls_port = cfg->tls_port;
 	icfg.plain_port = cfg->plain_port;
+	icfg.peek_port = cfg->peek_port;
+	icfg.max_conns = cfg->intercept_max_conns;
+	icfg.hello_timeout_s = cfg->hello_timeout;
+	icfg.head_timeout_s = cfg->head_timeout;
+	icfg.keepalive_timeout_s = cfg->keepalive_timeout;
 	icfg.leaves = w->leaves;
 	icfg.upstream_ca = cfg->upstream_ca;
-	/* The parent's sockets, in the order intercept_config wants (TLS4, TLS6, PLAIN4, PLAIN6). */
+	/* The parent's sockets, in the order intercept_config wants (TLS, plain, peek). */
 	icfg.listen_fds = &cfg->listen.fd[LISTEN_TLS4];
 	w->ic = intercept_new(ws->base, &wintercept_ops, w, &icfg, err, errlen);
 	if (w->ic == NULL)
@@ -215,8 +234,9 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 
 		ca_fingerprint(w->ca, fp);
 		log_msg(LOG_INFO, "vault", "intercept_ready",
-		    "listening on %u (tls) and %u (plain); CA sha256 %s exported to %s",
-		    cfg->tls_port, cfg->plain_port, fp,
+		    "listening on %u (tls), %u (plain) and %u (peek), at most %zu connections; CA "
+		    "sha256 %s exported to %s",
+		    cfg->tls_port, cfg->plain_port, cfg->peek_port, intercept_max_conns(w->ic), fp,
 		    cfg->ca_export[0] ? cfg->ca_export : "(nowhere)");
 	}
 	return w;

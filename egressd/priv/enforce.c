@@ -94,6 +94,7 @@ enforce_open(const struct config *cfg, char *err, size_t errlen)
 	nc.mark = cfg->mark;
 	nc.dns_port = cfg->dns_port;
 	nc.intercept = cfg->intercept;
+	nc.peek_port = cfg->intercept ? cfg->peek_port : 0;
 	if (enforce_ports(cfg, &nc, err, errlen) != 0)
 		return NULL;
 	for (int i = 0; i < LISTEN_MAX; i++) {

@@ -32,6 +32,8 @@ static const struct {
     [LISTEN_TLS6] = {SOCK_STREAM, AF_INET6, "intercept (TLS)"},
     [LISTEN_PLAIN4] = {SOCK_STREAM, AF_INET, "intercept (HTTP)"},
     [LISTEN_PLAIN6] = {SOCK_STREAM, AF_INET6, "intercept (HTTP)"},
+    [LISTEN_PEEK4] = {SOCK_STREAM, AF_INET, "intercept (other ports)"},
+    [LISTEN_PEEK6] = {SOCK_STREAM, AF_INET6, "intercept (other ports)"},
 };
 
 /* One marked, bound (and, for TCP, listening) socket; -1 with err. */
@@ -117,6 +119,8 @@ listen_open(struct config *cfg, char *err, size_t errlen)
 
 		if (i >= LISTEN_TLS4 && !cfg->intercept)
 			continue;
+		if (i >= LISTEN_PEEK4 && cfg->peek_port == 0)
+			continue;
 		memset(&ss, 0, sizeof(ss));
 		if (i == LISTEN_API) {
 			if (listen_api_addr(
@@ -127,8 +131,10 @@ listen_open(struct config *cfg, char *err, size_t errlen)
 				port = cfg->dns_port;
 			else if (i <= LISTEN_TLS6)
 				port = cfg->tls_port;
-			else
+			else if (i <= LISTEN_PLAIN6)
 				port = cfg->plain_port;
+			else
+				port = cfg->peek_port;
 			if (listen_table[i].family == AF_INET) {
 				struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
 

@@ -84,6 +84,7 @@ struct nftrules_config {
 	bool block_doh;
 	size_t ndoh;
 	struct nftrules_rule doh[NFTRULES_MAX_DOH];
+	uint16_t peek_port; /* other TCP ports of learned addresses go here; 0: none */
 };
 
 struct nftrules;

@@ -511,9 +511,39 @@ chain_filter_rules(
 }
 
 /*
+ * NAT: TCP to a name-learned address ([. dport] in a learned set) goes to
+ * the peek listener, whatever the port: the filter chain only knows the
+ * address, which a CDN shares with hosts the policy denies, so the SNI or
+ * Host check must see every connection to it (the shared-IP hole).
+ */
+static void
+rule_learned_redirect(struct nftrules_batch *b, const struct nftrules_config *cfg,
+    enum nftrules_set_kind kind, int family)
+{
+	struct nftnl_rule *r = rule_new(cfg, NFTRULES_CHAIN_NAT);
+	bool oom = r == NULL;
+	uint32_t alen = (uint32_t)nftrules_fam_alen(family);
+
+	if (r != NULL) {
+		ex_meta_eq8(
+		    r, NFT_META_NFPROTO, family == AF_INET ? NFPROTO_IPV4 : NFPROTO_IPV6, &oom);
+		ex_meta_eq8(r, NFT_META_L4PROTO, IPPROTO_TCP, &oom);
+		ex_payload(r, NFT_PAYLOAD_NETWORK_HEADER, family == AF_INET ? 16 : 24, alen,
+		    NFT_REG32_00, &oom);
+		if (nftrules_kind_has_port(kind))
+			ex_payload(
+			    r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG32_00 + alen / 4, &oom);
+		ex_lookup(
+		    r, nftrules_set_name(kind, family), nftrules_set_id(b, kind, family), &oom);
+		ex_redirect(r, cfg->peek_port, &oom);
+	}
+	msg_rule(b, r, oom, NFTRULES_CHAIN_NAT);
+}
+
+/*
  * The NAT chain (after the filter chain saw the original destination):
  * marked traffic returns, DNS goes to the proxy, intercepted ports to the
- * vault listeners.
+ * vault listeners, other TCP ports of learned addresses to the peek one.
  */
 static void
 chain_nat_rules(struct nftrules_batch *b, const struct nftrules_config *cfg)
@@ -556,6 +586,14 @@ chain_nat_rules(struct nftrules_batch *b, const struct nftrules_config *cfg)
 			ex_redirect(r, cfg->intercept_ports[i].to_port, &oom);
 		}
 		msg_rule(b, r, oom, nc);
+	}
+	if (cfg->peek_port == 0)
+		return;
+	for (size_t f = 0; f < 2; f++) {
+		int fam = f == 0 ? AF_INET : AF_INET6;
+
+		rule_learned_redirect(b, cfg, NFTRULES_SET_LEARNED, fam);
+		rule_learned_redirect(b, cfg, NFTRULES_SET_LEARNEDP, fam);
 	}
 }
 

@@ -224,6 +224,45 @@ test_rewrite(void **state)
 	vault_snap_unref(snap);
 }
 
+/* The first bytes of a connection on the peek listener. */
+static void
+test_peek_classify(void **state)
+{
+	static const struct {
+		const char *in;
+		size_t len;
+		enum intercept_peek want;
+	} t[] = {
+	    {"", 0, INTERCEPT_PEEK_MORE},
+	    {"\x16\x03\x01", 3, INTERCEPT_PEEK_TLS},
+	    {"\x16", 1, INTERCEPT_PEEK_TLS},
+	    {"\x15\x03\x03", 3, INTERCEPT_PEEK_TLS}, /* any record type: tlspeek refuses it */
+	    {"\x17\x03\x03", 3, INTERCEPT_PEEK_TLS},
+	    {"GET / HTTP/1.1\r\n", 16, INTERCEPT_PEEK_HTTP},
+	    {"EXFIL /x HTTP/1.1", 17, INTERCEPT_PEEK_HTTP}, /* unknown methods too */
+	    {"M-SEARCH * HTTP/1.1", 19, INTERCEPT_PEEK_HTTP},
+	    {"GET", 3, INTERCEPT_PEEK_MORE},
+	    {"G", 1, INTERCEPT_PEEK_MORE},
+	    {" GET /", 6, INTERCEPT_PEEK_OPAQUE},
+	    {"SSH-2.0-OpenSSH_9.2\r\n", 21, INTERCEPT_PEEK_OPAQUE},
+	    {"*1\r\n$4\r\nPING\r\n", 14, INTERCEPT_PEEK_OPAQUE},
+	    {"\x00\x01"
+	     "binary",
+	        8, INTERCEPT_PEEK_OPAQUE},
+	    {"EHLO\r\n", 6, INTERCEPT_PEEK_OPAQUE},
+	    {"GET\t/", 5, INTERCEPT_PEEK_OPAQUE},
+	    /* A token longer than any method is not HTTP, and never waits forever. */
+	    {"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", 40, INTERCEPT_PEEK_OPAQUE},
+	    {"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", 32, INTERCEPT_PEEK_MORE},
+	    {"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", 33, INTERCEPT_PEEK_OPAQUE},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		assert_int_equal(
+		    intercept_peek_classify((const uint8_t *)t[i].in, t[i].len), t[i].want);
+}
+
 int
 main(void)
 {
@@ -232,6 +271,7 @@ main(void)
 	    cmocka_unit_test(test_host_canon),
 	    cmocka_unit_test(test_error_status),
 	    cmocka_unit_test(test_rewrite),
+	    cmocka_unit_test(test_peek_classify),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -323,6 +323,13 @@ test_install_framing_and_objects(void **state)
 	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "nat"), 3 + 1 + 2);
 	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "input"), 3);
 	nftrules_batch_deinit(&b);
+
+	/* With a peek port: learned and learnedp, v4 and v6, go to it (shared-IP hole). */
+	cfg.peek_port = 15444;
+	nftrules_batch_init(&b, SEQ0);
+	assert_int_equal(nftrules_build_install(&b, &cfg, &st), 0);
+	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "nat"), 3 + 1 + 2 + 4);
+	nftrules_batch_deinit(&b);
 }
 
 /*

@@ -536,10 +536,50 @@ test_iteration_and_json(void **state)
 	policy_free(u);
 }
 
+/* terminateAll: parsed from JSON and YAML, carried by derivations, shown when set. */
+static void
+test_terminate_all(void **state)
+{
+	static const char yml[] = "defaultAction: deny\nterminateAll: true\n";
+	struct policy_err err;
+	struct policy *p, *q;
+	json_t *j;
+
+	(void)state;
+	p = load("{\"egress\":[{\"action\":\"allow\",\"target\":\"a.test\"}]}");
+	assert_false(policy_terminate_all(p));
+	j = policy_to_json(p);
+	assert_null(json_object_get(j, "terminateAll"));
+	json_decref(j);
+	policy_free(p);
+
+	p = load("{\"terminateAll\":true,\"egress\":[{\"action\":\"allow\",\"target\":\"a."
+	         "test\"}]}");
+	assert_true(policy_terminate_all(p));
+	j = policy_to_json(p);
+	assert_true(json_is_true(json_object_get(j, "terminateAll")));
+	json_decref(j);
+	/* PATCH keeps it. */
+	q = policy_patch_json(p, "[{\"action\":\"allow\",\"target\":\"b.test\"}]", 38, NULL, &err);
+	assert_non_null(q);
+	assert_true(policy_terminate_all(q));
+	policy_free(q);
+	policy_free(p);
+
+	assert_int_equal(load_err("{\"terminateAll\":\"yes\"}", &err), POLICY_ERR_INVALID);
+	assert_int_equal(load_err("{\"terminateAll\":1}", &err), POLICY_ERR_INVALID);
+
+	p = policy_from_yaml_buf("t.yaml", yml, strlen(yml), NULL, &err);
+	assert_non_null(p);
+	assert_true(policy_terminate_all(p));
+	policy_free(p);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_terminate_all),
 	    cmocka_unit_test(test_json_empty_forms),
 	    cmocka_unit_test(test_json_errors),
 	    cmocka_unit_test(test_limits),

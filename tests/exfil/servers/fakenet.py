@@ -13,7 +13,9 @@ socket is bound):
   * echo HTTP/HTTPS: api.allowed.test (api.log), other.allowed.test
     (other.log); /v1/redirect?to=, /v1/err, /v1/gzip, /v1/chunks?n=.
   * co-tenant 203.0.113.12: SNI/Host-routed front.allowed.test and
-    cotenant.evil.test (cdn.log).
+    cotenant.evil.test (cdn.log), also on 8443 (TLS) and 8080 (plain), and
+    a server-speaks-first line service on 2222 ("SSH-2.0-fakenet" banner,
+    then each line echoed as "echo: LINE").
   * bad TLS 203.0.113.66: 443 self-signed, 4431 expired, 4432 wrong.test,
     4433 untrusted CA, 4434 TLS 1.0 only, 4435 requests a client cert
     (badtls.log).
@@ -484,6 +486,27 @@ class SinkTCP(socketserver.BaseRequestHandler):
                    "hex": data[:4096].hex()})
 
 
+class Banner(socketserver.BaseRequestHandler):
+    """A server-speaks-first protocol (as SSH or SMTP): a banner, then one
+    echoed line per line received, at most 16 lines and 5 s."""
+    def handle(self):
+        s = self.request
+        s.settimeout(5)
+        try:
+            s.sendall(b"SSH-2.0-fakenet\r\n")
+            f = s.makefile("rb")
+            for _ in range(16):
+                line = f.readline(4096)
+                if not line:
+                    break
+                log(self.server.logname, {"banner": True,
+                                          "peer": self.client_address[0],
+                                          "hex": line[:256].hex()})
+                s.sendall(b"echo: " + line)
+        except OSError:
+            pass
+
+
 class SinkUDP(socketserver.BaseRequestHandler):
     def handle(self):
         data, _ = self.request
@@ -594,6 +617,12 @@ def main():
             servers.append(TCPServer((ip, 80), Echo, f, None, logname))
             servers.append(TCPServer((ip, 443), Echo, f,
                                      tls_ctx(C, base, sni), logname))
+            if base == "cdn":  # ports that are not intercepted (EX-109)
+                servers.append(TCPServer((ip, 8443), Echo, f,
+                                         tls_ctx(C, base, sni), logname))
+                servers.append(TCPServer((ip, 8080), Echo, f, None, logname))
+                servers.append(TCPServer((ip, 2222), Banner, f, None,
+                                         logname))
     servers.append(TCPServer(("10.200.0.1", 9443), Echo, socket.AF_INET,
                              tls_ctx(C, "wild"), "wild.log"))
     servers.append(TCPServer(("10.200.0.1", 9080), Echo, socket.AF_INET,
