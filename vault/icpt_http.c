@@ -51,6 +51,20 @@ icpt_client_timeouts(struct icpt_conn *c)
 		icpt_timeouts(c->cbev, 0, ic->cfg.idle_timeout_s);
 }
 
+/*
+ * Start decoding a message body; false when no body follows. The one
+ * answer to "is there a body" for requests and responses alike: the
+ * framing httpwire chose by RFC 9112 6.3 (HEAD, 1xx, 204 and 304 have
+ * none; CONNECT is never relayed), read by the body decoder, so that a
+ * Content-Length: 0 is as bodiless as a 204.
+ */
+static bool
+icpt_body_begin(struct httpwire_body *b, enum httpwire_framing f, uint64_t content_length)
+{
+	httpwire_body_init(b, f, content_length, 0);
+	return !httpwire_body_done(b);
+}
+
 /* Returns false when the request was refused (the connection is draining). */
 static bool
 icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_t headlen)
@@ -144,8 +158,8 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	evbuffer_drain(in, headlen);
 	icpt_to_upstream(c, head, evbuffer_get_length(head));
 	evbuffer_free(head);
-	httpwire_body_init(&c->reqbody, req->framing, req->content_length, 0);
-	c->req = req->framing == HTTPWIRE_FRAME_NONE ? ICPT_REQ_DONE : ICPT_REQ_BODY;
+	c->req = icpt_body_begin(&c->reqbody, req->framing, req->content_length) ? ICPT_REQ_BODY
+	                                                                         : ICPT_REQ_DONE;
 	c->resp = ICPT_RESP_HEAD;
 	c->scanned = 0;
 	if (!c->up_asked && icpt_up_start(c) != 0) {
@@ -438,9 +452,8 @@ icpt_http_response(
 		icpt_http_client(c);
 		return true;
 	}
-	httpwire_body_init(&c->respbody, r->framing, r->content_length, 0);
 	c->resp = ICPT_RESP_BODY;
-	if (r->framing == HTTPWIRE_FRAME_NONE) {
+	if (!icpt_body_begin(&c->respbody, r->framing, r->content_length)) {
 		icpt_resp_finish(c, false);
 		return c->state == ICPT_S_HTTP;
 	}
