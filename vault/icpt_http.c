@@ -75,6 +75,7 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	const char *scheme = c->tls ? "https" : "http";
 	struct evbuffer *in = bufferevent_get_input(c->cbev);
 	struct evbuffer *head;
+	const char *why, *text;
 	size_t idx = 0;
 	bool inject = false, bound;
 	enum binding_match_result mr = BINDING_MATCH_NONE;
@@ -140,7 +141,14 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 		icpt_http_error(c, 400, "Bad Request", "head_rewrite");
 		return false;
 	}
+	if (inject && (why = intercept_request_refusal(req, &text)) != NULL) {
+		/* Only what the binding allowed is credentialed (docs/vault.md). */
+		evbuffer_free(head);
+		icpt_http_error(c, 403, text, why);
+		return false;
+	}
 	c->credentialed = inject;
+	memset(&c->reqscan, 0, sizeof(c->reqscan));
 	c->binding[0] = '\0';
 	if (inject) {
 		snprintf(c->binding, sizeof(c->binding), "%s",
@@ -187,6 +195,15 @@ icpt_find_head(struct evbuffer *in, size_t *scanned)
 		return 0;
 	}
 	return 1;
+}
+
+/* Payload of a credentialed request body: look for a method override in it. */
+static void
+icpt_req_span_cb(const uint8_t *data, size_t off, size_t len, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	(void)intercept_ovr_scan_feed(&c->reqscan, data, len);
 }
 
 /* Workload -> upstream, per the request state. */
@@ -248,8 +265,8 @@ icpt_http_client(struct icpt_conn *c)
 			for (int i = 0; i < nv && i < 8; i++) {
 				size_t used = 0;
 
-				st = httpwire_body_feed(
-				    &c->reqbody, v[i].iov_base, v[i].iov_len, &used, NULL, NULL);
+				st = httpwire_body_feed(&c->reqbody, v[i].iov_base, v[i].iov_len,
+				    &used, c->credentialed ? icpt_req_span_cb : NULL, c);
 				take += used;
 				if (st != HTTPWIRE_NEED_MORE)
 					break;
@@ -257,6 +274,13 @@ icpt_http_client(struct icpt_conn *c)
 			if (st == HTTPWIRE_INVALID || st == HTTPWIRE_TOO_LARGE) {
 				icpt_http_error(c, 400, "Bad Request",
 				    httpwire_error_str(httpwire_body_error(&c->reqbody)));
+				return;
+			}
+			if (c->reqscan.found) {
+				/* Refused before the bytes that complete the name leave. */
+				icpt_http_error(c, 403,
+				    "method override refused on a credentialed request",
+				    "method_override");
 				return;
 			}
 			icpt_to_upstream(c, in, take);
@@ -403,11 +427,17 @@ icpt_http_response(
 	struct intercept *ic = c->ic;
 	struct redact_set *set = vault_snap_redact(c->snap);
 	struct evbuffer *in = bufferevent_get_input(c->ubev);
+	const char *why;
 	uint64_t m = 0;
 
 	c->status = r->status;
 	if (r->status == 101 && !c->req_upgrade) {
 		icpt_http_error(c, 502, "Bad Gateway", "unexpected_101");
+		return false;
+	}
+	if (r->status == 101 && c->credentialed && (why = intercept_101_refusal(r)) != NULL) {
+		/* Never a tunnel the redactor cannot read (compressed frames). */
+		icpt_http_error(c, 502, "Bad Gateway", why);
 		return false;
 	}
 	if (c->credentialed && !r->interim && icpt_encoded(r)) {
