@@ -142,7 +142,7 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 		return false;
 	}
 	if (inject && (why = intercept_request_refusal(req, &text)) != NULL) {
-		/* Only what the binding allowed is credentialed (docs/vault.md). */
+		/* Only what the binding allowed is credentialed (docs/vault-requests.md). */
 		evbuffer_free(head);
 		icpt_http_error(c, 403, text, why);
 		return false;

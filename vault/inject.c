@@ -115,7 +115,7 @@ intercept_request_error_status(enum httpwire_status st, enum httpwire_error e)
 /*
  * Headers a framework reads as "use another method or path than the
  * request line's": each turns a request the binding allowed (GET /v1/x)
- * into one it did not (DELETE, /admin). Refused, see docs/vault.md.
+ * into one it did not (DELETE, /admin). Refused, see docs/vault-requests.md.
  */
 static const char *const ovr_method_headers[] = {
     "x-http-method-override", /* Google APIs, ASP.NET, Express method-override, Rails apps */
@@ -146,6 +146,26 @@ static const char *const cred_headers[] = {
     "x-goog-api-key",       /* Google APIs */
     "x-amz-security-token", /* AWS temporary credentials */
     "private-token",        /* GitLab */
+    NULL,
+};
+
+/*
+ * Headers that tell a server (or a proxy in front of it) which host, path
+ * prefix, scheme or client the request is "really" for: dropped on a
+ * credentialed request, since some upstreams route or check IP allow
+ * lists on them, and the binding allowed the Host and path of the line.
+ */
+static const char *const route_headers[] = {
+    "forwarded",          /* RFC 7239 host=, proto=, for= */
+    "x-forwarded-host",   /* de facto Forwarded host= */
+    "x-forwarded-server", /* Apache mod_proxy */
+    "x-forwarded-prefix", /* Spring, Traefik: a path prefix */
+    "x-forwarded-proto",  /* de facto Forwarded proto= */
+    "x-forwarded-port",   /* de facto */
+    "x-forwarded-for",    /* de facto Forwarded for= (IP allow lists of a key) */
+    "x-real-ip",          /* nginx */
+    "x-client-ip",        /* various */
+    "x-host",             /* various */
     NULL,
 };
 
@@ -394,7 +414,7 @@ intercept_request_head(const struct httpwire_request *req, struct httpwire_heade
 			 * compressed echo of the secret is past the redactor).
 			 */
 			if (vault_snap_injects_header(snap, idx, (const char *)n.ptr, n.len) ||
-			    name_in(n, cred_headers) ||
+			    name_in(n, cred_headers) || name_in(n, route_headers) ||
 			    httpwire_name_eq(n, "sec-websocket-extensions") ||
 			    httpwire_name_eq(n, "accept-encoding") ||
 			    httpwire_name_eq(n, "range") || httpwire_name_eq(n, "if-range"))

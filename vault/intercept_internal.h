@@ -70,7 +70,8 @@ int intercept_host_canon(const uint8_t *val, size_t len, uint16_t dport, char *o
  * Write the request head to send upstream into out. With snap and idx (a
  * matched binding), every workload header the binding injects is dropped
  * (all case variants and duplicates), so are the workload's own
- * credentials in the other auth-bearing headers (docs/vault.md) and
+ * credentials in the other auth-bearing headers, its routing headers
+ * (X-Forwarded-*, Forwarded; docs/vault-requests.md) and
  * Sec-WebSocket-Extensions, Accept-Encoding becomes identity, Range and
  * If-Range are dropped and the binding's headers are appended.
  * hdrs is modified (dropped slots get name.ptr NULL). scratch holds at

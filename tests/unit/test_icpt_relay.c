@@ -563,9 +563,12 @@ test_workload_credentials_stripped(void **state)
 	          "Proxy-Authorization: Basic attacker-2\r\nCookie: session=attacker-3\r\n"
 	          "x-api-key: attacker-4\r\nX-API-KEY: attacker-5\r\nApi-Key: attacker-6\r\n"
 	          "X-Auth-Token: attacker-7\r\nX-Access-Token: attacker-8\r\n"
-	          "X-Goog-Api-Key: attacker-9\r\nX-Keep: kept\r\n\r\n");
+	          "X-Goog-Api-Key: attacker-9\r\nX-Keep: kept\r\n"
+	          "X-Forwarded-Host: attacker-10.test\r\nForwarded: host=attacker-11.test\r\n"
+	          "X-Forwarded-For: 127.0.0.1\r\nX-Real-IP: 127.0.0.1\r\n\r\n");
 	assert_true(pump(h, "served"));
 	assert_null(strstr(h->urx, "attacker"));
+	assert_null(strstr(h->urx, "127.0.0.1"));
 	assert_int_equal(count(h->urx, "X-Api-Key: " SECRET "\r\n"), 1);
 	assert_non_null(strstr(h->urx, "X-Keep: kept\r\n"));
 	h_free(h);
