@@ -53,6 +53,20 @@ icpt_client_timeouts(struct icpt_conn *c)
 		icpt_timeouts(c->cbev, 0, ic->cfg.idle_timeout_s);
 }
 
+/*
+ * Start decoding a message body; false when no body follows. The one
+ * answer to "is there a body" for requests and responses alike: the
+ * framing httpwire chose by RFC 9112 6.3 (HEAD, 1xx, 204 and 304 have
+ * none; CONNECT is never relayed), read by the body decoder, so that a
+ * Content-Length: 0 is as bodiless as a 204.
+ */
+static bool
+icpt_body_begin(struct httpwire_body *b, enum httpwire_framing f, uint64_t content_length)
+{
+	httpwire_body_init(b, f, content_length, 0);
+	return !httpwire_body_done(b);
+}
+
 /* Returns false when the request was refused (the connection is draining). */
 static bool
 icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_t headlen)
@@ -63,6 +77,7 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	const char *scheme = c->tls ? "https" : "http";
 	struct evbuffer *in = bufferevent_get_input(c->cbev);
 	struct evbuffer *head;
+	const char *why, *text;
 	size_t idx = 0;
 	bool inject = false, bound;
 	enum binding_match_result mr = BINDING_MATCH_NONE;
@@ -130,7 +145,14 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 		icpt_http_error(c, 400, "Bad Request", "head_rewrite");
 		return false;
 	}
+	if (inject && (why = intercept_request_refusal(req, &text)) != NULL) {
+		/* Only what the binding allowed is credentialed (docs/vault-requests.md). */
+		evbuffer_free(head);
+		icpt_http_error(c, 403, text, why);
+		return false;
+	}
 	c->credentialed = inject;
+	memset(&c->reqscan, 0, sizeof(c->reqscan));
 	c->binding[0] = '\0';
 	if (inject) {
 		snprintf(c->binding, sizeof(c->binding), "%s",
@@ -148,8 +170,8 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	evbuffer_drain(in, headlen);
 	icpt_to_upstream(c, head, evbuffer_get_length(head));
 	evbuffer_free(head);
-	httpwire_body_init(&c->reqbody, req->framing, req->content_length, 0);
-	c->req = req->framing == HTTPWIRE_FRAME_NONE ? ICPT_REQ_DONE : ICPT_REQ_BODY;
+	c->req = icpt_body_begin(&c->reqbody, req->framing, req->content_length) ? ICPT_REQ_BODY
+	                                                                         : ICPT_REQ_DONE;
 	c->resp = ICPT_RESP_HEAD;
 	c->scanned = 0;
 	if (!c->up_asked && icpt_up_start(c) != 0) {
@@ -177,6 +199,15 @@ icpt_find_head(struct evbuffer *in, size_t *scanned)
 		return 0;
 	}
 	return 1;
+}
+
+/* Payload of a credentialed request body: look for a method override in it. */
+static void
+icpt_req_span_cb(const uint8_t *data, size_t off, size_t len, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	(void)intercept_ovr_scan_feed(&c->reqscan, data, len);
 }
 
 /* Workload -> upstream, per the request state. */
@@ -239,8 +270,8 @@ icpt_http_client(struct icpt_conn *c)
 			for (int i = 0; i < nv && i < 8; i++) {
 				size_t used = 0;
 
-				st = httpwire_body_feed(
-				    &c->reqbody, v[i].iov_base, v[i].iov_len, &used, NULL, NULL);
+				st = httpwire_body_feed(&c->reqbody, v[i].iov_base, v[i].iov_len,
+				    &used, c->credentialed ? icpt_req_span_cb : NULL, c);
 				take += used;
 				if (st != HTTPWIRE_NEED_MORE)
 					break;
@@ -248,6 +279,13 @@ icpt_http_client(struct icpt_conn *c)
 			if (st == HTTPWIRE_INVALID || st == HTTPWIRE_TOO_LARGE) {
 				icpt_http_error(c, 400, "Bad Request",
 				    httpwire_error_str(httpwire_body_error(&c->reqbody)));
+				return;
+			}
+			if (c->reqscan.found) {
+				/* Refused before the bytes that complete the name leave. */
+				icpt_http_error(c, 403,
+				    "method override refused on a credentialed request",
+				    "method_override");
 				return;
 			}
 			icpt_to_upstream(c, in, take);
@@ -413,11 +451,17 @@ icpt_http_response(
 	struct intercept *ic = c->ic;
 	struct redact_set *set = vault_snap_redact(c->snap);
 	struct evbuffer *in = bufferevent_get_input(c->ubev);
+	const char *why;
 	uint64_t m = 0;
 
 	c->status = r->status;
 	if (r->status == 101 && !c->req_upgrade) {
 		icpt_http_error(c, 502, "Bad Gateway", "unexpected_101");
+		return false;
+	}
+	if (r->status == 101 && c->credentialed && (why = intercept_101_refusal(r)) != NULL) {
+		/* Never a tunnel the redactor cannot read (compressed frames). */
+		icpt_http_error(c, 502, "Bad Gateway", why);
 		return false;
 	}
 	if (c->credentialed && !r->interim && icpt_encoded(r)) {
@@ -468,9 +512,8 @@ icpt_http_response(
 		icpt_http_client(c);
 		return true;
 	}
-	httpwire_body_init(&c->respbody, r->framing, r->content_length, 0);
 	c->resp = ICPT_RESP_BODY;
-	if (r->framing == HTTPWIRE_FRAME_NONE) {
+	if (!icpt_body_begin(&c->respbody, r->framing, r->content_length)) {
 		icpt_resp_finish(c, false);
 		return c->state == ICPT_S_HTTP;
 	}

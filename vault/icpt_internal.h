@@ -20,6 +20,7 @@
 #include "policy/name.h"
 #include "vault/httpwire.h"
 #include "vault/intercept.h"
+#include "vault/intercept_internal.h"
 #include "vault/tlspeek.h"
 
 /* linux/netfilter_ipv4.h and linux/netfilter_ipv6/ip6_tables.h. */
@@ -132,6 +133,7 @@ struct icpt_conn {
 	enum icpt_resp resp;
 	size_t scanned; /* head bytes already searched for a line end */
 	struct httpwire_body reqbody, respbody;
+	struct intercept_ovr_scan reqscan; /* credentialed request body: _method */
 	bool req_is_head, req_upgrade, req_keep, resp_keep, rechunk;
 	bool credentialed;
 	char method[ICPT_MAX_METHOD + 1];

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -109,6 +110,289 @@ intercept_request_error_status(enum httpwire_status st, enum httpwire_error e)
 	}
 }
 
+/* ---------------------------------------------------------------- credentialed requests */
+
+/*
+ * Headers a framework reads as "use another method or path than the
+ * request line's": each turns a request the binding allowed (GET /v1/x)
+ * into one it did not (DELETE, /admin). Refused, see docs/vault-requests.md.
+ */
+static const char *const ovr_method_headers[] = {
+    "x-http-method-override", /* Google APIs, ASP.NET, Express method-override, Rails apps */
+    "x-http-method",          /* OData, ASP.NET Web API, Symfony */
+    "x-method-override",      /* Express method-override, IBM, Nancy */
+    NULL,
+};
+static const char *const ovr_target_headers[] = {
+    "x-original-url", /* IIS URL rewrite, Symfony (older), Zend: a path other than the line's */
+    "x-rewrite-url",  /* IIS, Symfony (older) */
+    NULL,
+};
+
+/*
+ * Auth-bearing headers of the workload, dropped on a credentialed request
+ * (besides the binding's own): next to the injected secret the server could
+ * authenticate the workload's account instead (the secret then authorises
+ * an action in the attacker's account), or reflect the value beside it.
+ */
+static const char *const cred_headers[] = {
+    "authorization",        /* RFC 9110 */
+    "proxy-authorization",  /* RFC 9110, hop-by-hop, some origins read it */
+    "cookie",               /* a session of another account */
+    "x-api-key",            /* AWS API Gateway, Anthropic, many */
+    "api-key",              /* Azure OpenAI, others */
+    "x-auth-token",         /* OpenStack, Docker registries */
+    "x-access-token",       /* various */
+    "x-goog-api-key",       /* Google APIs */
+    "x-amz-security-token", /* AWS temporary credentials */
+    "private-token",        /* GitLab */
+    NULL,
+};
+
+/*
+ * Headers that tell a server (or a proxy in front of it) which host, path
+ * prefix, scheme or client the request is "really" for: dropped on a
+ * credentialed request, since some upstreams route or check IP allow
+ * lists on them, and the binding allowed the Host and path of the line.
+ */
+static const char *const route_headers[] = {
+    "forwarded",          /* RFC 7239 host=, proto=, for= */
+    "x-forwarded-host",   /* de facto Forwarded host= */
+    "x-forwarded-server", /* Apache mod_proxy */
+    "x-forwarded-prefix", /* Spring, Traefik: a path prefix */
+    "x-forwarded-proto",  /* de facto Forwarded proto= */
+    "x-forwarded-port",   /* de facto */
+    "x-forwarded-for",    /* de facto Forwarded for= (IP allow lists of a key) */
+    "x-real-ip",          /* nginx */
+    "x-client-ip",        /* various */
+    "x-host",             /* various */
+    NULL,
+};
+
+static bool
+name_in(struct httpwire_view n, const char *const *list)
+{
+	for (size_t i = 0; list[i] != NULL; i++)
+		if (httpwire_name_eq(n, list[i]))
+			return true;
+	return false;
+}
+
+static int
+ovr_hex(uint8_t ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/*
+ * One decoded byte of a name against "_method", any case. A match is a
+ * name that starts with it: the refusal comes at its last byte, before that
+ * byte is sent on, so the server never receives the whole name.
+ */
+static void
+ovr_match(uint8_t *n, unsigned ch, bool *found)
+{
+	static const char pat[] = "_method";
+
+	if (*n == INTERCEPT_OVR_NOMATCH || *n >= sizeof(pat) - 1)
+		return;
+	if (ch >= 'A' && ch <= 'Z')
+		ch += 'a' - 'A';
+	if (ch != (unsigned char)pat[*n]) {
+		*n = INTERCEPT_OVR_NOMATCH;
+		return;
+	}
+	if (++*n == sizeof(pat) - 1)
+		*found = true;
+}
+
+/* application/x-www-form-urlencoded (and query strings): names are %-decoded, '+' is SP. */
+static void
+ovr_form_byte(struct intercept_ovr_scan *s, uint8_t ch)
+{
+	int v;
+
+	if (s->fpct > 0) {
+		if ((v = ovr_hex(ch)) >= 0) {
+			s->fhex = (uint8_t)(s->fhex << 4 | v);
+			if (s->fpct++ == 2) {
+				s->fpct = 0;
+				if (!s->fvalue)
+					ovr_match(&s->fn, s->fhex, &s->found);
+			}
+			return;
+		}
+		/* A broken escape: no name we look for; the byte is read as usual. */
+		s->fpct = 0;
+		s->fn = INTERCEPT_OVR_NOMATCH;
+	}
+	if (ch == '&' || ch == ';') {
+		s->fvalue = false;
+		s->fn = 0;
+		return;
+	}
+	if (ch == '%') {
+		s->fpct = 1;
+		s->fhex = 0;
+		return;
+	}
+	if (s->fvalue)
+		return;
+	if (ch == '=') {
+		s->fvalue = true;
+		return;
+	}
+	ovr_match(&s->fn, ch == '+' ? ' ' : ch, &s->found);
+}
+
+/* Quoted strings (JSON keys, multipart name="..."), with backslash and u-escapes. */
+static void
+ovr_quoted_byte(struct intercept_ovr_scan *s, uint8_t ch)
+{
+	int v;
+
+	switch (s->qstate) {
+	case 0:
+		if (ch == '"') {
+			s->qstate = 1;
+			s->qn = 0;
+		}
+		return;
+	case 1:
+		if (ch == '"')
+			s->qstate = 0;
+		else if (ch == '\\')
+			s->qstate = 2;
+		else
+			ovr_match(&s->qn, ch, &s->found);
+		return;
+	case 2:
+		if (ch == 'u') {
+			s->qstate = 3;
+			s->qhex = 0;
+			return;
+		}
+		s->qstate = 1;
+		ovr_match(&s->qn, ch, &s->found);
+		return;
+	default:
+		if ((v = ovr_hex(ch)) < 0) {
+			s->qstate = ch == '"' ? 0 : 1;
+			s->qn = INTERCEPT_OVR_NOMATCH;
+			return;
+		}
+		s->qhex = (uint16_t)(s->qhex << 4 | v);
+		if (++s->qstate == 7) {
+			s->qstate = 1;
+			ovr_match(&s->qn, s->qhex < 0x80 ? s->qhex : 0, &s->found);
+		}
+		return;
+	}
+}
+
+/* Feed an override scanner. */
+bool
+intercept_ovr_scan_feed(struct intercept_ovr_scan *s, const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n && !s->found; i++) {
+		ovr_form_byte(s, p[i]);
+		ovr_quoted_byte(s, p[i]);
+	}
+	return s->found;
+}
+
+/* Whether a field value is exactly tok (case-insensitive, OWS already trimmed). */
+static bool
+value_is(struct httpwire_view v, const char *tok)
+{
+	size_t n = strlen(tok);
+
+	return v.len == n && strncasecmp((const char *)v.ptr, tok, n) == 0;
+}
+
+/* Why a credentialed request is refused (see intercept_internal.h). */
+const char *
+intercept_request_refusal(const struct httpwire_request *req, const char **text)
+{
+	struct intercept_ovr_scan scan;
+	size_t upgrades = 0;
+	bool websocket = false;
+
+	for (size_t i = 0; i < req->nheaders; i++) {
+		const struct httpwire_header *h = &req->headers[i];
+
+		if (h->name.ptr == NULL)
+			continue;
+		if (name_in(h->name, ovr_method_headers)) {
+			*text = "method override refused on a credentialed request";
+			return "method_override";
+		}
+		if (name_in(h->name, ovr_target_headers)) {
+			*text = "target override refused on a credentialed request";
+			return "target_override";
+		}
+		/* The body scan below cannot see through a content coding. */
+		if (httpwire_name_eq(h->name, "content-encoding") &&
+		    !value_is(h->value, "identity")) {
+			*text = "encoded request body refused on a credentialed request";
+			return "request_body_encoded";
+		}
+		if (httpwire_name_eq(h->name, "upgrade")) {
+			upgrades++;
+			websocket = value_is(h->value, "websocket");
+		}
+	}
+	/* Rails, Laravel, Symfony and method-override read _method from the query too. */
+	memset(&scan, 0, sizeof(scan));
+	for (size_t k = req->path.len; k < req->target.len; k++) {
+		if (k == req->path.len)
+			continue; /* the '?' */
+		if (intercept_ovr_scan_feed(&scan, req->target.ptr + k, 1)) {
+			*text = "method override refused on a credentialed request";
+			return "method_override";
+		}
+	}
+	/*
+	 * One upgrade only, to WebSocket (RFC 6455: GET): h2c, TLS and the rest
+	 * would carry the connection into a protocol the relay does not read.
+	 */
+	if (req->upgrade && (upgrades != 1 || !websocket || req->method.len != 3 ||
+	                        memcmp(req->method.ptr, "GET", 3) != 0)) {
+		*text = "upgrade refused on a credentialed request";
+		return "upgrade_refused";
+	}
+	return NULL;
+}
+
+/* Why a 101 to a credentialed WebSocket request is not relayed. */
+const char *
+intercept_101_refusal(const struct httpwire_response *r)
+{
+	size_t upgrades = 0;
+	bool websocket = false;
+
+	for (size_t i = 0; i < r->nheaders; i++) {
+		const struct httpwire_header *h = &r->headers[i];
+
+		/* We sent no extension offer: any extension answer is unasked for. */
+		if (httpwire_name_eq(h->name, "sec-websocket-extensions"))
+			return "ws_extension_negotiated";
+		if (httpwire_name_eq(h->name, "upgrade")) {
+			upgrades++;
+			websocket = value_is(h->value, "websocket");
+		}
+	}
+	if (upgrades != 1 || !websocket)
+		return "upgrade_mismatch";
+	return NULL;
+}
+
 /* Rewrite the request head for upstream (see intercept_internal.h). */
 int
 intercept_request_head(const struct httpwire_request *req, struct httpwire_header *hdrs,
@@ -124,8 +408,14 @@ intercept_request_head(const struct httpwire_request *req, struct httpwire_heade
 
 			if (n.ptr == NULL)
 				continue;
-			/* The workload must not override or duplicate the credential. */
+			/*
+			 * The workload must not override or duplicate the credential,
+			 * nor send its own, nor offer WebSocket compression (a
+			 * compressed echo of the secret is past the redactor).
+			 */
 			if (vault_snap_injects_header(snap, idx, (const char *)n.ptr, n.len) ||
+			    name_in(n, cred_headers) || name_in(n, route_headers) ||
+			    httpwire_name_eq(n, "sec-websocket-extensions") ||
 			    httpwire_name_eq(n, "accept-encoding") ||
 			    httpwire_name_eq(n, "range") || httpwire_name_eq(n, "if-range"))
 				hdrs[i].name.ptr = NULL;

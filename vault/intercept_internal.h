@@ -20,6 +20,45 @@ const char *intercept_self_reason(int family, const uint8_t *addr, uint16_t port
     uint16_t plain_port, const uint8_t (*local)[16], const int *local_fam, size_t nlocal);
 
 /*
+ * Finds a method-override parameter ("_method", any case, %-encoded or
+ * JSON-escaped) in a stream of bytes: as a form parameter name (at the
+ * start or after '&' or ';') or as the start of a quoted string (JSON
+ * keys, multipart name="..."). Embedded by the caller; zero it to start.
+ */
+struct intercept_ovr_scan {
+	uint8_t fn;     /* form: name bytes matched so far, or INTERCEPT_OVR_NOMATCH */
+	uint8_t fpct;   /* form: 0, or 1/2 while reading the hex digits of a %XX */
+	uint8_t fhex;   /* form: the %XX byte being read */
+	bool fvalue;    /* form: inside a value, not a name */
+	uint8_t qn;     /* quoted: bytes matched so far, or INTERCEPT_OVR_NOMATCH */
+	uint8_t qstate; /* quoted: 0 outside, 1 inside, 2 after a backslash, 3-6 u-escape digits */
+	uint16_t qhex;  /* quoted: the code point of a u-escape being read */
+	bool found;     /* a parameter name starting with "_method" was seen */
+};
+#define INTERCEPT_OVR_NOMATCH 0xff
+
+/* Feed bytes to an override scanner; returns s->found. */
+bool intercept_ovr_scan_feed(struct intercept_ovr_scan *s, const uint8_t *p, size_t n);
+
+/*
+ * Why a request that matched a binding must not get its credential
+ * (NULL: it may): a method or target override in a header or in the
+ * query, an encoded body, an Upgrade other than one "websocket" on GET.
+ * *text is the reason phrase of the 403.
+ */
+const char *intercept_request_refusal(const struct httpwire_request *req, const char **text)
+    __attribute__((warn_unused_result));
+
+/*
+ * Why the 101 answering a credentialed WebSocket request is not relayed
+ * (NULL: it may be): it switches to something else than websocket, or it
+ * negotiates an extension (permessage-deflate would carry a compressed
+ * echo of the credential past the redactor; none was offered).
+ */
+const char *intercept_101_refusal(const struct httpwire_response *r)
+    __attribute__((warn_unused_result));
+
+/*
  * Canonicalise a Host field value into out (POLICY_NAME_MAX + 1 bytes): an
  * optional ":port" must be digits and equal dport. 0, or -1 when the value
  * is not a host name (IP literals included) or names another port.
@@ -30,8 +69,11 @@ int intercept_host_canon(const uint8_t *val, size_t len, uint16_t dport, char *o
 /*
  * Write the request head to send upstream into out. With snap and idx (a
  * matched binding), every workload header the binding injects is dropped
- * (all case variants and duplicates), Accept-Encoding becomes identity,
- * Range and If-Range are dropped and the binding's headers are appended.
+ * (all case variants and duplicates), so are the workload's own
+ * credentials in the other auth-bearing headers, its routing headers
+ * (X-Forwarded-*, Forwarded; docs/vault-requests.md) and
+ * Sec-WebSocket-Extensions, Accept-Encoding becomes identity, Range and
+ * If-Range are dropped and the binding's headers are appended.
  * hdrs is modified (dropped slots get name.ptr NULL). scratch holds at
  * least cap bytes. 0 or -1.
  */
