@@ -458,15 +458,14 @@ icpt_lim(unsigned v, unsigned def, unsigned max)
  * so that a flood from the workload never starves them (EMFILE).
  */
 static unsigned
-icpt_fd_cap(void)
+icpt_fd_cap(unsigned others)
 {
 	struct rlimit rl;
-	rlim_t cap;
+	rlim_t cap, reserve = (rlim_t)INTERCEPT_FD_RESERVE + others;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
 		return INTERCEPT_MAX_CONNS;
-	cap = rl.rlim_cur > 2 * INTERCEPT_FD_RESERVE ? (rl.rlim_cur - INTERCEPT_FD_RESERVE) / 2
-	                                             : INTERCEPT_FD_RESERVE / 2;
+	cap = rl.rlim_cur > 2 * reserve ? (rl.rlim_cur - reserve) / 2 : INTERCEPT_FD_RESERVE / 2;
 	return cap < INTERCEPT_MAX_CONNS ? (unsigned)cap : INTERCEPT_MAX_CONNS;
 }
 
@@ -476,7 +475,7 @@ intercept_new(struct event_base *base, const struct intercept_ops *ops, void *ar
     const struct intercept_config *cfg, char *err, size_t errlen)
 {
 	struct intercept *ic;
-	unsigned fdcap = icpt_fd_cap();
+	unsigned fdcap = icpt_fd_cap(cfg->fd_reserve);
 
 	if (cfg->leaves == NULL || cfg->tls_port == 0 || cfg->plain_port == 0 ||
 	    cfg->tls_port == cfg->plain_port || cfg->peek_port == cfg->tls_port ||

@@ -99,7 +99,13 @@ struct intercept_config {
 	uint16_t peek_port;        /* listener of other TCP ports of learned addresses; 0: none */
 	struct leaf_cache *leaves; /* borrowed, must outlive the interceptor */
 	const char *upstream_ca;   /* trust file or directory; NULL or "": system store */
-	unsigned max_conns;        /* also capped at (RLIMIT_NOFILE - INTERCEPT_FD_RESERVE) / 2 */
+	unsigned max_conns;        /* also capped at (RLIMIT_NOFILE - reserve) / 2 */
+	/*
+	 * Descriptors the rest of the process may hold beside the intercept
+	 * (other listeners' own connection caps), kept on top of
+	 * INTERCEPT_FD_RESERVE.
+	 */
+	unsigned fd_reserve;
 	size_t max_buffer;
 	unsigned hello_timeout_s;     /* deadline for the whole ClientHello (not an idle timer) */
 	unsigned head_timeout_s;      /* deadline for a whole request head, from its first byte */

@@ -27,6 +27,13 @@ enum listen_id {
 	LISTEN_MAX,
 };
 
+/*
+ * Connections the control API holds at once (the table's input chain
+ * refuses more); part of the descriptor reserve the worker keeps beside
+ * the intercept's and the DNS proxy's own caps.
+ */
+#define LISTEN_API_MAX_CONNS 64
+
 /* Every listening socket; fd -1 where the configuration has none. */
 struct listen_set {
 	int fd[LISTEN_MAX];

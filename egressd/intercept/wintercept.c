@@ -18,6 +18,7 @@
 #include "certs/leaf.h"
 #include "egressd/child/learnmap.h"
 #include "egressd/common/log.h"
+#include "egressd/dns/dnsproxy.h"
 #include "egressd/intercept/sockpool.h"
 #include "egressd/intercept/wintercept.h"
 #include "egressd/child/wstate.h"
@@ -219,6 +220,8 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	icfg.plain_port = cfg->plain_port;
 	icfg.peek_port = cfg->peek_port;
 	icfg.max_conns = cfg->intercept_max_conns;
+	/* One worker serves DNS and the API too: their caps come out of the same budget. */
+	icfg.fd_reserve = DNSPROXY_MAX_TCP + LISTEN_API_MAX_CONNS;
 	icfg.hello_timeout_s = cfg->hello_timeout;
 	icfg.head_timeout_s = cfg->head_timeout;
 	icfg.keepalive_timeout_s = cfg->keepalive_timeout;

@@ -109,6 +109,8 @@ enforce_open(const struct config *cfg, char *err, size_t errlen)
 			continue;
 		nc.listeners[nc.nlisteners].proto = cfg->listen.proto[i];
 		nc.listeners[nc.nlisteners].port = cfg->listen.port[i];
+		/* evhttp has no connection cap: the kernel keeps the API's. */
+		nc.listeners[nc.nlisteners].max_conns = i == LISTEN_API ? LISTEN_API_MAX_CONNS : 0;
 		nc.nlisteners++;
 	}
 	for (size_t i = 0; i < cfg->nupstreams && i < NFTRULES_MAX_RESOLVERS; i++) {

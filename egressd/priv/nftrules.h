@@ -52,6 +52,7 @@ struct nftrules_redirect {
 struct nftrules_listener {
 	uint8_t proto; /* IPPROTO_TCP or IPPROTO_UDP */
 	uint16_t port;
+	uint32_t max_conns; /* TCP: new connections refused beyond this many at once; 0: no cap */
 };
 
 #define NFTRULES_MAX_LISTENERS 16

@@ -607,6 +607,48 @@ chain_nat_rules(struct nftrules_batch *b, const struct nftrules_config *cfg)
  * as a request or time-wait socket (no mark to read) is not matched: such
  * sockets exist only after a SYN that a marked listener accepted.
  */
+/*
+ * tcp dport P ct state new ct count over N -> reset: a port whose server
+ * has no connection cap of its own (the API: libevent's evhttp has none)
+ * cannot be made to hold every descriptor of the process that serves it.
+ */
+static void
+rule_conn_cap(
+    struct nftrules_batch *b, const struct nftrules_config *cfg, const struct nftrules_listener *li)
+{
+	struct nftnl_rule *r = rule_new(cfg, NFTRULES_CHAIN_INPUT);
+	bool oom = r == NULL;
+
+	if (r != NULL) {
+		uint32_t st = NF_CT_STATE_BIT(IP_CT_NEW), zero = 0;
+		struct nftnl_expr *e;
+
+		ex_meta_eq8(r, NFT_META_L4PROTO, IPPROTO_TCP, &oom);
+		ex_dport_eq(r, li->port, &oom);
+		e = ex(r, "ct", &oom);
+		if (e != NULL) {
+			nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
+			nftnl_expr_set_u32(e, NFTNL_EXPR_CT_DREG, NFT_REG32_00);
+		}
+		e = ex(r, "bitwise", &oom);
+		if (e != NULL) {
+			nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG32_00);
+			nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG32_00);
+			nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 4);
+			nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &st, 4);
+			nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, 4);
+		}
+		ex_cmp(r, NFT_CMP_NEQ, &zero, 4, &oom);
+		e = ex(r, "connlimit", &oom);
+		if (e != NULL) {
+			nftnl_expr_set_u32(e, NFTNL_EXPR_CONNLIMIT_COUNT, li->max_conns);
+			nftnl_expr_set_u32(e, NFTNL_EXPR_CONNLIMIT_FLAGS, NFT_CONNLIMIT_F_INV);
+		}
+		ex_reject(r, true, &oom);
+	}
+	msg_rule(b, r, oom, NFTRULES_CHAIN_INPUT);
+}
+
 static void
 chain_input_rules(struct nftrules_batch *b, const struct nftrules_config *cfg)
 {
@@ -631,6 +673,8 @@ chain_input_rules(struct nftrules_batch *b, const struct nftrules_config *cfg)
 			ex_reject(r, li->proto == IPPROTO_TCP, &oom);
 		}
 		msg_rule(b, r, oom, ic);
+		if (li->proto == IPPROTO_TCP && li->max_conns > 0)
+			rule_conn_cap(b, cfg, li);
 	}
 }
 

@@ -130,6 +130,37 @@ check "and answers again once descriptors are free" dns_ok
 check "healthz answers after the flood" \
 	bash -c "ip netns exec $SBX curl -sf -m3 http://127.0.0.1:18080/healthz | grep -qx ok"
 
+# The API has no connection cap of its own (libevent's evhttp): the table's
+# input chain holds it to LISTEN_API_MAX_CONNS (64) at once, so the
+# workload cannot spend the worker's descriptors through the API port.
+cat >"$TMP/apiflood.py" <<'EOF2'
+import socket, sys, time
+held = []
+for n in range(200):
+    try:
+        held.append(socket.create_connection(("127.0.0.1", 18080), timeout=1))
+    except OSError:
+        pass
+print(len(held), flush=True)
+time.sleep(float(sys.argv[1]))
+EOF2
+ws_bg "$PY" "$TMP/apiflood.py" 3 >"$TMP/apiheld" 2>&1 &
+FLOOD=$!
+PIDS+=($FLOOD)
+for n in $(seq 1 50); do [ -s "$TMP/apiheld" ] && break; sleep 0.1; done
+nfd=$(ls "/proc/$W/fd" | wc -l)
+wait "$FLOOD" 2>/dev/null
+check "the API port held at most 64 of 200 connections (got $(cat "$TMP/apiheld"))" \
+	test "$(cat "$TMP/apiheld")" -le 64
+check "and at least some (the cap is not a wall)" test "$(cat "$TMP/apiheld")" -ge 32
+check "the worker's descriptors stayed below its limit of 200 ($nfd)" test "$nfd" -lt 200
+ok_after=0
+for n in $(seq 1 30); do
+	ip netns exec "$SBX" curl -sf -m2 http://127.0.0.1:18080/healthz 2>/dev/null | grep -qx ok && { ok_after=1; break; }
+	sleep 0.2
+done
+check "healthz answers once the API flood is over" test "$ok_after" = 1
+
 # 3. The sidecar-restart gap: egressd stops (the table stays), the
 #    workload binds the API and DNS ports; the control plane then calls
 #    with the token. The input chain refuses every unmarked socket on the

@@ -123,7 +123,8 @@ free_port(void)
 
 /* intercept_new() with the given cap setting; returns its effective cap. */
 static size_t
-cap_with(struct event_base *base, struct leaf_cache *lc, unsigned max_conns)
+cap_with_reserve(
+    struct event_base *base, struct leaf_cache *lc, unsigned max_conns, unsigned reserve)
 {
 	struct intercept_config cfg;
 	struct intercept *ic;
@@ -136,6 +137,7 @@ cap_with(struct event_base *base, struct leaf_cache *lc, unsigned max_conns)
 	cfg.peek_port = free_port();
 	cfg.leaves = lc;
 	cfg.max_conns = max_conns;
+	cfg.fd_reserve = reserve;
 	if (cfg.tls_port == cfg.plain_port || cfg.peek_port == cfg.tls_port ||
 	    cfg.peek_port == cfg.plain_port)
 		fail_msg("port collision");
@@ -146,6 +148,12 @@ cap_with(struct event_base *base, struct leaf_cache *lc, unsigned max_conns)
 	cap = intercept_max_conns(ic);
 	intercept_free(ic);
 	return cap;
+}
+
+static size_t
+cap_with(struct event_base *base, struct leaf_cache *lc, unsigned max_conns)
+{
+	return cap_with_reserve(base, lc, max_conns, 0);
 }
 
 static void
@@ -173,6 +181,17 @@ test_cap_from_rlimit(void **state)
 	/* Configuration lowers the cap, never raises it past the descriptors. */
 	assert_int_equal(cap_with(base, lc, 10), 10);
 	assert_int_equal(cap_with(base, lc, 100000), (200 - INTERCEPT_FD_RESERVE) / 2);
+	/*
+	 * What the rest of the process may hold (the DNS proxy's and the API's
+	 * own caps) comes out of the same budget: with 1024 descriptors, 256
+	 * DNS connections and 64 API connections, the intercept stops at 320.
+	 */
+	rl.rlim_cur = 1024;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	assert_int_equal(
+	    cap_with_reserve(base, lc, 0, 256 + 64), (1024 - INTERCEPT_FD_RESERVE - 256 - 64) / 2);
+	assert_true(
+	    2 * cap_with_reserve(base, lc, 0, 256 + 64) + 256 + 64 + INTERCEPT_FD_RESERVE <= 1024);
 
 	/* With many descriptors the compiled maximum holds. */
 	rl.rlim_cur = old.rlim_max < 20000 ? old.rlim_max : 20000;

@@ -315,13 +315,14 @@ test_install_framing_and_objects(void **state)
 
 	cfg.intercept = true;
 	cfg.nlisteners = 3;
-	cfg.listeners[0] = (struct nftrules_listener){IPPROTO_TCP, 18080};
-	cfg.listeners[1] = (struct nftrules_listener){IPPROTO_UDP, 15353};
-	cfg.listeners[2] = (struct nftrules_listener){IPPROTO_TCP, 15353};
+	cfg.listeners[0] = (struct nftrules_listener){IPPROTO_TCP, 18080, 64};
+	cfg.listeners[1] = (struct nftrules_listener){IPPROTO_UDP, 15353, 0};
+	cfg.listeners[2] = (struct nftrules_listener){IPPROTO_TCP, 15353, 0};
 	nftrules_batch_init(&b, SEQ0);
 	assert_int_equal(nftrules_build_install(&b, &cfg, &st), 0);
 	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "nat"), 3 + 1 + 2);
-	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "input"), 3);
+	/* One guard per listener, and the API's connection cap. */
+	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "input"), 3 + 1);
 	nftrules_batch_deinit(&b);
 
 	/* With a peek port: learned and learnedp, v4 and v6, go to it (shared-IP hole). */
