@@ -15,7 +15,7 @@ It parses what it receives the way an RFC 9112 back end does (a final
 body) and keeps the connection open between requests, so a request smuggled
 past the sidecar shows up here as a request of its own. Logs, in LOGDIR:
   x_framing.log      one JSON line per request it parsed: conn, requestline,
-                     header names, the Authorization value (wan side only) and the
+                     header names, the Host values, the Authorization value (wan side only) and the
                      framing headers' values
                      (content_length: list, transfer_encoding: list), body
                      length and body as hex (so a smuggled request carried
@@ -109,7 +109,7 @@ def handle(s):
             head = c.until(b"\r\n\r\n", MAX_HEAD).decode("latin-1")
             lines = head.split("\r\n")
             names, te, cl, expect, close = [], [], [], "", False
-            auth = None
+            auth, host = None, []
             for ln in lines[1:]:
                 k, _, v = ln.partition(":")
                 kl = k.strip().lower()
@@ -118,6 +118,8 @@ def handle(s):
                     te.append(v.strip())
                 elif kl == "content-length":
                     cl.append(v.strip())
+                elif kl == "host":
+                    host.append(v.strip())
                 elif kl == "authorization":
                     auth = v.strip()
                 elif kl == "expect":
@@ -133,6 +135,7 @@ def handle(s):
             body = read_body(c, te, cl)
             log("x_framing.log", {"conn": n, "requestline": lines[0],
                                   "header_names": names,
+                                  "host": host,
                                   "content_length": cl,
                                   "transfer_encoding": te,
                                   "authorization": auth,
