@@ -12,6 +12,11 @@ host/cl/te list every Host, Content-Length and Transfer-Encoding value the
 upstream received; auth says whether an Authorization header arrived (its
 value is never printed: action outputs are scanned for the canaries); body
 is the request body (repr, at most 80 characters; non-printables escaped).
+With --raw STR (on x_framing_raw.log), one line per connection instead:
+
+  RAW conn=N bytes=B has=yes|no
+
+saying whether the bytes that connection received contain STR.
 Exit status 0.
 """
 import json
@@ -43,13 +48,23 @@ def summary(r):
 
 
 def main():
-    for p in sys.argv[1:]:
+    args = sys.argv[1:]
+    raw = None
+    if args[:1] == ["--raw"]:
+        raw, args = args[1].encode("latin-1"), args[2:]
+    for p in args:
         try:
             f = open(p, encoding="utf-8", errors="replace")
         except OSError:
             continue
         for line in f:
             try:
+                if raw is not None:
+                    r = json.loads(line)
+                    b = bytes.fromhex(r.get("raw_hex", ""))
+                    print("RAW conn=%s bytes=%d has=%s" % (
+                        r.get("conn"), len(b), "yes" if raw in b else "no"))
+                    continue
                 s = summary(json.loads(line))
             except ValueError:
                 continue
