@@ -96,14 +96,17 @@ def run_one(mode, addr, name, data, pace):
             ctx = ssl.create_default_context(cafile=os.environ.get("TRUST"))
             ctx.set_alpn_protocols(["http/1.1"])
             s = ctx.wrap_socket(s, server_hostname=name)
+    except (OSError, ssl.SSLError) as e:
+        return None, 0, 1, "connect-error %s" % type(e).__name__
+    try:
         parts = data.split(b"<PAUSE>")
         for k, p in enumerate(parts):
             if k:
                 time.sleep(pace)
             if p:
                 s.sendall(p)
-    except (OSError, ssl.SSLError) as e:
-        return None, 0, 1, "send-error %s" % type(e).__name__
+    except (OSError, ssl.SSLError):
+        pass  # refused mid-request: what it answered may still be readable
     got = b""
     closed = 0
     s.settimeout(IDLE)
