@@ -6,8 +6,9 @@ Who runs it: an exfil case, as the workload (uid 1000 in sbx). MODE is
 `tls` (TLS to ADDR:443 with SNI NAME, trusting $TRUST, so egressd's
 intercept terminates it) or `plain` (ADDR:80). Each VARIANT is
 `label=bytes`, the bytes written with Python backslash escapes (\\r \\n \\t
-\\x00 ...); `{N*c}` expands to N copies of the character c (for oversized
-parts) and `{len:...}` is not supported: the cases spell their lengths.
+\\x00 ...); `{N*c}` expands to N copies of the character c and then
+`{N*(text)}` to N copies of text (for oversized parts; a variant is at
+most 4 MB). The cases spell their Content-Lengths themselves.
 A variant whose bytes contain the marker `<PAUSE>` is sent in two writes
 with --pace seconds between them (default 0.5).
 
@@ -31,12 +32,17 @@ import sys
 import time
 
 MAX_READ = 256 << 10
+MAX_SEND = 4 << 20
 IDLE = 2.5
 
 
 def decode(spec):
     spec = re.sub(r"\{(\d+)\*(.)\}", lambda m: m.group(2) * int(m.group(1)),
                   spec)
+    spec = re.sub(r"\{(\d+)\*\((.*?)\)\}",
+                  lambda m: m.group(2) * int(m.group(1)), spec)
+    if len(spec) > MAX_SEND:
+        raise ValueError("variant larger than %d bytes" % MAX_SEND)
     return spec.encode("latin-1").decode("unicode_escape").encode("latin-1")
 
 
