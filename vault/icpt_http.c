@@ -61,9 +61,10 @@ icpt_client_timeouts(struct icpt_conn *c)
  * Content-Length: 0 is as bodiless as a 204.
  */
 static bool
-icpt_body_begin(struct httpwire_body *b, enum httpwire_framing f, uint64_t content_length)
+icpt_body_begin(
+    struct httpwire_body *b, enum httpwire_framing f, uint64_t content_length, unsigned flags)
 {
-	httpwire_body_init(b, f, content_length, 0);
+	httpwire_body_init(b, f, content_length, flags);
 	return !httpwire_body_done(b);
 }
 
@@ -170,8 +171,15 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	evbuffer_drain(in, headlen);
 	icpt_to_upstream(c, head, evbuffer_get_length(head));
 	evbuffer_free(head);
-	c->req = icpt_body_begin(&c->reqbody, req->framing, req->content_length) ? ICPT_REQ_BODY
-	                                                                         : ICPT_REQ_DONE;
+	/*
+	 * A trailer section is a second header block, after the head was
+	 * checked and the credential injected: to a host with a binding it
+	 * could carry the workload's own Authorization or Host. Refused there.
+	 */
+	c->req = icpt_body_begin(&c->reqbody, req->framing, req->content_length,
+	             bound ? HTTPWIRE_BODY_NO_TRAILERS : 0)
+	             ? ICPT_REQ_BODY
+	             : ICPT_REQ_DONE;
 	c->resp = ICPT_RESP_HEAD;
 	c->scanned = 0;
 	if (!c->up_asked && icpt_up_start(c) != 0) {
@@ -513,7 +521,7 @@ icpt_http_response(
 		return true;
 	}
 	c->resp = ICPT_RESP_BODY;
-	if (!icpt_body_begin(&c->respbody, r->framing, r->content_length)) {
+	if (!icpt_body_begin(&c->respbody, r->framing, r->content_length, 0)) {
 		icpt_resp_finish(c, false);
 		return c->state == ICPT_S_HTTP;
 	}
