@@ -258,8 +258,15 @@ icpt_http_client(struct icpt_conn *c)
 			}
 			if (st != HTTPWIRE_OK) {
 				/* Smuggling shapes and malformed heads never reach upstream. */
-				icpt_http_error(c, intercept_request_error_status(st, req.error),
-				    "Bad Request", httpwire_error_str(req.error));
+				int code = intercept_request_error_status(st, req.error);
+
+				icpt_http_error(c, code,
+				    code == 431   ? "Request Header Fields Too Large"
+				    : code == 501 ? "Not Implemented"
+				    : code == 505 ? "HTTP Version Not Supported"
+				    : code == 414 ? "URI Too Long"
+				                  : "Bad Request",
+				    httpwire_error_str(req.error));
 				return;
 			}
 			if (!icpt_http_request(c, &req, consumed))
