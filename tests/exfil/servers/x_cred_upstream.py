@@ -238,10 +238,12 @@ def respond(s, method, target, hl, body):
             s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
                       b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" %
                       (len(smug), smug))
-        elif v == "headbody":
+        elif v == "headbody":  # a body after a HEAD response: a response
             smug = b"SMUGGLED " + echo
+            body = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (
+                len(smug), smug)
             s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" %
-                      (len(smug), smug))
+                      (len(body), body))
         elif v == "interim":
             s.sendall(b"HTTP/1.1 100 Continue\r\n\r\n" * 1000 +
                       b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nfinally\n")
