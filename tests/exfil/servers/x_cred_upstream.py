@@ -24,6 +24,7 @@ request. Routes (any path containing the word):
                 carrying the value and the word SMUGGLED;
   /early        103 Early Hints with the value in Link, then a chunked body
                 whose trailer X-Echo carries "Bearer value";
+  TRACE, TRACK  the request's header fields, values included;
   anything else a JSON echo of the request line, header names and body
                 length (the value is not repeated).
 LOGDIR/xcred.log gets one JSON line per request: request line, header list
@@ -265,6 +266,9 @@ def respond(s, method, target, hl, body):
         s.sendall(b"6\r\nearly\n\r\n0\r\nX-Echo: " + auth.encode() +
                   b"\r\n\r\n")
         return None
+    if method in ("TRACE", "TRACK"):  # echo the request head, as TRACE does
+        out = "".join("%s: %s\r\n" % kv for kv in hl.items()).encode()
+        return send(s, "200 OK", [("Content-Type", "message/http")], out)
     rec = {"server": "xcred", "method": method, "target": target,
            "header_names": sorted(hl), "body_len": len(body)}
     return send(s, "200 OK", [("Content-Type", "application/json")],
