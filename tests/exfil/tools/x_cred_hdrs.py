@@ -4,11 +4,12 @@ servers/x_cred_upstream.py, whose log has no method/path/body) received, for the
 credential cases (EX-136, EX-137, EX-144, EX-159..EX-171). One line per
 logged request whose request line contains WORD:
 
-  <method> <path> auth=<A> n=<N> key=<K> nk=<M> conn=<C> body=<B>
+  <method> <path> auth=<A> n=<N> key=<K> nk=<M> conn=<C> host=<H> tr=<T> body=<B>
 
 A is the value of the only Authorization field (or "-"; "*" joins several),
 N the number of Authorization fields (any case), K/M the same for X-Api-Key,
-C the Connection field, B the body. The
+C the Connection field, H the Host field(s), T the trailer fields
+(x_cred_upstream.py logs them), B the body. The
 canaries S1-S3 are printed as <S1>..<S3>, so the output never holds a
 secret. Who runs it: a harness action, reading <case>/fakenet/*.log.
 """
@@ -45,11 +46,13 @@ def main():
         key = [v for k, v in hs if k.lower() == "x-api-key"]
         conn = [v for k, v in hs if k.lower() == "connection"]
         words = rl.split(" ")
-        print(tag("%s %s auth=%s n=%d key=%s nk=%d conn=%s body=%s" % (
+        tr = ",".join("%s:%s" % (k, v) for k, v in rec.get("trailers", []))
+        host = [v for k, v in hs if k.lower() == "host"]
+        print(tag("%s %s auth=%s n=%d key=%s nk=%d conn=%s host=%s tr=%s body=%s" % (
             rec.get("method", words[0]),
             rec.get("path", words[1] if len(words) > 1 else "?"),
             "*".join(auth) or "-", len(auth), "*".join(key) or "-",
-            len(key), ",".join(conn) or "-",
+            len(key), ",".join(conn) or "-", "*".join(host) or "-", tr or "-",
             rec.get("body", "")[:200].replace("\n", "\\n") or "-")))
     return 0
 
