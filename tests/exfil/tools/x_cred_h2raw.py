@@ -23,6 +23,15 @@ import h2.connection
 import h2.events
 
 
+def field(h):
+    """'name:value', where a pseudo-header keeps its leading colon."""
+    if h.startswith(":"):
+        k, _, v = h[1:].partition(":")
+        return (":" + k, v)
+    k, _, v = h.partition(":")
+    return (k, v)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--connect", required=True)
@@ -54,7 +63,7 @@ def main():
     c.initiate_connection()
     hdrs = [(":method", a.method), (":scheme", "https"),
             (":authority", a.authority or a.sni), (":path", a.path)]
-    hdrs += [tuple(h.split(":", 1)) for h in a.header]
+    hdrs += [field(h) for h in a.header]
     body = bytes.fromhex(a.data_hex) if a.data_hex else \
         (a.data.encode() if a.data is not None else None)
     last = body is None and a.data2 is None and not a.trailer
@@ -64,7 +73,7 @@ def main():
     if a.data2 is not None:
         c.send_data(1, a.data2.encode(), end_stream=not a.trailer)
     if a.trailer:
-        c.send_headers(1, [tuple(t.split(":", 1)) for t in a.trailer],
+        c.send_headers(1, [field(t) for t in a.trailer],
                        end_stream=True)
     s.sendall(c.data_to_send())
     for _ in range(40):
