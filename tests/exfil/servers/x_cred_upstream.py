@@ -18,7 +18,8 @@ request. Routes (any path containing the word):
   /basic        the Authorization value raw, base64-decoded, and the
                 decoded password alone;
   /big?size=N&at=OFF[&chunked=1]  N bytes of filler with "<<value>>" at
-                OFF (clamped so it fits), Content-Length or chunked;
+                OFF (clamped so it fits), Content-Length or chunked (chunks
+                of 65521 bytes);
   /bad?v=V      a malformed response (cl+te, 2cl, lf, extra, headbody,
                 interim, fold); the "extra" one smuggles a second response
                 carrying the value and the word SMUGGLED;
@@ -213,8 +214,14 @@ def respond(s, method, target, hl, body):
         if q.get("chunked") == "1":
             s.sendall(head("200 OK", [("Content-Type", "text/plain"),
                                       ("Transfer-Encoding", "chunked")]))
+            buf = b""  # fixed 65521-byte chunks, so a mark can straddle two
             for b in pieces:
-                s.sendall(b"%x\r\n%s\r\n" % (len(b), b))
+                buf += b
+                while len(buf) >= 65521:
+                    s.sendall(b"%x\r\n%s\r\n" % (65521, buf[:65521]))
+                    buf = buf[65521:]
+            if buf:
+                s.sendall(b"%x\r\n%s\r\n" % (len(buf), buf))
             s.sendall(b"0\r\n\r\n")
         else:
             s.sendall(head("200 OK", [("Content-Type", "text/plain"),
