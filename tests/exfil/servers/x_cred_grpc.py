@@ -22,6 +22,7 @@ import threading
 import h2.config
 import h2.connection
 import h2.events
+import h2.exceptions
 
 ADDR, CERTDIR, LOGDIR = sys.argv[1], sys.argv[2], sys.argv[3]
 LOCK = threading.Lock()

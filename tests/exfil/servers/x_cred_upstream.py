@@ -33,7 +33,6 @@ and trailer list, with every canary S1-S3 replaced by <S1>..<S3> (the log
 never holds a secret).
 """
 import base64
-import html
 import json
 import os
 import socket
