@@ -326,6 +326,19 @@ redact_add_url(struct redact_plist *pl, const uint8_t *v, size_t n, const char *
 	plist_end(pl);
 }
 
+/* Every byte percent-encoded (%XX), as encoders that escape everything do. */
+static void
+redact_add_url_all(struct redact_plist *pl, const uint8_t *v, size_t n, const char *hex)
+{
+	plist_begin(pl);
+	for (size_t i = 0; i < n; i++) {
+		plist_put(pl, '%');
+		plist_put(pl, (uint8_t)hex[v[i] >> 4]);
+		plist_put(pl, (uint8_t)hex[v[i] & 15]);
+	}
+	plist_end(pl);
+}
+
 static void
 redact_add_hex(struct redact_plist *pl, const uint8_t *v, size_t n, const char *hex)
 {
@@ -487,6 +500,8 @@ redact_add_value(struct redact_plist *pl, const uint8_t *v, size_t n)
 	redact_add_base64(pl, v, n);
 	redact_add_url(pl, v, n, redact_hexup, false);
 	redact_add_url(pl, v, n, redact_hexlo, false);
+	redact_add_url_all(pl, v, n, redact_hexup);
+	redact_add_url_all(pl, v, n, redact_hexlo);
 	if (memchr(v, ' ', n) != NULL) {
 		redact_add_url(pl, v, n, redact_hexup, true);
 		redact_add_url(pl, v, n, redact_hexlo, true);
