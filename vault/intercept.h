@@ -93,6 +93,8 @@ struct intercept_config {
 	uint16_t plain_port;       /* listener of redirected plain HTTP (e.g. 15080) */
 	struct leaf_cache *leaves; /* borrowed, must outlive the interceptor */
 	const char *upstream_ca;   /* trust file or directory; NULL or "": system store */
+	/* upstream_ca as read before the privilege drop (certs/trust.h); borrowed */
+	struct x509_store_st *upstream_store;
 	unsigned max_conns;
 	size_t max_buffer;
 	unsigned hello_timeout_s;

@@ -62,6 +62,8 @@ struct config {
 	 * same CA the workload already trusts.
 	 */
 	struct ca *ca;
+	/* Not an option: upstream_ca read by the parent before the first fork. */
+	struct x509_store_st *upstream_store;
 };
 
 /* Fill in the compiled defaults. */

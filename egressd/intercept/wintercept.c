@@ -205,6 +205,7 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	icfg.plain_port = cfg->plain_port;
 	icfg.leaves = w->leaves;
 	icfg.upstream_ca = cfg->upstream_ca;
+	icfg.upstream_store = cfg->upstream_store;
 	w->ic = intercept_new(ws->base, &wintercept_ops, w, &icfg, err, errlen);
 	if (w->ic == NULL)
 		goto fail;

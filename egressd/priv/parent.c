@@ -24,6 +24,7 @@
 #include <event2/event.h>
 
 #include "certs/ca.h"
+#include "certs/trust.h"
 #include "egressd/common/chan.h"
 #include "egressd/priv/ctflush.h"
 #include "egressd/priv/enforce.h"
@@ -702,6 +703,14 @@ parent_run(struct config *cfg)
 		if (cfg->ca == NULL) {
 			log_msg(LOG_ERROR, "vault", "ca_error", "sandbox CA: %s", err);
 			return 1;
+		}
+		/* The upstream trust too: the worker may not be able to read it. */
+		if (cfg->upstream_ca[0] != '\0') {
+			cfg->upstream_store = trust_load(cfg->upstream_ca, err, sizeof(err));
+			if (cfg->upstream_store == NULL) {
+				log_msg(LOG_ERROR, "vault", "trust_error", "%s", err);
+				return 1;
+			}
 		}
 	}
 	if (cfg->intercept && parent_export_ca(cfg, err, sizeof(err)) != 0) {
