@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/http.h>
 #include <jansson.h>
@@ -149,8 +150,15 @@ vaultapi_load_secret(
 		memset(&st, 0, sizeof(st));
 		r.s = secret_from_file_stamp(ci.ref, &st, &e);
 		if (r.s == NULL) {
-			snprintf(err, errlen, "credential \"%s\": cannot read file %s: %s", ci.name,
-			    ci.ref, strerror(e));
+			if (e == EACCES)
+				snprintf(err, errlen,
+				    "credential \"%s\": cannot read file %s: %s (the worker, uid "
+				    "%u, "
+				    "needs read access to it: it is re-read on every rotation)",
+				    ci.name, ci.ref, strerror(e), (unsigned)getuid());
+			else
+				snprintf(err, errlen, "credential \"%s\": cannot read file %s: %s",
+				    ci.name, ci.ref, strerror(e));
 			return NULL;
 		}
 		/* Remember the file's identity, to re-read it when it changes. */

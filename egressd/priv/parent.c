@@ -31,6 +31,7 @@
 #include "egressd/common/log.h"
 #include "egressd/priv/parent.h"
 #include "egressd/priv/privsep.h"
+#include "egressd/priv/startcheck.h"
 #include "egressd/child/worker.h"
 
 /* Restart backoff of a crashed worker. */
@@ -677,6 +678,10 @@ parent_run(struct config *cfg)
 	}
 	if (config_worker_ids(cfg, &p.wuid, &p.wgid, err, sizeof(err)) != 0) {
 		log_msg(LOG_ERROR, "proc", "startup", "%s", err);
+		return 1;
+	}
+	if (startcheck_worker_reads(cfg, p.wuid, p.wgid, err, sizeof(err)) != 0) {
+		log_msg(LOG_ERROR, "proc", "worker_access", "%s", err);
 		return 1;
 	}
 	if (cfg->insecure_no_token && cfg->token[0] == '\0')
