@@ -3,7 +3,7 @@
 # debootstrap chroot that has nothing but the minimal base. Not run by CI;
 # it is how a developer checks a change to the install steps.
 #
-#   scripts/fresh-check.sh [--reset] [--keep-mounted] [REF]
+#   scripts/fresh-check.sh [--reset] [REF]
 #
 # REF (default HEAD) of this repository is cloned into the chroot at
 # /root/src/egressd, ../shared beside it, and `./egress demo` then
@@ -16,8 +16,9 @@
 # from the mirror this machine's apt uses; the chroot (FRESH_ROOT, default
 # /var/tmp/egfresh) is unpacked from it when missing, or always with
 # --reset (which is what "from nothing" means: nothing installed by an
-# earlier run survives). Everything mounted is unmounted at the end unless
-# --keep-mounted. Needs root, debootstrap (installed when missing) and the
+# earlier run survives). The mounts live in a mount namespace of the
+# check's own (see below), so nothing is left mounted. Needs root,
+# debootstrap (installed when missing) and the
 # Debian mirror; the tests themselves only use namespaces they create.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -25,14 +26,12 @@ ROOT="${FRESH_ROOT:-/var/tmp/egfresh}"
 BASE="${FRESH_BASE:-/var/tmp/egfresh-base.tar}"
 LOG="${FRESH_LOG:-$ROOT.log}"
 reset=0
-keep=0
 ref=HEAD
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--reset) reset=1 ;;
-	--keep-mounted) keep=1 ;;
 	-h | --help)
-		sed -n '2,21p' "$0"
+		sed -n '2,22p' "$0"
 		exit 0
 		;;
 	-*)
@@ -44,7 +43,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 [ "$(id -u)" = 0 ] || { echo "fresh-check: run as root" >&2; exit 2; }
-# One check at a time per chroot: a second one would unmount the first's.
+# One check at a time per chroot.
 exec 9>"$ROOT.lock"
 flock -n 9 || { echo "fresh-check: another check holds $ROOT.lock" >&2; exit 2; }
 sha="$(git -C "$here" rev-parse --verify "$ref^{commit}")"
@@ -61,17 +60,9 @@ if [ -z "$mirror" ]; then
 fi
 mirror="${mirror:-http://deb.debian.org/debian}"
 
-mounted=()
-unmount_all() {
-	local m
-	[ "$keep" = 1 ] && { echo "fresh-check: left mounted under $ROOT: ${mounted[*]}"; return 0; }
-	# Whatever the tests mounted below the chroot (netns files, podman's
-	# overlays) goes first, deepest first, then ours.
-	while read -r m; do
-		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
-	done < <(awk -v r="$ROOT" '$2 == r || index($2, r "/") == 1 { print $2 }' /proc/self/mounts | sort -r)
-}
-trap unmount_all EXIT
+# Mounts under the chroot from outside this script's namespace (an
+# interrupted earlier check) would mislead the tests: refuse them.
+has_mounts() { awk -v r="$ROOT" '$2 == r || index($2, r "/") == 1 { f = 1 } END { exit !f }' /proc/self/mounts; }
 
 if [ ! -s "$BASE" ]; then
 	command -v debootstrap >/dev/null ||
@@ -89,36 +80,17 @@ if [ ! -s "$BASE" ]; then
 	tar -C "$tmp" --numeric-owner -cf "$BASE.tmp" . && mv "$BASE.tmp" "$BASE"
 	rm -rf "$tmp"
 fi
+if has_mounts; then
+	echo "fresh-check: something is mounted under $ROOT; unmount it first" >&2
+	exit 1
+fi
 if [ "$reset" = 1 ] || [ ! -d "$ROOT/usr" ]; then
-	if awk -v r="$ROOT" '$2 == r || index($2, r "/") == 1 { f = 1 } END { exit !f }' /proc/self/mounts; then
-		echo "fresh-check: $ROOT has mounts; unmount them first" >&2
-		exit 1
-	fi
 	rm -rf "$ROOT"
 	mkdir -p "$ROOT"
 	tar -C "$ROOT" --numeric-owner -xf "$BASE"
 	echo "fresh-check: $ROOT unpacked from $BASE"
 fi
 
-# What a booted machine has and the tests need: proc, sys (with the
-# cgroup hierarchies podman uses), dev with pts and shm, a tmpfs /run
-# (ip netns keeps its namespaces in /run/netns).
-mnt() { # target mount-args...
-	local t="$ROOT${1%/}"
-	shift
-	mkdir -p "$t"
-	mount "$@" "$t"
-	mounted+=("$t")
-}
-# ip netns exec remounts / as a slave: / must be a mount point, ours.
-mnt / --bind "$ROOT"
-mount --make-private "$ROOT"
-mnt /proc -t proc proc
-mnt /sys --rbind /sys
-mount --make-rslave "$ROOT/sys"
-mnt /dev --rbind /dev
-mount --make-rslave "$ROOT/dev"
-mnt /run -t tmpfs -o mode=0755,nosuid,nodev tmpfs
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
 
 # The repository at REF, as a user would have cloned it, and ../shared.
@@ -131,25 +103,51 @@ git -C "$src/egressd" -c advice.detachedHead=false checkout -q "$sha"
 echo "fresh-check: $(git -C "$here" log -1 --format='%h %s' "$sha" | cut -c1-100)"
 echo "fresh-check: log in $LOG"
 
-run_in() { # name command
-	local t0 rc=0
-	t0=$(date +%s)
-	chroot "$ROOT" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
-		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-		/bin/bash -c "cd /root/src/egressd && $2" >>"$LOG" 2>&1 || rc=$?
-	times+=("$(printf '%-14s %5ss  %s' "$1" "$(($(date +%s) - t0))" "$([ $rc -eq 0 ] && echo ok || echo "FAILED ($rc)")")")
-	return $rc
-}
-: >"$LOG"
-times=()
+# The commands run in a mount namespace of their own whose root is the
+# chroot (pivot_root, not chroot: podman exec and ip netns exec enter
+# namespaces, and setns would leave a chroot for the machine's root). It
+# has what a booted machine has and the tests need: proc, sys (with the
+# cgroup hierarchies podman uses), dev with pts, a fresh /dev/shm and a
+# tmpfs /run (ip netns keeps its namespaces in /run/netns). The mounts
+# live only in that namespace: they vanish with it, nothing to unmount.
+cat >"$ROOT/root/fresh-run.sh" <<'RUN'
+# Run inside the chroot by scripts/fresh-check.sh: the README's two commands.
+cd /root/src/egressd || exit 2
 rc=0
-run_in "egress demo" "./egress demo" || rc=$?
-run_in "egress test" "./egress test" || { r=$?; [ $rc -ne 0 ] || rc=$r; }
+for c in demo test; do
+	t0=$(date +%s)
+	r=0
+	./egress "$c" || r=$?
+	printf '%-14s %5ss  %s\n' "egress $c" "$(($(date +%s) - t0))" \
+		"$([ $r -eq 0 ] && echo ok || echo "FAILED ($r)")" >>/root/fresh-times
+	[ $rc -ne 0 ] || rc=$r
+done
+exit $rc
+RUN
+inner='set -eu
+R=$1
+mount --bind "$R" "$R"
+mount -t proc proc "$R/proc"
+mount --rbind /sys "$R/sys"
+mount --rbind /dev "$R/dev"
+mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$R/dev/shm"
+mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs "$R/run"
+mkdir -p "$R/.oldroot"
+cd "$R"
+pivot_root . .oldroot
+umount -l /.oldroot
+rmdir /.oldroot
+exec /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+	PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin /bin/bash /root/fresh-run.sh'
+: >"$LOG"
+rm -f "$ROOT/root/fresh-times"
+rc=0
+unshare --mount --propagation private /bin/bash -c "$inner" fresh-check "$ROOT" >>"$LOG" 2>&1 || rc=$?
 echo "== demo output"
 sed -n '/^  DNS /,/workload saw/p' "$LOG"
 echo "== egress test stages"
 sed -n '/^== stages$/,$p' "$LOG" | sed 1d
 echo "== fresh-check ($sha)"
-printf '  %s\n' "${times[@]}"
+sed 's/^/  /' "$ROOT/root/fresh-times" 2>/dev/null
 [ $rc -eq 0 ] && echo "fresh-check: green on a fresh bookworm" || echo "fresh-check: FAILED (log: $LOG)"
 exit $rc
