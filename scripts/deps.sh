@@ -12,6 +12,11 @@ pkgs=(
 	# run and test
 	nftables iproute2 util-linux dnsmasq-base curl socat dnsutils netcat-openbsd
 	tcpdump openssl python3 python3-dnslib ca-certificates procps valgrind
+	# nftables only recommends netbase, and we install without recommends:
+	# nft names protocols from its /etc/protocols (the tests compare `nft
+	# list` output), and its postinst writes the /etc/hosts that `ip netns
+	# exec` binds a namespace's hosts file over. A minimal system has neither.
+	netbase
 )
 if [ -f "$here/tests/exfil/deps.txt" ]; then
 	while read -r p; do

@@ -381,7 +381,10 @@ icpt_ctx_setup(struct intercept *ic, char *err, size_t errlen)
 		snprintf(err, errlen, "intercept: ALPN setup failed");
 		return -1;
 	}
-	if (ic->upstream_ca[0] == '\0')
+	if (ic->cfg.upstream_store != NULL) {
+		SSL_CTX_set1_cert_store(ic->up_ctx, ic->cfg.upstream_store);
+		ok = 1;
+	} else if (ic->upstream_ca[0] == '\0')
 		ok = SSL_CTX_set_default_verify_paths(ic->up_ctx);
 	else if (stat(ic->upstream_ca, &st) == 0 && S_ISDIR(st.st_mode))
 		ok = SSL_CTX_load_verify_locations(ic->up_ctx, NULL, ic->upstream_ca);

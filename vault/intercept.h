@@ -99,7 +99,9 @@ struct intercept_config {
 	uint16_t peek_port;        /* listener of other TCP ports of learned addresses; 0: none */
 	struct leaf_cache *leaves; /* borrowed, must outlive the interceptor */
 	const char *upstream_ca;   /* trust file or directory; NULL or "": system store */
-	unsigned max_conns;        /* also capped at (RLIMIT_NOFILE - reserve) / 2 */
+	/* upstream_ca as read before the privilege drop (certs/trust.h); borrowed */
+	struct x509_store_st *upstream_store;
+	unsigned max_conns; /* also capped at (RLIMIT_NOFILE - reserve) / 2 */
 	/*
 	 * Descriptors the rest of the process may hold beside the intercept
 	 * (other listeners' own connection caps), kept on top of

@@ -144,6 +144,8 @@ config_free(struct config *c)
 	c->rules_json = NULL;
 	ca_free(c->ca); /* wipes the key */
 	c->ca = NULL;
+	X509_STORE_free(c->upstream_store);
+	c->upstream_store = NULL;
 	explicit_bzero(c->token, sizeof(c->token));
 }
 

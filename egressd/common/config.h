@@ -94,6 +94,8 @@ struct config {
 	 */
 	struct config_upstream upstreams[CONFIG_MAX_UPSTREAMS];
 	size_t nupstreams;
+	/* Not an option: upstream_ca read by the parent before the first fork. */
+	struct x509_store_st *upstream_store;
 };
 
 /*

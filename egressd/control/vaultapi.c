@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/http.h>
 #include <jansson.h>
@@ -177,8 +178,14 @@ vaultapi_load_secret(struct vaultstore *vs, const struct binding_set *bs, size_t
 		r.s = secret_from_file_stamp(ci.ref, &st, &e);
 		if (r.s == NULL) {
 			/* By position: neither the name nor the path is echoed. */
-			snprintf(err, errlen, "%s.source.path: cannot load the file: %s", who,
-			    vaultapi_load_why(e));
+			if (e == EACCES)
+				snprintf(err, errlen,
+				    "%s.source.path: cannot load the file: %s (the worker, uid %u, "
+				    "needs read access to it: it is re-read on every rotation)",
+				    who, vaultapi_load_why(e), (unsigned)getuid());
+			else
+				snprintf(err, errlen, "%s.source.path: cannot load the file: %s", who,
+				    vaultapi_load_why(e));
 			return NULL;
 		}
 		/* Remember the file's identity, to re-read it when it changes. */

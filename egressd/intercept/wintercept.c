@@ -229,6 +229,7 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	icfg.upstream_ca = cfg->upstream_ca;
 	/* The parent's sockets, in the order intercept_config wants (TLS, plain, peek). */
 	icfg.listen_fds = &cfg->listen.fd[LISTEN_TLS4];
+	icfg.upstream_store = cfg->upstream_store;
 	w->ic = intercept_new(ws->base, &wintercept_ops, w, &icfg, err, errlen);
 	if (w->ic == NULL)
 		goto fail;

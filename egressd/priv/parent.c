@@ -25,6 +25,7 @@
 #include <event2/event.h>
 
 #include "certs/ca.h"
+#include "certs/trust.h"
 #include "egressd/common/chan.h"
 #include "egressd/priv/ctflush.h"
 #include "egressd/priv/enforce.h"
@@ -32,6 +33,7 @@
 #include "egressd/common/log.h"
 #include "egressd/priv/parent.h"
 #include "egressd/priv/privsep.h"
+#include "egressd/priv/startcheck.h"
 #include "egressd/child/worker.h"
 
 /* Restart backoff of a crashed worker. */
@@ -715,6 +717,10 @@ parent_run(struct config *cfg)
 		log_msg(LOG_ERROR, "proc", "startup", "%s", err);
 		return 1;
 	}
+	if (startcheck_worker_reads(cfg, p.wuid, p.wgid, err, sizeof(err)) != 0) {
+		log_msg(LOG_ERROR, "proc", "worker_access", "%s", err);
+		return 1;
+	}
 	if (cfg->insecure_no_token && cfg->token[0] == '\0')
 		log_msg(LOG_WARN, "api", "insecure_no_token",
 		    "starting WITHOUT an API token: anyone on the sandbox loopback can change the "
@@ -739,6 +745,14 @@ parent_run(struct config *cfg)
 		if (cfg->ca == NULL) {
 			log_msg(LOG_ERROR, "vault", "ca_error", "sandbox CA: %s", err);
 			return 1;
+		}
+		/* The upstream trust too: the worker may not be able to read it. */
+		if (cfg->upstream_ca[0] != '\0') {
+			cfg->upstream_store = trust_load(cfg->upstream_ca, err, sizeof(err));
+			if (cfg->upstream_store == NULL) {
+				log_msg(LOG_ERROR, "vault", "trust_error", "%s", err);
+				return 1;
+			}
 		}
 	}
 	if (cfg->intercept && parent_export_ca(cfg, err, sizeof(err)) != 0) {

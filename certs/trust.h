@@ -1,0 +1,25 @@
+/*
+ * trust: the upstream trust anchors, read once by the parent before it
+ * forks the worker (as relayd and OpenSSH do), so that a trust file or
+ * directory readable only by root works with an unprivileged worker.
+ */
+#ifndef EGRESSD_CERTS_TRUST_H
+#define EGRESSD_CERTS_TRUST_H
+
+#include <stddef.h>
+
+#include <openssl/x509.h>
+
+#define TRUST_MAX_FILES 4096         /* files read from a trust directory */
+#define TRUST_MAX_FILE_BYTES 4194304 /* one trust file */
+
+/*
+ * Every certificate (and CRL) of a PEM file, or of every regular file of a
+ * directory (hashed c_rehash names or any other; files that hold no PEM
+ * certificate are skipped). Owned store, or NULL with one sentence in err
+ * naming the path, what failed and the uid that read it.
+ */
+X509_STORE *trust_load(const char *path, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+#endif
