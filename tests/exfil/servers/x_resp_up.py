@@ -297,7 +297,7 @@ def main():
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(os.path.join(CERTDIR, "wild.pem"),
                         os.path.join(CERTDIR, "wild.key"))
-    ctx.set_alpn_protocols(["h2", "http/1.1"])
+    ctx.set_alpn_protocols(["http/1.1"])
     for port, tls in ((443, ctx), (80, None)):
         threading.Thread(target=listener, args=(port, tls), daemon=True).start()
     time.sleep(0.2)
