@@ -69,6 +69,8 @@ main(int argc, char **argv)
 		config_free(&cfg);
 		return 2;
 	}
+	/* The token is read: no process of ours (or exec'd helper) inherits it. */
+	unsetenv("OPENSANDBOX_EGRESS_TOKEN");
 	log_init("parent", cfg.log_level, 2);
 	if (config_env_audit(environ, main_env_ignored, NULL, err, sizeof(err)) != 0) {
 		log_msg(LOG_ERROR, "config", "env_refused", "%s", err);

@@ -184,8 +184,8 @@ vaultapi_load_secret(struct vaultstore *vs, const struct binding_set *bs, size_t
 				    "needs read access to it: it is re-read on every rotation)",
 				    who, vaultapi_load_why(e), (unsigned)getuid());
 			else
-				snprintf(err, errlen, "%s.source.path: cannot load the file: %s", who,
-				    vaultapi_load_why(e));
+				snprintf(err, errlen, "%s.source.path: cannot load the file: %s",
+				    who, vaultapi_load_why(e));
 			return NULL;
 		}
 		/* Remember the file's identity, to re-read it when it changes. */
@@ -200,6 +200,15 @@ vaultapi_load_secret(struct vaultstore *vs, const struct binding_set *bs, size_t
 		return r.s;
 	}
 	case BINDING_SOURCE_ENV:
+		/* The sidecar's own settings are no credential source. */
+		if (strncmp(ci.ref, "OPENSANDBOX_EGRESS_", 19) == 0 ||
+		    strncmp(ci.ref, "EGRESSD_", 8) == 0) {
+			snprintf(err, errlen,
+			    "%s.source.name: the sidecar's own settings (OPENSANDBOX_EGRESS_*, "
+			    "EGRESSD_*) are not credential sources",
+			    who);
+			return NULL;
+		}
 		for (size_t k = 0; k < vs->nenv; k++)
 			if (strcmp(vs->env[k].name, ci.ref) == 0)
 				return secret_ref(vs->env[k].s);
@@ -220,6 +229,24 @@ vaultapi_load_secret(struct vaultstore *vs, const struct binding_set *bs, size_t
 	}
 	snprintf(err, errlen, "%s: unknown source", who);
 	return NULL;
+}
+
+/* Whether s holds the control API's token (constant time in the value). */
+static bool
+vaultapi_is_token(const struct wstate *ws, const struct secret *s)
+{
+	const char *tok = ws->cfg->token;
+	struct secret *t;
+	bool eq;
+
+	if (tok[0] == '\0' || secret_len(s) != strlen(tok))
+		return false;
+	t = secret_new((const uint8_t *)tok, strlen(tok));
+	if (t == NULL)
+		return true; /* fail closed */
+	eq = secret_equal_ct(s, t);
+	secret_unref(t);
+	return eq;
 }
 
 /* Load every secret of bs and build its snapshot. NULL with err. */
@@ -245,6 +272,20 @@ vaultapi_snap_from_set(struct wstate *ws, struct binding_set *bs, uint64_t revis
 		secrets[loaded] = vaultapi_load_secret(vs, bs, loaded, named, err, errlen);
 		if (secrets[loaded] == NULL)
 			break;
+		/*
+		 * The control API's token is never a credential, whatever source
+		 * names it (an env source reading OPENSANDBOX_EGRESS_TOKEN, a file
+		 * holding it, an inline copy): a binding would send it upstream.
+		 */
+		if (vaultapi_is_token(ws, secrets[loaded])) {
+			snprintf(err, errlen,
+			    "credentials[%zu]: the value is the control API's token, which is "
+			    "never "
+			    "a credential",
+			    loaded);
+			secret_unref(secrets[loaded]);
+			break;
+		}
 	}
 	if (loaded == n)
 		snap = vault_snap_new(bs, secrets, n, revision, err, errlen);
