@@ -18,6 +18,7 @@
 #include "egressd/dns/dnsproxy.h"
 #include "egressd/child/learnmap.h"
 #include "egressd/common/log.h"
+#include "egressd/common/safefile.h"
 #include "egressd/control/vaultapi.h"
 #include "egressd/child/wchan.h"
 #include "egressd/intercept/wintercept.h"
@@ -363,23 +364,29 @@ wstate_load_user(struct wstate *ws, bool at_start, char *err, size_t errlen)
 		return p;
 	}
 	if (cfg->os_policy_file[0] != '\0') {
-		FILE *f = fopen(cfg->os_policy_file, "r");
-		if (f != NULL) {
-			char *buf = malloc(1 << 22);
-			size_t n = buf ? fread(buf, 1, (1 << 22) - 1, f) : 0;
-			fclose(f);
-			if (buf != NULL && n > 0) {
-				p = policy_from_json(buf, n, NULL, &pe);
-				free(buf);
-				if (p != NULL)
-					return p;
-				/* OpenSandbox: an invalid file falls back to the env policy. */
-				log_msg(LOG_WARN, "policy", "policy_file_invalid",
-				    "ignoring invalid policy file %s: %s:%u:%u: %s",
-				    cfg->os_policy_file, pe.file, pe.line, pe.col, pe.msg);
-			} else
-				free(buf);
-		}
+		/*
+		 * The file the API persists: read back only as the sidecar wrote
+		 * it (its directory and the file of root or our uid, not writable
+		 * by others, no symlink), never what a workload planted.
+		 */
+		char *buf, ferr[512];
+		size_t n;
+		int rc = safefile_read(cfg->os_policy_file, 1 << 22, &buf, &n, ferr, sizeof(ferr));
+
+		if (rc < 0)
+			log_msg(LOG_ERROR, "policy", "policy_file_refused",
+			    "not loading the policy file: %s", ferr);
+		if (rc == 0 && n > 0) {
+			p = policy_from_json(buf, n, NULL, &pe);
+			free(buf);
+			if (p != NULL)
+				return p;
+			/* OpenSandbox: an invalid file falls back to the env policy. */
+			log_msg(LOG_WARN, "policy", "policy_file_invalid",
+			    "ignoring invalid policy file %s: %s:%u:%u: %s", cfg->os_policy_file,
+			    pe.file, pe.line, pe.col, pe.msg);
+		} else if (rc == 0)
+			free(buf);
 	}
 	if (cfg->rules_json != NULL && cfg->rules_json[0] != '\0') {
 		p = policy_from_json(cfg->rules_json, strlen(cfg->rules_json), NULL, &pe);

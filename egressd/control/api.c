@@ -36,6 +36,7 @@
 #include "egressd/control/api.h"
 #include "egressd/child/learnmap.h"
 #include "egressd/common/log.h"
+#include "egressd/common/safefile.h"
 #include "egressd/control/vaultapi.h"
 #include "egressd/intercept/wintercept.h"
 #include "egressd/child/wstate.h"
@@ -546,8 +547,8 @@ static int
 api_persist(struct api *a, const struct policy *p, char *err, size_t errlen)
 {
 	const char *path = a->ws->cfg->os_policy_file;
-	char dir[PATH_MAX], tmp[NAME_MAX + 1];
-	const char *base, *slash;
+	char tmp[NAME_MAX + 1];
+	const char *base;
 	unsigned char rnd[8];
 	struct stat sb;
 	mode_t mode = 0600;
@@ -558,29 +559,15 @@ api_persist(struct api *a, const struct policy *p, char *err, size_t errlen)
 
 	if (path[0] == '\0')
 		return 0;
-	slash = strrchr(path, '/');
-	base = slash ? slash + 1 : path;
-	if (slash == NULL)
-		snprintf(dir, sizeof(dir), ".");
-	else if (slash == path)
-		snprintf(dir, sizeof(dir), "/");
-	else
-		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-	if (base[0] == '\0' || strlen(base) + 22 > NAME_MAX) {
-		snprintf(err, errlen, "failed to persist policy: bad file name");
-		return -1;
-	}
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0 || fstat(dfd, &sb) != 0) {
-		snprintf(err, errlen, "failed to persist policy: %.200s: %s", dir, strerror(errno));
-		goto out;
-	}
-	if ((sb.st_uid != 0 && sb.st_uid != geteuid()) || (sb.st_mode & (S_IWGRP | S_IWOTH))) {
-		snprintf(err, errlen,
-		    "failed to persist policy: directory %.200s must belong to root or uid %u and "
-		    "not "
-		    "be writable by group or others",
-		    dir, (unsigned)geteuid());
+	dfd = safefile_dir_open(path, &base, err, errlen);
+	if (dfd < 0) {
+		size_t n = strlen(err);
+
+		/* "failed to persist policy: " before the reason. */
+		if (n + 27 < errlen) {
+			memmove(err + 26, err, n + 1);
+			memcpy(err, "failed to persist policy: ", 26);
+		}
 		goto out;
 	}
 	/* Keep the mode of an existing regular file (never follow a link to learn it). */

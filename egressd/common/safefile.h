@@ -1,0 +1,32 @@
+/*
+ * safefile: the sidecar's own state files (every process). A file the
+ * sidecar writes and later reads back (the persisted OpenSandbox policy)
+ * lives in a directory that belongs to root or to this process's uid and
+ * that neither group nor others may write, and is itself a regular file
+ * of that owner, never a symlink: whatever a workload can plant on a
+ * shared volume is refused, not loaded.
+ */
+#ifndef EGRESSD_SAFEFILE_H
+#define EGRESSD_SAFEFILE_H
+
+#include <stddef.h>
+
+/*
+ * Open path's directory (O_DIRECTORY) after checking its owner and mode;
+ * *base points into path at the file's name. The descriptor, or -1 with
+ * err naming the directory, the uid it must belong to and the mode.
+ */
+int safefile_dir_open(const char *path, const char **base, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+/*
+ * Read the whole of path (at most max bytes) into a new NUL-terminated
+ * buffer, after the directory check above, without following a symlink,
+ * and only if it is a regular file of root or our uid that group and
+ * others cannot write. 0 with *buf and *len set, 1 when the file does not exist,
+ * -1 with err.
+ */
+int safefile_read(const char *path, size_t max, char **buf, size_t *len, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+#endif
