@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""x_tls_upstream.py ADDR CERTDIR LOGDIR NAME [--client-cert] [--alpn P,P]:
+"""x_tls_upstream.py ADDR CERTDIR LOGDIR NAME [--client-cert] [--alpn P,P]
+[--cert PATH] [--tls10] [--weak]:
 an HTTPS upstream that records what the TLS client (egressd's upstream leg,
 or the harness) offered, for the TLS cases EX-094 and EX-095.
 
@@ -9,7 +10,10 @@ Who runs it: an exfil case, as root inside its wan namespace, under
 --client-cert it asks for a client certificate (optional, verified against
 the PublicTestCA); with --alpn it selects, in its own order of preference,
 the first of those protocols the client offered. It never opens an outbound
-connection; reads are bounded in size and time.
+connection; reads are bounded in size and time. --cert PATH serves
+PATH.pem (leaf and chain) with PATH.key instead of the wild leaf; --tls10
+allows only TLS 1.0 (CBC-SHA1 suites); --weak lowers OpenSSL's security
+level to 0 so that weak keys and signatures can be served at all.
 
 LOGDIR/NAME.log: one JSON line per request: sni, alpn (selected, or null),
 client_cert (a verified certificate came), its subject CN, method, path,
@@ -35,10 +39,19 @@ def main():
     ap.add_argument("name")
     ap.add_argument("--client-cert", action="store_true")
     ap.add_argument("--alpn")
+    ap.add_argument("--cert")
+    ap.add_argument("--tls10", action="store_true")
+    ap.add_argument("--weak", action="store_true")
     a = ap.parse_args()
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(os.path.join(a.certdir, "wild.pem"),
-                        os.path.join(a.certdir, "wild.key"))
+    if a.weak or a.tls10:
+        ctx.set_ciphers("DEFAULT:@SECLEVEL=0")
+    if a.tls10:
+        ctx.minimum_version = ssl.TLSVersion.TLSv1
+        ctx.maximum_version = ssl.TLSVersion.TLSv1
+        ctx.set_ciphers("ECDHE-ECDSA-AES128-SHA:ECDHE-RSA-AES128-SHA:@SECLEVEL=0")
+    base = a.cert or os.path.join(a.certdir, "wild")
+    ctx.load_cert_chain(base + ".pem", base + ".key")
     if a.client_cert:
         ctx.verify_mode = ssl.CERT_OPTIONAL
         ctx.load_verify_locations(os.path.join(a.certdir, "ca.pem"))
