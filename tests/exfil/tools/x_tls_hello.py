@@ -154,6 +154,14 @@ def frame(hs, ver, records):
     return out
 
 
+def nrec(wire):
+    n = k = 0
+    while k + 5 <= len(wire):
+        n += 1
+        k += 5 + struct.unpack("!H", wire[k + 3:k + 5])[0]
+    return n
+
+
 def recv_some(s, end):
     s.settimeout(max(0.1, end - time.time()))
     try:
@@ -228,8 +236,7 @@ def main():
         s.sendall(b"\x14\x03\x03\x00\x01\x01" + frame(hs2, b"\x03\x03", 1))
         res, buf = classify(s, end)
     print("RESULT: %s (hello %d bytes in %d records)" % (
-        res, len(hs), wire.count(b"\x16" + ver) if a.records > 1 else
-        max(1, -(-len(hs) // 16384))))
+        res, len(hs), nrec(wire)))
     if a.request is None or modified or res != "SERVERHELLO":
         return 0 if res == "SERVERHELLO" else 1
     # Finish the handshake over the same socket, then one request.
