@@ -219,6 +219,15 @@ icpt_usock_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	SSL *ssl = SSL_new(ic->up_ctx);
+	/*
+	 * The name is checked against DNS subjectAltNames only, whole labels
+	 * only: never the subject CN (a certificate without a DNS SAN, or with
+	 * an IP SAN only, is not for this host), never a partial wildcard
+	 * ("bad*.example"). The secret goes to this host or nowhere.
+	 */
+	if (ssl != NULL)
+		SSL_set_hostflags(ssl,
+		    X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS | X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
 	if (ssl == NULL || SSL_set_tlsext_host_name(ssl, c->host) != 1 ||
 	    SSL_set1_host(ssl, c->host) != 1) {
 		SSL_free(ssl);

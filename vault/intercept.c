@@ -368,6 +368,11 @@ icpt_ctx_setup(struct intercept *ic, char *err, size_t errlen)
 		return -1;
 	}
 	SSL_CTX_set_min_proto_version(ic->srv_ctx, TLS1_2_VERSION);
+	/* TLS 1.2 toward the workload: forward-secret AEAD suites only (no CBC, no SHA-1 MAC). */
+	if (SSL_CTX_set_cipher_list(ic->srv_ctx, "ECDHE+AESGCM:ECDHE+CHACHA20") != 1) {
+		snprintf(err, errlen, "intercept: cipher list setup failed");
+		return -1;
+	}
 	SSL_CTX_set_min_proto_version(ic->up_ctx, TLS1_2_VERSION);
 	SSL_CTX_set_alpn_select_cb(ic->srv_ctx, icpt_alpn_cb, NULL);
 	SSL_CTX_set_options(ic->srv_ctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
