@@ -393,16 +393,79 @@ intercept_101_refusal(const struct httpwire_response *r)
 	return NULL;
 }
 
+/* Whether the list value v (comma separated, OWS) names field n. */
+static bool
+list_names(struct httpwire_view v, struct httpwire_view n)
+{
+	size_t i = 0;
+
+	while (i < v.len) {
+		size_t a, b;
+
+		while (i < v.len && (v.ptr[i] == ' ' || v.ptr[i] == '\t' || v.ptr[i] == ','))
+			i++;
+		a = i;
+		while (i < v.len && v.ptr[i] != ',')
+			i++;
+		b = i;
+		while (b > a && (v.ptr[b - 1] == ' ' || v.ptr[b - 1] == '\t'))
+			b--;
+		if (b - a == n.len && b > a &&
+		    strncasecmp((const char *)v.ptr + a, (const char *)n.ptr, n.len) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Drop Connection, Proxy-Connection and Keep-Alive, and every field a
+ * Connection value nominates; Upgrade stays on a request that upgrades
+ * (the relay allowed it), Transfer-Encoding stays (it frames the body).
+ */
+void
+intercept_drop_hop_by_hop(const struct httpwire_request *req, struct httpwire_header *hdrs)
+{
+	for (size_t i = 0; i < req->nheaders; i++) {
+		struct httpwire_view n = hdrs[i].name;
+
+		if (n.ptr == NULL || httpwire_name_eq(n, "connection") ||
+		    httpwire_name_eq(n, "transfer-encoding") ||
+		    (req->upgrade && httpwire_name_eq(n, "upgrade")))
+			continue;
+		if (httpwire_name_eq(n, "proxy-connection") || httpwire_name_eq(n, "keep-alive")) {
+			hdrs[i].name.ptr = NULL;
+			continue;
+		}
+		for (size_t k = 0; k < req->nheaders; k++)
+			if (hdrs[k].name.ptr != NULL &&
+			    httpwire_name_eq(hdrs[k].name, "connection") &&
+			    list_names(hdrs[k].value, n)) {
+				hdrs[i].name.ptr = NULL;
+				break;
+			}
+	}
+	for (size_t i = 0; i < req->nheaders; i++)
+		if (hdrs[i].name.ptr != NULL && httpwire_name_eq(hdrs[i].name, "connection"))
+			hdrs[i].name.ptr = NULL;
+}
+
 /* Rewrite the request head for upstream (see intercept_internal.h). */
 int
 intercept_request_head(const struct httpwire_request *req, struct httpwire_header *hdrs,
     const struct vault_snap *snap, size_t idx, bool inject, uint8_t *scratch, size_t cap,
     struct evbuffer *out)
 {
-	struct httpwire_header extra[1];
+	struct httpwire_header extra[2];
 	size_t nextra = 0, written;
 
 	if (inject) {
+		/*
+		 * Hop-by-hop fields are the proxy's own (RFC 9110 7.6.1): the
+		 * workload's Connection, and every field it nominates, end here,
+		 * so no intermediary is told to strip what egressd sends; the
+		 * Connection upstream is egressd's.
+		 */
+		intercept_drop_hop_by_hop(req, hdrs);
 		for (size_t i = 0; i < req->nheaders; i++) {
 			struct httpwire_view n = hdrs[i].name;
 
@@ -424,6 +487,15 @@ intercept_request_head(const struct httpwire_request *req, struct httpwire_heade
 		extra[0].name = (struct httpwire_view){(const uint8_t *)"Accept-Encoding", 15};
 		extra[0].value = (struct httpwire_view){(const uint8_t *)"identity", 8};
 		nextra = 1;
+		if (req->upgrade || !req->keep_alive || req->version_minor == 0) {
+			const char *v = req->upgrade      ? "upgrade"
+			                : req->keep_alive ? "keep-alive"
+			                                  : "close";
+
+			extra[1].name = (struct httpwire_view){(const uint8_t *)"Connection", 10};
+			extra[1].value = (struct httpwire_view){(const uint8_t *)v, strlen(v)};
+			nextra = 2;
+		}
 	}
 	if (httpwire_head_write(
 	        scratch, cap, req->start_line, hdrs, req->nheaders, extra, nextra, &written) != 0 ||

@@ -88,6 +88,14 @@ int intercept_request_head(const struct httpwire_request *req, struct httpwire_h
  * (name.ptr NULL).
  */
 void intercept_request_decodable(struct httpwire_header *hdrs, size_t n);
+
+/*
+ * A credentialed request's hop-by-hop fields end at the proxy: Connection
+ * (and every field it nominates), Proxy-Connection and Keep-Alive are
+ * dropped (name.ptr NULL); Upgrade on an upgrading request and
+ * Transfer-Encoding stay.
+ */
+void intercept_drop_hop_by_hop(const struct httpwire_request *req, struct httpwire_header *hdrs);
 /* What the first bytes of a connection on the peek listener are. */
 enum intercept_peek {
 	INTERCEPT_PEEK_MORE,   /* too few bytes to tell */
