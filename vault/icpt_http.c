@@ -412,6 +412,23 @@ icpt_resp_finish(struct icpt_conn *c, bool eof)
 	c->credentialed = false;
 	c->resp = ICPT_RESP_IDLE;
 	c->scanned = 0;
+	/*
+	 * Bytes the upstream sent past the end of this response answer no
+	 * request: relayed, they would become the answer to the workload's
+	 * next one (a response desync). The upstream connection is no longer
+	 * in step; this exchange ends here.
+	 */
+	if (!eof && c->ubev != NULL && evbuffer_get_length(bufferevent_get_input(c->ubev)) > 0) {
+		struct intercept_event ev = {.level = INTERCEPT_L_WARN,
+		    .event = "conn_reject",
+		    .conn = c->id,
+		    .host = c->host,
+		    .reason = "upstream_unsolicited"};
+
+		ic->ops->log(ic->arg, &ev);
+		icpt_drain(c);
+		return;
+	}
 	if (eof || !c->req_keep || !c->resp_keep || c->req != ICPT_REQ_DONE || c->c_eof) {
 		icpt_drain(c);
 		return;
