@@ -744,6 +744,14 @@ icpt_http_start(struct icpt_conn *c)
 	bufferevent_setcb(c->cbev, icpt_c_read_cb, icpt_c_write_cb, icpt_c_event_cb, c);
 	/* Bound what is buffered from the workload while a response is pending. */
 	bufferevent_setwatermark(c->cbev, EV_READ, 0, ic->cfg.max_buffer);
+	/*
+	 * Back-pressure through the TLS layer: the filter stops encrypting
+	 * into the socket's buffer at its write high-water mark, so a slow
+	 * reader fills cbev's output, which stops reading the upstream
+	 * (icpt_http_upstream) instead of buffering the whole response.
+	 */
+	if (c->craw != NULL && c->craw != c->cbev)
+		bufferevent_setwatermark(c->craw, EV_WRITE, 0, ic->cfg.max_buffer);
 	icpt_client_timeouts(c);
 	bufferevent_enable(c->cbev, EV_READ | EV_WRITE);
 }
