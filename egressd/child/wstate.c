@@ -309,6 +309,20 @@ broken:
 	wstate_apply_done(ws, a, EPIPE, "channel to the parent is broken");
 }
 
+/* Whether every policy still being applied allows name (see wstate.h). */
+bool
+wstate_pending_allows(const struct wstate *ws, const char *name)
+{
+	for (const struct wstate_apply *a = ws->applying; a != NULL; a = a->next) {
+		struct policy_decision dec;
+
+		policy_decide_name(a->p, name, &dec);
+		if (dec.action != POLICY_ALLOW)
+			return false;
+	}
+	return true;
+}
+
 void
 wstate_apply(struct wstate *ws, struct policy *p, wstate_applied_cb cb, void *arg)
 {

@@ -66,6 +66,15 @@ void wstate_stop(struct wstate *ws);
  * of names no longer allowed, and calls cb. On failure the previous policy
  * stays and cb gets the reason. Changes are applied one at a time, in order.
  */
+/*
+ * Whether every policy still being applied (sent to the parent, not yet
+ * acknowledged) allows name. A DNS answer decided on the policy in force
+ * is learned only then: a learn sent while a change that removes the
+ * name is in flight would reach the kernel after the change's prune, and
+ * outlive the acknowledgement.
+ */
+bool wstate_pending_allows(const struct wstate *ws, const char *name);
+
 void wstate_apply(struct wstate *ws, struct policy *p, wstate_applied_cb cb, void *arg);
 
 /* Re-read the policy sources (SIGHUP, file change); invalid keeps the old. */

@@ -617,6 +617,12 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 		dnsq_free(dq);
 		return;
 	}
+	/* A policy change in flight that removes the name: nothing is learned (fail closed). */
+	if (!wstate_pending_allows(d->ws, dq->q.name)) {
+		d->ws->metrics.dns_denied++;
+		dnsq_finish_rcode(dq, DNSWIRE_RCODE_NXDOMAIN);
+		return;
+	}
 	if (wchan_batch(d->ws->chan, dq->learns, sizeof(dq->learns[0]), dq->nlearn, dnsq_learned_cb,
 	        dq) != 0)
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
