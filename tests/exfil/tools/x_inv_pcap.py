@@ -8,6 +8,8 @@ traffic they look at. Stdlib only; reads at most 64 MiB of the capture.
       frame from MAC to DST:PORT: "tos=0x.. ttl=N mss=N|- syn=0|1"
   x_inv_pcap.py PCAP MAC grep STRING       "frames=N": frames from MAC whose
       bytes contain STRING
+  x_inv_pcap.py PCAP MAC qtypes DST        "qtypes=1,28": the query types of
+      the UDP DNS queries from MAC to DST:53
   x_inv_pcap.py PCAP MAC icmp6 TYPE [DST]  "frames=N": ICMPv6 frames of TYPE
       (to DST only, if given)
 """
@@ -88,6 +90,22 @@ def main():
     elif cmd == "grep":
         s = sys.argv[4].encode()
         print("frames=%d" % sum(1 for fr in frames(pcap, mac) if s in fr))
+    elif cmd == "qtypes":
+        dst = str(ipaddress.ip_address(sys.argv[4]))
+        seen = set()
+        for fr in frames(pcap, mac):
+            ip = ip_of(fr)
+            if not ip or ip[3] != 17 or ip[4] != dst or len(ip[5]) < 20:
+                continue
+            if struct.unpack("!H", ip[5][2:4])[0] != 53:
+                continue
+            m = ip[5][8:]
+            k = 12
+            while k < len(m) and m[k] != 0 and m[k] < 64:
+                k += 1 + m[k]
+            if k + 3 <= len(m):
+                seen.add(struct.unpack("!H", m[k + 1:k + 3])[0])
+        print("qtypes=" + ",".join(str(t) for t in sorted(seen)))
     elif cmd == "icmp6":
         t = int(sys.argv[4])
         dst = str(ipaddress.ip_address(sys.argv[5])) if len(sys.argv) > 5 else None
