@@ -84,6 +84,11 @@ BOUND = {0: ("api.log", ":443"), 1: ("other.log", ":443"),
 UPSTREAM_LOGS = ("api.log", "other.log", "cdn.log", "badtls.log", "wild.log",
                  "doh.log", "sink.log", "decoy.log", "dns.log")
 
+# Catalogue cases (EX-NNN, with a letter for variants) and the invariant
+# cases of catalogue section 11 (INV-NN).
+ID_RE = re.compile(r"^(EX-\d{3}[a-z]?|INV-\d{2})$")
+SLOWEST = 10
+
 STOP = threading.Event()
 ACTIVE = {}
 ACTIVE_LOCK = threading.Lock()
@@ -100,8 +105,10 @@ def load_cases(d):
         for k in ("id", "title", "prio", "profile", "needs", "actions"):
             if k not in c:
                 raise SystemExit("%s: missing field %s" % (fn, k))
-        if not re.match(r"^EX-\d{3}[a-z]?$", c["id"]):
+        if not ID_RE.match(c["id"]):
             raise SystemExit("%s: bad id %s" % (fn, c["id"]))
+        if os.path.splitext(fn)[0] != c["id"]:
+            raise SystemExit("%s: file name is not its id %s" % (fn, c["id"]))
         cases.append(c)
     ids = [c["id"] for c in cases]
     dup = {i for i in ids if ids.count(i) > 1}
@@ -465,6 +472,23 @@ def preflight():
     return missing
 
 
+def class_counts(results):
+    """passed/failed/pending per catalogue class (a pending case is also
+    counted as failed, as in the totals)."""
+    per = {}
+    for r in results:
+        k = per.setdefault(r.get("class") or "-",
+                           {"passed": 0, "failed": 0, "pending": 0})
+        k["passed" if r["status"] == "PASS" else "failed"] += 1
+        if r["pending"]:
+            k["pending"] += 1
+    return dict(sorted(per.items()))
+
+
+def slowest(results, n=SLOWEST):
+    return sorted(results, key=lambda r: -r["duration_s"])[:n]
+
+
 def main():
     ap = argparse.ArgumentParser(description="egressd exfiltration suite")
     ap.add_argument("--report", default="exfil-report.json")
@@ -559,13 +583,19 @@ def main():
               "duration_s": round(time.time() - t0, 1),
               "passed": passed, "failed": failed, "pending": len(pending),
               "failed_not_pending": len(hard), "interrupted": STOP.is_set(),
-              "safety_abort": aborted, "cases": results}
+              "safety_abort": aborted, "classes": class_counts(results),
+              "slowest": [{"id": r["id"], "duration_s": r["duration_s"]}
+                          for r in slowest(results)],
+              "cases": results}
     with open(args.report, "w") as f:
         json.dump(report, f, indent=1)
     if not args.keep and not hard and not STOP.is_set():
         shutil.rmtree(run_dir, ignore_errors=True)
     else:
         print("exfil: case directories kept in %s" % run_dir)
+    if results:
+        print("slowest: " + ", ".join("%s %.1fs" % (r["id"], r["duration_s"])
+                                      for r in slowest(results)))
     if pending:
         byissue = {}
         for r in pending:
@@ -579,6 +609,9 @@ def main():
     elif STOP.is_set():
         print("exfil: INTERRUPTED, cases not run: %d" % (len(cases) -
                                                         len(results)))
+    for k, v in report["classes"].items():
+        print("class %s: %d passed, %d failed (%d pending)" % (
+            k, v["passed"], v["failed"], v["pending"]))
     print("%d passed, %d failed" % (passed, failed))
     if aborted or STOP.is_set():
         return 2
