@@ -564,8 +564,16 @@ nftrules_msg_learn(struct nftrules_batch *b, const struct nftrules_config *cfg, 
 	nftnl_set_set_str(s, NFTNL_SET_NAME, nftrules_set_name(kind, family));
 	make_key(key, addr, alen, port != 0, port);
 	nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, key, (uint32_t)(port ? alen + 4 : alen));
-	if (!del)
+	if (!del) {
 		nftnl_set_elem_set_u64(e, NFTNL_SET_ELEM_TIMEOUT, timeout_ms);
+		/*
+		 * And the expiry, explicitly: re-adding an element that exists
+		 * then moves its expiry to now + timeout (the kernel keeps the old
+		 * one otherwise), so a name answered again stays learned as long
+		 * as its new TTL says, not its first.
+		 */
+		nftnl_set_elem_set_u64(e, NFTNL_SET_ELEM_EXPIRATION, timeout_ms);
+	}
 	nftnl_set_elem_add(s, e);
 	nlh = nftnl_set_elem_nlmsg_build_hdr(p, del ? NFT_MSG_DELSETELEM : NFT_MSG_NEWSETELEM,
 	    NFPROTO_INET, (del ? 0 : NLM_F_CREATE) | NLM_F_ACK, b->seq++);
