@@ -1,9 +1,9 @@
 /*
  * Fuzz target for the Credential Vault store's PATCH semantics
  * (egressd/control/vaultapi.c), through its public entry point
- * vaultapi_handle(). Each run creates a fixed vault by POST (an inline, a
- * file and an env credential, two bindings), then sends the input as a
- * PATCH body. Requests are standalone evhttp_request objects; this file
+ * vaultapi_handle(). Every run starts from the same vault, made by POST
+ * (an inline, a file and an env credential, two bindings), and sends the
+ * input as a PATCH body. Requests are standalone evhttp_request objects; this file
  * defines evhttp_send_reply(), which the executable's copy interposes on
  * libevent's, to capture the status and the body instead of writing them
  * to a connection. Invariants:
@@ -233,10 +233,39 @@ fuzz_check_log(const struct fuzz_strings *fs, const uint8_t *raw, size_t rawlen)
 		abort();
 }
 
+/* Create the base vault (POST), as every run starts from it. */
+static void
+fuzz_create(struct wstate *ws)
+{
+	struct fuzz_strings none;
+
+	memset(&none, 0, sizeof(none));
+	/*
+	 * Env sources are taken out of the environment (and wiped) when first
+	 * read: put the variable back from a static buffer (setenv would
+	 * allocate every time, which libFuzzer takes for a leak to look for).
+	 */
+	snprintf(fuzz_envvar, sizeof(fuzz_envvar), "%s", FUZZ_ENV "=" SECRET_ENV);
+	if (putenv(fuzz_envvar) != 0)
+		abort();
+	fuzz_request(ws, EVHTTP_REQ_POST, fuzz_base, strlen(fuzz_base));
+	if (reply_code != 201)
+		abort();
+	fuzz_no_secret(reply_body, reply_len, &none, (const uint8_t *)"", 0);
+}
+
+/*
+ * One store for the whole process: a refused PATCH must leave it as it
+ * was (checked below), an accepted one is undone by DELETE and POST, so
+ * that every run starts from the base vault without rebuilding it.
+ */
+static struct wstate fuzz_ws;
+static char *fuzz_base_state;
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct wstate ws;
+	struct wstate *ws = &fuzz_ws;
 	struct fuzz_strings fs;
 	struct vault_snap *snap;
 	char *before, *after, *answer;
@@ -245,51 +274,45 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t rev;
 
 	fuzz_init();
-	memset(&ws, 0, sizeof(ws));
-	ws.cfg = &fuzz_cfg;
-	ws.policy = fuzz_policy;
-	/*
-	 * Env sources are taken out of the environment (and wiped) when read:
-	 * put the variable back each run, from a static buffer (setenv would
-	 * allocate every run, which libFuzzer takes for a leak to look for).
-	 */
-	snprintf(fuzz_envvar, sizeof(fuzz_envvar), "%s", FUZZ_ENV "=" SECRET_ENV);
-	if (putenv(fuzz_envvar) != 0)
-		abort();
+	if (fuzz_base_state == NULL) {
+		ws->cfg = &fuzz_cfg;
+		ws->policy = fuzz_policy;
+		fuzz_create(ws);
+		fuzz_base_state = fuzz_state(ws);
+	}
 	memset(&fs, 0, sizeof(fs));
-
-	fuzz_request(&ws, EVHTTP_REQ_POST, fuzz_base, strlen(fuzz_base));
-	if (reply_code != 201)
-		abort();
-	fuzz_no_secret(reply_body, reply_len, &fs, (const uint8_t *)"", 0);
-	before = fuzz_state(&ws);
-	snap = ws.vault;
+	before = fuzz_state(ws);
+	snap = ws->vault;
 	rev = vault_snap_revision(snap);
-	if (rev != 1)
+	if (rev != 1 || strcmp(before, fuzz_base_state) != 0)
 		abort();
 
 	doc = json_loadb((const char *)data, size, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
 	fuzz_collect(doc, &fs, false);
-	fuzz_request(&ws, EVHTTP_REQ_PATCH, data, size);
+	fuzz_request(ws, EVHTTP_REQ_PATCH, data, size);
 	code = reply_code;
 	answer = strdup(reply_body);
 	if (answer == NULL)
 		abort();
 	fuzz_no_secret(answer, strlen(answer), &fs, data, size);
-	after = fuzz_state(&ws);
+	after = fuzz_state(ws);
 	fuzz_no_secret(after, strlen(after), &fs, data, size);
 	if (code == 200) {
 		/* The answer is the new state, one revision on. */
-		if (strcmp(answer, after) != 0 || ws.vault == NULL ||
-		    vault_snap_revision(ws.vault) != rev + 1)
+		if (strcmp(answer, after) != 0 || ws->vault == NULL ||
+		    vault_snap_revision(ws->vault) != rev + 1)
 			abort();
 		exp = json_is_object(doc) ? json_object_get(doc, "expectedRevision") : NULL;
 		if (exp != NULL && !json_is_null(exp) &&
 		    (!json_is_integer(exp) || json_integer_value(exp) != (json_int_t)rev))
 			abort();
+		fuzz_request(ws, EVHTTP_REQ_DELETE, NULL, 0);
+		if (reply_code != 204 || ws->vault != NULL)
+			abort();
+		fuzz_create(ws);
 	} else {
 		/* Refused: nothing changed. */
-		if ((code != 400 && code != 409) || strcmp(before, after) != 0 || ws.vault != snap)
+		if ((code != 400 && code != 409) || strcmp(before, after) != 0 || ws->vault != snap)
 			abort();
 	}
 	fuzz_check_log(&fs, data, size);
@@ -297,6 +320,5 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(before);
 	free(after);
 	free(answer);
-	vaultapi_free(&ws);
 	return 0;
 }
