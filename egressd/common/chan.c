@@ -284,8 +284,6 @@ chan_recv(int fd, union chan_msg *out, enum chan_side side, int *passfd, const c
 		*why = "recv failed";
 		return CHAN_EOF;
 	}
-	if (n == 0)
-		return CHAN_EOF;
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm != NULL; cm = CMSG_NXTHDR(&mh, cm)) {
 		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
 			size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -304,6 +302,19 @@ chan_recv(int fd, union chan_msg *out, enum chan_side side, int *passfd, const c
 	}
 	if ((mh.msg_flags & MSG_TRUNC) != 0)
 		bad_cmsg = true;
+	/*
+	 * End of stream, or an empty datagram: a descriptor sent with one is
+	 * closed, not kept (the caller never sees it).
+	 */
+	if (n == 0) {
+		if (fd_in >= 0)
+			close(fd_in);
+		if (fd_in >= 0 || bad_cmsg || (mh.msg_flags & MSG_CTRUNC) != 0) {
+			*why = "empty message with control data";
+			return CHAN_INVALID;
+		}
+		return CHAN_EOF;
+	}
 	/*
 	 * MSG_CTRUNC with a valid socket reply: the descriptor was sent, but
 	 * this process had no slot for it (EMFILE). The kernel dropped it;
