@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define SECRET_INLINE "s3cr3t-INLINE-4b1d9c"
 #define SECRET_FILE "s3cr3t-FILE-77aa10"
 #define SECRET_ENV "s3cr3t-ENV-c0ffee"
-#define FUZZ_ENV "EGRESSD_FUZZ_VAULT_ENV"
+#define FUZZ_ENV "FUZZ_VAULT_ENV_SECRET"
 #define FUZZ_MAX_VALUES 64
 
 /* The last reply captured by evhttp_send_reply(). */
@@ -102,9 +102,11 @@ fuzz_init(void)
 	    "{\"name\":\"f\",\"source\":{\"type\":\"file\",\"path\":\"%s\"}},"
 	    "{\"name\":\"e\",\"source\":{\"type\":\"env\",\"name\":\"" FUZZ_ENV "\"}}],"
 	    "\"bindings\":["
-	    "{\"name\":\"code\",\"match\":{\"hosts\":[\"code.example.com\"]},"
+	    "{\"name\":\"code\",\"match\":{\"hosts\":[\"code.example.com\"],"
+	    "\"paths\":[\"/v1/*\"]},"
 	    "\"auth\":{\"type\":\"bearer\",\"credential\":\"tok\"}},"
-	    "{\"name\":\"custom\",\"match\":{\"hosts\":[\"*.svc.example.com\"]},"
+	    "{\"name\":\"custom\",\"allowBroad\":true,"
+	    "\"match\":{\"hosts\":[\"*.svc.example.com\"]},"
 	    "\"auth\":{\"type\":\"customHeaders\",\"headers\":[{\"name\":\"x-a\","
 	    "\"credential\":\"f\"},{\"name\":\"X-B\",\"credential\":\"e\"}]}}]}",
 	    path);
