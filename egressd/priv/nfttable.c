@@ -137,6 +137,28 @@ ex_reject(struct nftnl_rule *r, bool tcp, bool *oom)
 	}
 }
 
+/* ct state & bits != 0: the connection is in one of the states of bits. */
+static void
+ex_ct_state_in(struct nftnl_rule *r, uint32_t bits, bool *oom)
+{
+	uint32_t zero = 0;
+	struct nftnl_expr *e = ex(r, "ct", oom);
+
+	if (e != NULL) {
+		nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_CT_DREG, NFT_REG32_00);
+	}
+	e = ex(r, "bitwise", oom);
+	if (e != NULL) {
+		nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG32_00);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG32_00);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 4);
+		nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &bits, 4);
+		nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, 4);
+	}
+	ex_cmp(r, NFT_CMP_NEQ, &zero, 4, oom);
+}
+
 /* redirect to a local port. */
 static void
 ex_redirect(struct nftnl_rule *r, uint16_t to_port, bool *oom)
@@ -406,23 +428,8 @@ chain_filter_rules(
 	r = rule_new(cfg, fc);
 	oom = r == NULL;
 	if (r != NULL) {
-		uint32_t st = NF_CT_STATE_BIT(IP_CT_ESTABLISHED) | NF_CT_STATE_BIT(IP_CT_RELATED);
-		uint32_t zero = 0;
-		struct nftnl_expr *e = ex(r, "ct", &oom);
-
-		if (e != NULL) {
-			nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
-			nftnl_expr_set_u32(e, NFTNL_EXPR_CT_DREG, NFT_REG32_00);
-		}
-		e = ex(r, "bitwise", &oom);
-		if (e != NULL) {
-			nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG32_00);
-			nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG32_00);
-			nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 4);
-			nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &st, 4);
-			nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, 4);
-		}
-		ex_cmp(r, NFT_CMP_NEQ, &zero, 4, &oom);
+		ex_ct_state_in(
+		    r, NF_CT_STATE_BIT(IP_CT_ESTABLISHED) | NF_CT_STATE_BIT(IP_CT_RELATED), &oom);
 		ex_verdict(r, NF_ACCEPT, &oom);
 	}
 	msg_rule(b, r, oom, fc);
@@ -620,25 +627,11 @@ rule_conn_cap(
 	bool oom = r == NULL;
 
 	if (r != NULL) {
-		uint32_t st = NF_CT_STATE_BIT(IP_CT_NEW), zero = 0;
 		struct nftnl_expr *e;
 
 		ex_meta_eq8(r, NFT_META_L4PROTO, IPPROTO_TCP, &oom);
 		ex_dport_eq(r, li->port, &oom);
-		e = ex(r, "ct", &oom);
-		if (e != NULL) {
-			nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
-			nftnl_expr_set_u32(e, NFTNL_EXPR_CT_DREG, NFT_REG32_00);
-		}
-		e = ex(r, "bitwise", &oom);
-		if (e != NULL) {
-			nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG32_00);
-			nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG32_00);
-			nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 4);
-			nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &st, 4);
-			nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, 4);
-		}
-		ex_cmp(r, NFT_CMP_NEQ, &zero, 4, &oom);
+		ex_ct_state_in(r, NF_CT_STATE_BIT(IP_CT_NEW), &oom);
 		e = ex(r, "connlimit", &oom);
 		if (e != NULL) {
 			nftnl_expr_set_u32(e, NFTNL_EXPR_CONNLIMIT_COUNT, li->max_conns);
