@@ -483,6 +483,7 @@ icpt_http_response(
 	struct intercept *ic = c->ic;
 	struct redact_set *set = vault_snap_redact(c->snap);
 	struct evbuffer *in = bufferevent_get_input(c->ubev);
+	enum redact_mode mode;
 	const char *why;
 	uint64_t m = 0;
 
@@ -515,6 +516,8 @@ icpt_http_response(
 		icpt_close(c, "head_too_large");
 		return false;
 	}
+	/* Decided while r's views still point into `in` (drained below). */
+	mode = icpt_redact_mode(r);
 	memcpy(ic->scratch, data, headlen);
 	if (set != NULL)
 		redact_buf(set, ic->scratch, headlen, &m);
@@ -530,7 +533,7 @@ icpt_http_response(
 	c->resp_keep = r->keep_alive;
 	c->rechunk = r->framing == HTTPWIRE_FRAME_CHUNKED;
 	if (set != NULL) {
-		c->rs = redact_stream_new_mode(set, icpt_redact_mode(r));
+		c->rs = redact_stream_new_mode(set, mode);
 		if (c->rs == NULL) {
 			icpt_close(c, "oom");
 			return false;

@@ -63,13 +63,19 @@ fx_init() {
 	chmod 700 "$FX_DIR/egressd"
 	chmod 755 "$FX_DIR/sandbox"
 	: >"$FX_DIR/pids"
+	# The workload's tools, where uid $FX_WS_UID can read them whatever the
+	# checkout's own directories allow (a clone under /root is 0700).
+	rm -rf "$FX_DIR/tools"
+	cp -r "$FX_SRC/tests/exfil/tools" "$FX_DIR/tools"
+	chmod -R a+rX "$FX_DIR/tools"
+	TOOLS=$FX_DIR/tools
 	FX_CERTS=${FX_CERTS:-$FX_DIR/certs}
 	FX_TOKEN=${FX_TOKEN:-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 	printf '%s\n' "$FX_TOKEN" >"$FX_DIR/private/token"
 	FX_EGRESSD_PID=
 	FX_PCAP_PID=
 	FX_SERVERS_PID=
-	export FX_ID FX_SBX FX_WAN FX_DIR FX_CERTS FX_TOKEN
+	export FX_ID FX_SBX FX_WAN FX_DIR FX_CERTS FX_TOKEN TOOLS
 }
 
 fx_track() { printf '%s\n' "$1" >>"$FX_DIR/pids"; }
@@ -325,7 +331,7 @@ fx_as_ws() {
 	    env -i PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME="$FX_DIR/ws" \
 	    SANDBOX_CA="$FX_DIR/sandbox/ca.pem" TRUST="$FX_DIR/sandbox/trust.pem" \
 	    WS="$FX_DIR/ws" \
-	    FAKE_KEY="$FX_FAKE_KEY" TOOLS="$FX_SRC/tests/exfil/tools" \
+	    FAKE_KEY="$FX_FAKE_KEY" TOOLS="$TOOLS" \
 	    LC_ALL=C.UTF-8 "$@")
 }
 
