@@ -284,14 +284,8 @@ icpt_probe_sock_cb(int fd, int err, void *arg)
 	struct icpt_conn *c = arg;
 	struct intercept *ic = c->ic;
 
-	c->sockreqs--;
-	if (c->state == ICPT_S_CLOSED) {
-		if (fd >= 0)
-			close(fd);
-		if (c->sockreqs == 0)
-			event_active(c->ev_free, EV_TIMEOUT, 0);
+	if (icpt_sock_orphaned(c, fd))
 		return;
-	}
 	if (!c->probing || (c->state != ICPT_S_PEEK && c->state != ICPT_S_SPLICE)) {
 		if (fd >= 0)
 			close(fd);

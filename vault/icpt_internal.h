@@ -182,4 +182,7 @@ void icpt_up_fail(struct icpt_conn *c, const char *why);
 size_t icpt_up_pending(struct icpt_conn *c);
 int icpt_up_start(struct icpt_conn *c);
 
+/* A requested socket arrived for c: true when c closed meanwhile (fd closed). */
+bool icpt_sock_orphaned(struct icpt_conn *c, int fd);
+
 #endif /* VAULT_ICPT_INTERNAL_H */

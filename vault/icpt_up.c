@@ -251,6 +251,24 @@ icpt_usock_event_cb(struct bufferevent *bev, short what, void *arg)
 	bufferevent_enable(c->ubev, EV_READ | EV_WRITE);
 }
 
+/*
+ * A requested socket arrived: false if the connection still wants it;
+ * true when the connection closed meanwhile (the socket is closed, and the
+ * connection freed once no other request is outstanding).
+ */
+bool
+icpt_sock_orphaned(struct icpt_conn *c, int fd)
+{
+	c->sockreqs--;
+	if (c->state != ICPT_S_CLOSED)
+		return false;
+	if (fd >= 0)
+		close(fd);
+	if (c->sockreqs == 0)
+		event_active(c->ev_free, EV_TIMEOUT, 0);
+	return true;
+}
+
 /* A marked socket from the worker: connect it to the original destination. */
 static void
 icpt_sock_cb(int fd, int err, void *arg)
@@ -258,14 +276,8 @@ icpt_sock_cb(int fd, int err, void *arg)
 	struct icpt_conn *c = arg;
 	struct intercept *ic = c->ic;
 
-	c->sockreqs--;
-	if (c->state == ICPT_S_CLOSED) {
-		if (fd >= 0)
-			close(fd);
-		if (c->sockreqs == 0)
-			event_active(c->ev_free, EV_TIMEOUT, 0);
+	if (icpt_sock_orphaned(c, fd))
 		return;
-	}
 	if (c->state == ICPT_S_DRAIN) {
 		/* The workload already got its answer: no upstream connection. */
 		if (fd >= 0)
