@@ -357,8 +357,9 @@ rule_info(const struct policy *p, enum policy_origin o, size_t i, struct policy_
 	out->nports = r->nports;
 }
 
-static json_t *
-ports_to_json(const struct policy_rule *r)
+/* A rule's ports in the JSON shape (numbers and "lo-hi" strings). */
+json_t *
+policy_ports_json(const struct policy_rule *r)
 {
 	json_t *a = json_array();
 
@@ -393,7 +394,7 @@ policy_to_json(const struct policy *p)
 			    r, "action", json_string(policy_action_str(u->v[i].action)));
 			json_object_set_new(r, "target", json_string(u->v[i].target));
 			if (u->v[i].nports > 0)
-				json_object_set_new(r, "ports", ports_to_json(&u->v[i]));
+				json_object_set_new(r, "ports", policy_ports_json(&u->v[i]));
 			json_array_append_new(eg, r);
 		}
 	}

@@ -185,6 +185,23 @@ struct policy *policy_with_bindings(const struct policy *p, struct binding_set *
 /* The user policy in the OpenSandbox GET shape {"egress":[..]|null,"defaultAction"}. */
 json_t *policy_to_json(const struct policy *p);
 
+/*
+ * The whole effective policy (default, terminateAll, DNS settings and the
+ * three rule lists, always rules included; not the bindings) as one
+ * compact JSON document, for the channel between processes: the parent
+ * keeps its own copy of the policy a child gives it. Owned string, or NULL
+ * on allocation failure.
+ */
+char *policy_wire_encode(const struct policy *p, size_t *len) __attribute__((warn_unused_result));
+
+/*
+ * The policy a policy_wire_encode() document describes, through the same
+ * strict rule parser as the API (unknown keys, bad targets and ports are
+ * refused). Owned policy, or NULL with err filled.
+ */
+struct policy *policy_wire_decode(const char *buf, size_t len, struct policy_err *err)
+    __attribute__((warn_unused_result));
+
 /* "deny_all", "allow_all" or "enforcing", as GET /policy reports it. */
 const char *policy_mode(const struct policy *p);
 

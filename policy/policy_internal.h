@@ -205,6 +205,7 @@ struct policy *policy_build(enum policy_action def,
     struct policy_rules lists[POLICY_ORIGIN_RULE_LISTS], const struct policy_dns *dns,
     struct binding_set *bs);
 bool policy_is_space(char ch);
+json_t *policy_ports_json(const struct policy_rule *r);
 json_t *policy_load_json(struct policy_ctx *c, const char *buf, size_t len);
 char *policy_read_file(
     const char *path, size_t max, size_t *len, struct policy_err *err, bool *missing);
