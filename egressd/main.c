@@ -10,6 +10,7 @@
 
 #include "egressd/common/config.h"
 #include "egressd/common/log.h"
+#include "egressd/child/worker.h"
 #include "egressd/priv/parent.h"
 #include "egressd/priv/privsep.h"
 #include "policy/cli.h"
@@ -77,7 +78,7 @@ main(int argc, char **argv)
 		config_free(&cfg);
 		return 2;
 	}
-	rc = parent_run(&cfg);
+	rc = parent_run(&cfg, worker_main);
 	config_free(&cfg);
 	return rc;
 }

@@ -5,6 +5,7 @@
  * marked sockets and for nft changes. It never touches netlink.
  */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,69 @@ worker_sighup_cb(evutil_socket_t sig, short what, void *arg)
 	wstate_reload(ws, "SIGHUP");
 }
 
+/* Seconds the parent has to hand over the policy in force. */
+#define WORKER_HANDOVER_S 10
+
+/*
+ * The parent's first message(s): the policy in force (CHAN_POLICY chunks
+ * of id 1; total 0 when there is none yet). Read before anything else.
+ */
+static int
+worker_inherit(int chanfd, char **doc, size_t *len)
+{
+	union chan_msg *m = malloc(sizeof(*m));
+	char *buf = NULL;
+	uint32_t have = 0;
+	int rc = -1;
+
+	*doc = NULL;
+	*len = 0;
+	if (m == NULL)
+		return -1;
+	for (;;) {
+		struct pollfd pfd = {.fd = chanfd, .events = POLLIN};
+		const char *why = "";
+		int passfd = -1;
+		enum chan_status st;
+
+		if (poll(&pfd, 1, WORKER_HANDOVER_S * 1000) <= 0) {
+			log_msg(LOG_ERROR, "proc", "startup", "no policy handover from the parent");
+			break;
+		}
+		st = chan_recv(chanfd, m, CHAN_TO_WORKER, &passfd, &why);
+		if (st == CHAN_AGAIN)
+			continue;
+		if (st != CHAN_OK || m->hdr.type != CHAN_POLICY || m->hdr.id != 1 ||
+		    m->policy.offset != have || (have > 0 && m->policy.total != *len)) {
+			if (passfd >= 0)
+				close(passfd);
+			log_msg(LOG_ERROR, "proc", "startup", "bad policy handover: %s",
+			    st == CHAN_OK ? "out of sequence" : why);
+			break;
+		}
+		if (have == 0) {
+			*len = m->policy.total;
+			if ((buf = malloc(*len ? *len : 1)) == NULL)
+				break;
+		}
+		memcpy(buf + have, m->policy.data, m->policy.len);
+		have += m->policy.len;
+		if ((m->hdr.flags & CHAN_POLICY_MORE) == 0) {
+			rc = 0;
+			break;
+		}
+	}
+	free(m);
+	if (rc != 0 || *len == 0) {
+		free(buf);
+		buf = NULL;
+		if (rc != 0)
+			*len = 0;
+	}
+	*doc = buf;
+	return rc;
+}
+
 int
 worker_main(const struct config *cfg, int chanfd)
 {
@@ -55,6 +119,8 @@ worker_main(const struct config *cfg, int chanfd)
 	signal(SIGPIPE, SIG_IGN);
 	memset(&ws, 0, sizeof(ws));
 	ws.cfg = cfg;
+	if (worker_inherit(chanfd, &ws.inherit, &ws.inherit_len) != 0)
+		return 71;
 	ws.base = event_base_new();
 	if (ws.base == NULL) {
 		log_msg(LOG_ERROR, "proc", "startup", "event_base_new failed");
@@ -83,5 +149,6 @@ worker_main(const struct config *cfg, int chanfd)
 	event_free(ev_hup);
 	wchan_free(ws.chan);
 	event_base_free(ws.base);
+	free(ws.inherit);
 	return ws.exit_code;
 }

@@ -16,7 +16,7 @@
 
 #include "egressd/control/api.h"
 #include "egressd/dns/dnsproxy.h"
-#include "egressd/child/learnmap.h"
+#include "egressd/common/learnmap.h"
 #include "egressd/common/log.h"
 #include "egressd/common/safefile.h"
 #include "egressd/control/vaultapi.h"
@@ -35,44 +35,9 @@ struct wstate_apply {
 	wstate_applied_cb cb;
 	void *arg;
 	uint32_t id;
-	struct chan_static_elem *elems;
-	size_t nelems, cap;
 };
 
 static void wstate_apply_next(struct wstate *ws);
-
-static int
-wstate_elem_cb(const struct policy_rule_info *r, void *arg)
-{
-	struct wstate_apply *a = arg;
-	size_t need = r->nports ? r->nports : 1;
-
-	if (a->nelems + need > a->cap) {
-		size_t ncap = a->cap ? a->cap * 2 : 64;
-		struct chan_static_elem *n;
-		while (ncap < a->nelems + need)
-			ncap *= 2;
-		if (ncap > CHAN_MAX_STATIC_ELEMS ||
-		    (n = realloc(a->elems, ncap * sizeof(*n))) == NULL)
-			return -1;
-		a->elems = n;
-		a->cap = ncap;
-	}
-	for (size_t i = 0; i < need; i++) {
-		struct chan_static_elem *e = &a->elems[a->nelems++];
-		memset(e, 0, sizeof(*e));
-		e->hdr.type = CHAN_STATIC_ELEM;
-		e->allow = r->action == POLICY_ALLOW;
-		e->family = (uint8_t)r->addr->family;
-		e->prefix = r->addr->prefix;
-		memcpy(e->addr, r->addr->bytes, r->addr->family == AF_INET ? 4 : 16);
-		if (r->nports) {
-			e->port_lo = r->ports[i].lo;
-			e->port_hi = r->ports[i].hi;
-		}
-	}
-	return 0;
-}
 
 static void
 wstate_apply_done(struct wstate *ws, struct wstate_apply *a, int err, const char *msg)
@@ -83,50 +48,23 @@ wstate_apply_done(struct wstate *ws, struct wstate_apply *a, int err, const char
 	if (a->cb != NULL)
 		a->cb(err, msg, a->arg);
 	policy_free(a->p);
-	free(a->elems);
 	free(a);
 	wstate_apply_next(ws);
 }
 
-/*
- * After a swap: forget the learned addresses of names no longer allowed,
- * and end the established flows to every destination the old policy
- * allowed and the new one does not. The change is acknowledged only once
- * the parent has done both.
- */
-struct wstate_revoke {
-	struct wstate *ws;
-	struct wstate_apply *a;
+struct wstate_prune {
 	const struct policy *newp;
-	union chan_msg *msgs;
-	size_t n, cap;
-	size_t pending;
-	size_t forgotten, revoked;
+	size_t forgotten;
 };
-
-static int
-wstate_revoke_push(struct wstate_revoke *rv, const union chan_msg *m)
-{
-	if (rv->n == rv->cap) {
-		size_t ncap = rv->cap ? rv->cap * 2 : 64;
-		union chan_msg *nm = realloc(rv->msgs, ncap * sizeof(*nm));
-		if (nm == NULL)
-			return -1;
-		rv->msgs = nm;
-		rv->cap = ncap;
-	}
-	rv->msgs[rv->n++] = *m;
-	return 0;
-}
 
 /* Keep a learned entry while its name is still allowed on that port scope. */
 static bool
 wstate_keep_learned(const struct learnmap_entry *e, void *arg)
 {
-	struct wstate_revoke *rv = arg;
+	const struct policy *newp = ((struct wstate_prune *)arg)->newp;
 	struct policy_decision dec;
 
-	policy_decide_name(rv->newp, e->name, &dec);
+	policy_decide_name(newp, e->name, &dec);
 	if (dec.action != POLICY_ALLOW)
 		return false;
 	if (e->port == 0)
@@ -135,102 +73,24 @@ wstate_keep_learned(const struct learnmap_entry *e, void *arg)
 }
 
 static void
-wstate_forget_cb(const struct learnmap_entry *e, void *arg)
+wstate_forgotten_cb(const struct learnmap_entry *e, void *arg)
 {
-	struct wstate_revoke *rv = arg;
-	union chan_msg m;
-
-	memset(&m, 0, sizeof(m));
-	m.learn.hdr.type = CHAN_FORGET;
-	m.learn.family = (uint8_t)e->family;
-	memcpy(m.learn.addr, e->addr, e->family == AF_INET ? 4 : 16);
-	m.learn.port = e->port;
-	if (wstate_revoke_push(rv, &m) == 0)
-		rv->forgotten++;
+	((struct wstate_prune *)arg)->forgotten++;
 }
 
-/* An IP/CIDR allow rule of the old policy that the new one does not keep. */
-static int
-wstate_revoke_rule_cb(const struct policy_rule_info *r, void *arg)
-{
-	struct wstate_revoke *rv = arg;
-	struct policy_decision dec;
-	union chan_msg m;
-
-	if (r->action != POLICY_ALLOW || r->addr == NULL)
-		return 0;
-	policy_decide_addr(rv->newp, r->addr->family, r->addr->bytes,
-	    r->nports ? r->ports[0].lo : 0, IPPROTO_TCP, &dec);
-	if (dec.action == POLICY_ALLOW)
-		return 0;
-	memset(&m, 0, sizeof(m));
-	m.revoke.hdr.type = CHAN_REVOKE;
-	m.revoke.family = (uint8_t)r->addr->family;
-	m.revoke.prefix = r->addr->prefix;
-	memcpy(m.revoke.addr, r->addr->bytes, r->addr->family == AF_INET ? 4 : 16);
-	if (wstate_revoke_push(rv, &m) == 0)
-		rv->revoked++;
-	return 0;
-}
-
+/*
+ * The parent has put the policy in force: its static sets, and the
+ * learned addresses and flows it no longer allows are gone. Swap, and
+ * drop the same learned entries from the worker's map.
+ */
 static void
-wstate_revoke_finish(struct wstate_revoke *rv)
-{
-	struct log_line l;
-
-	log_begin(&l, LOG_INFO, "policy", "revoke");
-	log_uint(&l, "revision", rv->ws->revision);
-	log_uint(&l, "forgotten", rv->forgotten);
-	log_uint(&l, "revoked_prefixes", rv->revoked);
-	log_end(&l);
-	wstate_apply_done(rv->ws, rv->a, 0, "");
-	free(rv->msgs);
-	free(rv);
-}
-
-static void
-wstate_revoke_cb(const union chan_msg *reply, int fd, void *arg)
-{
-	struct wstate_revoke *rv = arg;
-
-	if (reply->result.err != 0) {
-		rv->ws->metrics.nft_errors++;
-		log_msg(LOG_ERROR, "policy", "revoke_error", "%s", reply->result.msg);
-	}
-	if (--rv->pending == 0)
-		wstate_revoke_finish(rv);
-}
-
-/* Send the messages in batches of one type; wait for every batch. */
-static void
-wstate_revoke_send(struct wstate_revoke *rv)
-{
-	size_t i = 0;
-
-	while (i < rv->n) {
-		size_t j = i + 1;
-
-		while (j < rv->n && j - i < CHAN_MAX_BATCH &&
-		       rv->msgs[j].hdr.type == rv->msgs[i].hdr.type)
-			j++;
-		if (wchan_batch(rv->ws->chan, &rv->msgs[i], sizeof(rv->msgs[0]), j - i,
-		        wstate_revoke_cb, rv) != 0)
-			return; /* the channel is broken: the worker is going down */
-		rv->pending++;
-		i = j;
-	}
-	if (rv->pending == 0)
-		wstate_revoke_finish(rv);
-}
-
-static void
-wstate_static_cb(const union chan_msg *reply, int fd, void *arg)
+wstate_policy_cb(const union chan_msg *reply, int fd, void *arg)
 {
 	struct wstate_apply *a = arg;
 	struct wstate *ws = a->ws;
-	struct wstate_revoke *rv;
 	struct policy *old;
 	struct log_line l;
+	struct wstate_prune pr = {.newp = a->p};
 
 	if (reply->result.err != 0) {
 		ws->metrics.policy_failures++;
@@ -246,16 +106,7 @@ wstate_static_cb(const union chan_msg *reply, int fd, void *arg)
 	ws->revision++;
 	ws->metrics.policy_applies++;
 	vaultapi_policy_changed(ws);
-	rv = calloc(1, sizeof(*rv));
-	if (rv != NULL) {
-		rv->ws = ws;
-		rv->a = a;
-		rv->newp = a->p;
-		/* Learned addresses of names that stay allowed are kept (no flush). */
-		learnmap_prune(ws->learned, wstate_keep_learned, wstate_forget_cb, rv);
-		if (old != NULL)
-			policy_foreach_addr(old, wstate_revoke_rule_cb, rv);
-	}
+	learnmap_prune(ws->learned, wstate_keep_learned, wstate_forgotten_cb, &pr);
 	policy_free(old);
 	log_begin(&l, LOG_INFO, "policy", "policy_apply");
 	log_uint(&l, "revision", ws->revision);
@@ -263,50 +114,55 @@ wstate_static_cb(const union chan_msg *reply, int fd, void *arg)
 	log_uint(&l, "rules", policy_rule_count(a->p, POLICY_ORIGIN_USER));
 	log_uint(&l, "deny_always", policy_rule_count(a->p, POLICY_ORIGIN_DENY_ALWAYS));
 	log_uint(&l, "allow_always", policy_rule_count(a->p, POLICY_ORIGIN_ALLOW_ALWAYS));
-	log_uint(&l, "ip_elements", a->nelems);
-	log_uint(&l, "forgotten", rv ? rv->forgotten : 0);
+	log_uint(&l, "forgotten", pr.forgotten);
 	log_end(&l);
-	if (rv == NULL) {
-		wstate_apply_done(ws, a, 0, "");
-		return;
-	}
-	wstate_revoke_send(rv);
+	wstate_apply_done(ws, a, 0, "");
 }
 
+/* Hand the policy to the parent as one policy_wire document in chunks. */
 static void
 wstate_apply_next(struct wstate *ws)
 {
 	struct wstate_apply *a = ws->applying;
-	struct chan_static_begin b;
-	struct chan_static_commit c;
+	struct chan_policy *c;
+	char *doc;
+	size_t len = 0, off = 0;
 
 	if (a == NULL || a->id != 0)
 		return;
-	if (policy_foreach_addr(a->p, wstate_elem_cb, a) != 0) {
-		wstate_apply_done(ws, a, E2BIG, "too many IP/CIDR elements");
+	doc = policy_wire_encode(a->p, &len);
+	if (doc == NULL || len > CHAN_MAX_POLICY_BYTES || (c = malloc(sizeof(*c))) == NULL) {
+		free(doc);
+		wstate_apply_done(ws, a, E2BIG, "policy too large for the channel");
 		return;
 	}
 	a->id = wchan_id(ws->chan);
-	memset(&b, 0, sizeof(b));
-	b.hdr.type = CHAN_STATIC_BEGIN;
-	b.hdr.id = a->id;
-	b.count = (uint32_t)a->nelems;
-	b.default_allow = policy_default_action(a->p) == POLICY_ALLOW;
-	if (wchan_send(ws->chan, &b) != 0)
-		goto broken;
-	for (size_t i = 0; i < a->nelems; i++) {
-		a->elems[i].hdr.id = a->id;
-		if (wchan_send(ws->chan, &a->elems[i]) != 0)
-			goto broken;
-	}
-	memset(&c, 0, sizeof(c));
-	c.hdr.type = CHAN_STATIC_COMMIT;
-	c.hdr.id = a->id;
-	if (wchan_request(ws->chan, &c, wstate_static_cb, a) != 0)
-		goto broken;
-	return;
-broken:
-	wstate_apply_done(ws, a, EPIPE, "channel to the parent is broken");
+	do {
+		size_t n = len - off > CHAN_POLICY_CHUNK ? CHAN_POLICY_CHUNK : len - off;
+		int rc;
+
+		memset(c, 0, sizeof(*c));
+		c->hdr.type = CHAN_POLICY;
+		c->hdr.id = a->id;
+		c->total = (uint32_t)len;
+		c->offset = (uint32_t)off;
+		c->len = (uint32_t)n;
+		memcpy(c->data, doc + off, n);
+		off += n;
+		if (off < len) {
+			c->hdr.flags = CHAN_POLICY_MORE;
+			rc = wchan_send(ws->chan, c);
+		} else
+			rc = wchan_request(ws->chan, c, wstate_policy_cb, a);
+		if (rc != 0) {
+			free(c);
+			free(doc);
+			wstate_apply_done(ws, a, EPIPE, "channel to the parent is broken");
+			return;
+		}
+	} while (off < len);
+	free(c);
+	free(doc);
 }
 
 /* Whether every policy still being applied allows name (see wstate.h). */
@@ -371,6 +227,22 @@ wstate_load_user(struct wstate *ws, bool at_start, char *err, size_t errlen)
 	struct policy *p;
 
 	memset(&pe, 0, sizeof(pe));
+	/*
+	 * A restarted worker, when the API owns the rules, takes the policy
+	 * the parent holds in force: an API change survives a worker crash.
+	 * With a YAML file the file is the truth (it also holds the bindings).
+	 */
+	if (at_start && ws->inherit != NULL && cfg->policy_file[0] == '\0') {
+		p = policy_wire_decode(ws->inherit, ws->inherit_len, &pe);
+		if (p != NULL) {
+			log_msg(LOG_INFO, "policy", "policy_inherit",
+			    "starting from the policy in force in the parent (%zu bytes)",
+			    ws->inherit_len);
+			return p;
+		}
+		log_msg(LOG_ERROR, "policy", "policy_inherit",
+		    "the parent's policy does not decode (%s); loading the sources", pe.msg);
+	}
 	if (cfg->policy_file[0] != '\0') {
 		p = policy_from_yaml_file(cfg->policy_file, NULL, &pe);
 		if (p == NULL)
@@ -585,7 +457,6 @@ wstate_stop(struct wstate *ws)
 		struct wstate_apply *a = ws->applying;
 		ws->applying = a->next;
 		policy_free(a->p);
-		free(a->elems);
 		free(a);
 	}
 	api_free(ws->api);

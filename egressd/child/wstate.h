@@ -32,7 +32,9 @@ struct wstate {
 	struct wchan *chan;
 	int exit_code;
 
-	struct policy *policy;         /* active, with the always rules */
+	struct policy *policy; /* active, with the always rules */
+	char *inherit;         /* the parent's policy in force at start (policy_wire), or NULL */
+	size_t inherit_len;
 	uint64_t revision;             /* bumped on every applied change */
 	bool ready;                    /* enforcement and listeners are in place */
 	struct wstate_apply *applying; /* in flight, FIFO */

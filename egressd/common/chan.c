@@ -13,19 +13,16 @@
 #include <unistd.h>
 
 #include "egressd/common/chan.h"
+#include "policy/name.h"
 
 /* Size of each message type; 0 marks an unknown type. */
 static const size_t chan_sizes[CHAN_TYPE_MAX] = {
     [CHAN_SOCKET_REQ] = sizeof(struct chan_socket_req),
     [CHAN_SOCKET_REP] = sizeof(struct chan_socket_rep),
     [CHAN_LEARN] = sizeof(struct chan_learn),
-    [CHAN_FORGET] = sizeof(struct chan_learn),
-    [CHAN_STATIC_BEGIN] = sizeof(struct chan_static_begin),
-    [CHAN_STATIC_ELEM] = sizeof(struct chan_static_elem),
-    [CHAN_STATIC_COMMIT] = sizeof(struct chan_static_commit),
+    [CHAN_POLICY] = sizeof(struct chan_policy),
     [CHAN_RESULT] = sizeof(struct chan_result),
     [CHAN_READY] = sizeof(struct chan_ready),
-    [CHAN_REVOKE] = sizeof(struct chan_revoke),
 };
 
 static const char *const chan_names[CHAN_TYPE_MAX] = {
@@ -33,13 +30,9 @@ static const char *const chan_names[CHAN_TYPE_MAX] = {
     [CHAN_SOCKET_REQ] = "socket_req",
     [CHAN_SOCKET_REP] = "socket_rep",
     [CHAN_LEARN] = "learn",
-    [CHAN_FORGET] = "forget",
-    [CHAN_STATIC_BEGIN] = "static_begin",
-    [CHAN_STATIC_ELEM] = "static_elem",
-    [CHAN_STATIC_COMMIT] = "static_commit",
+    [CHAN_POLICY] = "policy",
     [CHAN_RESULT] = "result",
     [CHAN_READY] = "ready",
-    [CHAN_REVOKE] = "revoke",
 };
 
 /* Name of a message type for logs. */
@@ -76,7 +69,7 @@ chan_is_zero(const uint8_t *p, size_t n)
 	return acc == 0;
 }
 
-/* The worker may only send requests; the parent only replies. */
+/* The worker may only send requests; the parent only replies (and hands over the policy). */
 static bool
 chan_side_ok(unsigned type, enum chan_side side)
 {
@@ -84,9 +77,29 @@ chan_side_ok(unsigned type, enum chan_side side)
 	case CHAN_SOCKET_REP:
 	case CHAN_RESULT:
 		return side == CHAN_TO_WORKER;
+	case CHAN_POLICY:
+		return true;
 	default:
 		return side == CHAN_TO_PARENT;
 	}
+}
+
+/* A NUL-terminated canonical name filling the rest of the field with NULs. */
+static bool
+chan_name_ok(const char *name, size_t cap)
+{
+	const char *nul = memchr(name, '\0', cap);
+	char canon[POLICY_NAME_MAX + 1];
+	size_t n, clen;
+
+	if (nul == NULL || nul == name)
+		return false;
+	n = (size_t)(nul - name);
+	if (!chan_is_zero((const uint8_t *)nul, cap - n))
+		return false;
+	return n <= POLICY_NAME_MAX &&
+	       policy_name_canon((const uint8_t *)name, n, 0, canon, &clen) == POLICY_NAME_OK &&
+	       clen == n && memcmp(canon, name, n) == 0;
 }
 
 bool
@@ -133,8 +146,8 @@ chan_validate(const void *buf, size_t len, enum chan_side side, const char **why
 		}
 		break;
 	case CHAN_LEARN:
-	case CHAN_FORGET:
-		if ((hdr.flags & ~CHAN_LEARN_MORE) != 0 || !chan_family_ok(m.learn.family)) {
+		if ((hdr.flags & ~CHAN_LEARN_MORE) != 0 || !chan_family_ok(m.learn.family) ||
+		    !chan_is_zero(m.learn.pad, sizeof(m.learn.pad)) || m.learn.pad2 != 0) {
 			*why = "learn message out of range";
 			return false;
 		}
@@ -142,40 +155,25 @@ chan_validate(const void *buf, size_t len, enum chan_side side, const char **why
 			*why = "IPv4 address with trailing bytes";
 			return false;
 		}
-		if (hdr.type == CHAN_LEARN &&
-		    (m.learn.timeout_s == 0 || m.learn.timeout_s > CHAN_MAX_TIMEOUT_S)) {
+		if (m.learn.timeout_s == 0 || m.learn.timeout_s > CHAN_MAX_TIMEOUT_S) {
 			*why = "learn timeout out of range";
 			return false;
 		}
-		if (hdr.type == CHAN_FORGET && m.learn.timeout_s != 0) {
-			*why = "forget carries a timeout";
+		if (!chan_name_ok(m.learn.name, sizeof(m.learn.name))) {
+			*why = "learn name not canonical";
 			return false;
 		}
 		break;
-	case CHAN_REVOKE:
-		if ((hdr.flags & ~CHAN_LEARN_MORE) != 0 || !chan_family_ok(m.revoke.family) ||
-		    m.revoke.prefix > (m.revoke.family == AF_INET ? 32 : 128) ||
-		    (m.revoke.family == AF_INET && !chan_is_zero(m.revoke.addr + 4, 12))) {
-			*why = "revoke message out of range";
-			return false;
-		}
-		break;
-	case CHAN_STATIC_BEGIN:
-		if (hdr.flags != 0 || m.static_begin.count > CHAN_MAX_STATIC_ELEMS ||
-		    m.static_begin.default_allow > 1) {
-			*why = "static set header out of range";
-			return false;
-		}
-		break;
-	case CHAN_STATIC_ELEM: {
-		const struct chan_static_elem *e = &m.static_elem;
-		unsigned maxp = e->family == AF_INET ? 32 : 128;
+	case CHAN_POLICY: {
+		const struct chan_policy *c = &m.policy;
 
-		if (hdr.flags != 0 || e->allow > 1 || !chan_family_ok(e->family) ||
-		    e->prefix > maxp || e->port_lo > e->port_hi ||
-		    (e->port_lo == 0 && e->port_hi != 0) ||
-		    (e->family == AF_INET && !chan_is_zero(e->addr + 4, 12))) {
-			*why = "static element out of range";
+		if ((hdr.flags & ~CHAN_POLICY_MORE) != 0 || c->pad != 0 ||
+		    c->total > CHAN_MAX_POLICY_BYTES || c->len > CHAN_POLICY_CHUNK ||
+		    c->offset > c->total || c->len > c->total - c->offset ||
+		    ((hdr.flags & CHAN_POLICY_MORE) == 0) != (c->offset + c->len == c->total) ||
+		    ((hdr.flags & CHAN_POLICY_MORE) != 0 && c->len != CHAN_POLICY_CHUNK) ||
+		    !chan_is_zero((const uint8_t *)c->data + c->len, CHAN_POLICY_CHUNK - c->len)) {
+			*why = "policy chunk out of range";
 			return false;
 		}
 		break;

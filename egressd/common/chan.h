@@ -14,22 +14,20 @@
 
 enum chan_type {
 	CHAN_NONE = 0,
-	CHAN_SOCKET_REQ,    /* worker -> parent: a marked socket, please */
-	CHAN_SOCKET_REP,    /* parent -> worker: the socket (fd attached) or an errno */
-	CHAN_LEARN,         /* worker -> parent: add a learned address with a timeout */
-	CHAN_FORGET,        /* worker -> parent: remove a learned address */
-	CHAN_STATIC_BEGIN,  /* worker -> parent: a new static rule set follows */
-	CHAN_STATIC_ELEM,   /* worker -> parent: one IP/CIDR rule of that set */
-	CHAN_STATIC_COMMIT, /* worker -> parent: apply the set in one batch */
-	CHAN_RESULT,        /* parent -> worker: outcome of a request, by id */
-	CHAN_READY,         /* worker -> parent: listeners are up, policy applied */
-	CHAN_REVOKE,        /* worker -> parent: end established flows to a prefix */
+	CHAN_SOCKET_REQ, /* worker -> parent: a marked socket, please */
+	CHAN_SOCKET_REP, /* parent -> worker: the socket (fd attached) or an errno */
+	CHAN_LEARN,      /* worker -> parent: an answer's address for a name, with a timeout */
+	CHAN_POLICY,     /* either way: one chunk of the effective policy (policy_wire) */
+	CHAN_RESULT,     /* parent -> worker: outcome of a request, by id */
+	CHAN_READY,      /* worker -> parent: listeners are up, policy applied */
 	CHAN_TYPE_MAX,
 };
 
-/* Limits of a static rule set carried over the channel. */
-#define CHAN_MAX_STATIC_ELEMS 200000
+/* Limits of what the channel carries. */
 #define CHAN_MAX_TIMEOUT_S (7 * 24 * 3600)
+#define CHAN_NAME_LEN 256                 /* a canonical name and its NUL */
+#define CHAN_POLICY_CHUNK 8192            /* policy bytes per CHAN_POLICY message */
+#define CHAN_MAX_POLICY_BYTES (32u << 20) /* one policy document */
 #define CHAN_ERRMSG_LEN 128
 
 struct chan_hdr {
@@ -50,9 +48,11 @@ struct chan_socket_rep {
 };
 
 /*
- * CHAN_LEARN_MORE in hdr.flags: more messages of the same type follow in
- * the same batch (learn, forget, revoke); the last one, without it, is
- * answered. A batch holds at most CHAN_MAX_BATCH messages.
+ * CHAN_LEARN_MORE in hdr.flags: more learn messages follow in the same
+ * batch; the last one, without it, is answered. A batch holds at most
+ * CHAN_MAX_BATCH messages. The parent checks every one against its own
+ * copy of the policy: the name must be allowed on that port scope and the
+ * address may not be an inner one.
  */
 #define CHAN_MAX_BATCH 64
 #define CHAN_LEARN_MORE 0x1
@@ -64,38 +64,27 @@ struct chan_learn {
 	uint8_t addr[16];
 	uint16_t port; /* 0: all ports */
 	uint16_t pad2;
-	uint32_t timeout_s; /* 1..CHAN_MAX_TIMEOUT_S (0 for FORGET) */
+	uint32_t timeout_s;       /* 1..CHAN_MAX_TIMEOUT_S */
+	char name[CHAN_NAME_LEN]; /* the canonical name asked, NUL-terminated */
 };
 
-/* CHAN_LEARN_MORE in hdr.flags batches revokes too. */
-struct chan_revoke {
-	struct chan_hdr hdr;
-	uint8_t family; /* AF_INET or AF_INET6 */
-	uint8_t prefix; /* <= 32 or <= 128 */
-	uint16_t port;  /* 0: all ports */
-	uint8_t addr[16];
-};
+/*
+ * The effective policy travels as a policy_wire document cut into chunks
+ * of one id: offsets follow each other from 0, CHAN_POLICY_MORE marks all
+ * but the last, and the last ends at total. From the worker it is the
+ * policy to apply (answered by one CHAN_RESULT); from the parent, sent
+ * once to a new worker before anything else, it is the policy in force
+ * (total 0: none yet).
+ */
+#define CHAN_POLICY_MORE 0x1
 
-struct chan_static_begin {
+struct chan_policy {
 	struct chan_hdr hdr;
-	uint32_t count;        /* elements that follow */
-	uint8_t default_allow; /* 1: defaultAction allow */
-	uint8_t pad[3];
-};
-
-struct chan_static_elem {
-	struct chan_hdr hdr;
-	uint8_t allow;  /* 1 allow, 0 deny */
-	uint8_t family; /* AF_INET or AF_INET6 */
-	uint8_t prefix; /* <= 32 or <= 128 */
-	uint8_t pad;
-	uint8_t addr[16];
-	uint16_t port_lo; /* 0/0: all ports */
-	uint16_t port_hi;
-};
-
-struct chan_static_commit {
-	struct chan_hdr hdr;
+	uint32_t total;  /* bytes of the whole document, <= CHAN_MAX_POLICY_BYTES */
+	uint32_t offset; /* of this chunk */
+	uint32_t len;    /* bytes of data used, <= CHAN_POLICY_CHUNK */
+	uint32_t pad;
+	char data[CHAN_POLICY_CHUNK];
 };
 
 struct chan_result {
@@ -115,12 +104,9 @@ union chan_msg {
 	struct chan_socket_req socket_req;
 	struct chan_socket_rep socket_rep;
 	struct chan_learn learn;
-	struct chan_static_begin static_begin;
-	struct chan_static_elem static_elem;
-	struct chan_static_commit static_commit;
+	struct chan_policy policy;
 	struct chan_result result;
 	struct chan_ready ready;
-	struct chan_revoke revoke;
 };
 
 enum chan_status {

@@ -34,7 +34,7 @@
 #include <openssl/evp.h>
 
 #include "egressd/control/api.h"
-#include "egressd/child/learnmap.h"
+#include "egressd/common/learnmap.h"
 #include "egressd/common/log.h"
 #include "egressd/common/safefile.h"
 #include "egressd/control/vaultapi.h"

@@ -31,7 +31,7 @@
 #include "egressd/dns/dnsproxy.h"
 #include "egressd/dns/dnstunnel.h"
 #include "egressd/dns/dnswire.h"
-#include "egressd/child/learnmap.h"
+#include "egressd/common/learnmap.h"
 #include "egressd/common/log.h"
 #include "egressd/common/logagg.h"
 #include "egressd/child/wchan.h"
@@ -72,7 +72,7 @@ struct dnsq {
 	struct timespec start;
 	uint8_t *reply;
 	size_t reply_len;
-	struct chan_learn learns[DNSPROXY_MAX_LEARN];
+	struct chan_learn *learns; /* DNSPROXY_MAX_LEARN, while an answer is learned */
 	size_t nlearn;
 	uint16_t ports[DNSPROXY_MAX_LEARN];
 	size_t nports;
@@ -435,6 +435,7 @@ dnsq_free(struct dnsq *dq)
 	}
 	dq->d->inflight--;
 	policy_free(dq->policy);
+	free(dq->learns);
 	free(dq->reply);
 	free(dq);
 }
@@ -578,6 +579,11 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 	/* Learn every kept address for every port scope, clamped lifetime. */
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	dq->nlearn = 0;
+	if (res.naddrs > 0 && dq->learns == NULL &&
+	    (dq->learns = calloc(DNSPROXY_MAX_LEARN, sizeof(*dq->learns))) == NULL) {
+		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
+		return;
+	}
 	for (size_t i = 0; i < res.naddrs; i++) {
 		uint32_t ttl = res.addrs[i].ttl;
 		if (ttl < pd->ttl_min)
@@ -592,6 +598,7 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 			memcpy(l->addr, res.addrs[i].addr, res.addrs[i].family == AF_INET ? 4 : 16);
 			l->port = dq->ports[k];
 			l->timeout_s = ttl;
+			memcpy(l->name, dq->q.name, strlen(dq->q.name));
 			if (learnmap_add(d->ws->learned, dq->q.name, l->family, l->addr, l->port,
 			        now.tv_sec + ttl) != 0) {
 				log_msg(LOG_ERROR, "dns", "learn_full", "learned map full");

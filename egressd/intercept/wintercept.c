@@ -16,7 +16,7 @@
 
 #include "certs/ca.h"
 #include "certs/leaf.h"
-#include "egressd/child/learnmap.h"
+#include "egressd/common/learnmap.h"
 #include "egressd/common/log.h"
 #include "egressd/dns/dnsproxy.h"
 #include "egressd/intercept/sockpool.h"

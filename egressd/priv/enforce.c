@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "egressd/priv/enforce.h"
+#include "policy/policy.h"
 #include "egressd/priv/nftrules.h"
 
 struct enforce {
@@ -154,50 +155,78 @@ enforce_install(struct enforce *e, char *err, size_t errlen)
 	return 0;
 }
 
-int
-enforce_static(struct enforce *e, const struct chan_static_elem *elems, size_t n,
-    bool default_allow, char *err, size_t errlen)
+/* The nft rules of a policy's IP/CIDR rules, one per port range. */
+struct enforce_rules {
+	struct nftrules_rule *v;
+	size_t n, cap;
+};
+
+static int
+enforce_rule_cb(const struct policy_rule_info *r, void *arg)
 {
-	struct nftrules_rule *rules = NULL;
+	struct enforce_rules *rs = arg;
+	size_t need = r->nports ? r->nports : 1;
+
+	if (rs->n + need > NFTRULES_MAX_RULES)
+		return -1;
+	if (rs->n + need > rs->cap) {
+		size_t ncap = rs->cap ? rs->cap * 2 : 64;
+		struct nftrules_rule *nv;
+
+		while (ncap < rs->n + need)
+			ncap *= 2;
+		if ((nv = realloc(rs->v, ncap * sizeof(*nv))) == NULL)
+			return -1;
+		rs->v = nv;
+		rs->cap = ncap;
+	}
+	for (size_t i = 0; i < need; i++) {
+		struct nftrules_rule *o = &rs->v[rs->n++];
+
+		memset(o, 0, sizeof(*o));
+		o->action = r->action == POLICY_ALLOW ? NFTRULES_ALLOW : NFTRULES_DENY;
+		o->family = r->addr->family;
+		memcpy(o->addr, r->addr->bytes, r->addr->family == AF_INET ? 4 : 16);
+		o->prefix_len = r->addr->prefix;
+		if (r->nports) {
+			o->port_lo = r->ports[i].lo;
+			o->port_hi = r->ports[i].hi;
+		}
+	}
+	return 0;
+}
+
+int
+enforce_policy(struct enforce *e, const struct policy *p, size_t *nrules, char *err, size_t errlen)
+{
+	struct enforce_rules rs = {0};
 	struct nftrules_static st;
+	bool default_allow = policy_default_action(p) == POLICY_ALLOW;
 	int rc;
 
 	/* In dns mode IP rules are not enforced (OpenSandbox semantics, warned at start). */
-	if (e->dns_only) {
-		n = 0;
+	if (e->dns_only)
 		default_allow = true;
-	}
-	if (n > NFTRULES_MAX_RULES) {
-		snprintf(
-		    err, errlen, "%zu IP rules exceed the nft limit of %d", n, NFTRULES_MAX_RULES);
+	else if (policy_foreach_addr(p, enforce_rule_cb, &rs) != 0) {
+		snprintf(err, errlen, "IP rules exceed the nft limit of %d", NFTRULES_MAX_RULES);
+		free(rs.v);
 		return -1;
 	}
-	if (n > 0 && (rules = calloc(n, sizeof(*rules))) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	for (size_t i = 0; i < n; i++) {
-		rules[i].action = elems[i].allow ? NFTRULES_ALLOW : NFTRULES_DENY;
-		rules[i].family = elems[i].family;
-		memcpy(rules[i].addr, elems[i].addr, 16);
-		rules[i].prefix_len = elems[i].prefix;
-		rules[i].port_lo = elems[i].port_lo;
-		rules[i].port_hi = elems[i].port_hi;
-	}
-	st.rules = rules;
-	st.nrules = n;
+	st.rules = rs.v;
+	st.nrules = rs.n;
 	st.default_action = default_allow ? NFTRULES_ALLOW : NFTRULES_DENY;
 	rc = nftrules_update_static(e->nft, &st);
 	if (rc != 0) {
 		snprintf(err, errlen, "%s", nftrules_error(e->nft));
-		free(rules);
+		free(rs.v);
 		return rc;
 	}
 	free(e->last);
-	e->last = rules;
-	e->nlast = n;
+	e->last = rs.v;
+	e->nlast = rs.n;
 	e->last_default = st.default_action;
 	enforce_mark(e);
+	*nrules = rs.n;
 	return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "egressd/common/config.h"
 
 struct enforce;
+struct policy;
 
 /* Open netlink and prepare; nothing is installed yet. NULL on error. */
 struct enforce *enforce_open(const struct config *cfg, char *err, size_t errlen);
@@ -24,9 +25,12 @@ struct enforce *enforce_open(const struct config *cfg, char *err, size_t errlen)
 int enforce_install(struct enforce *e, char *err, size_t errlen)
     __attribute__((warn_unused_result));
 
-/* Replace the static IP/CIDR sets and default action in one batch. */
-int enforce_static(struct enforce *e, const struct chan_static_elem *elems, size_t n,
-    bool default_allow, char *err, size_t errlen) __attribute__((warn_unused_result));
+/*
+ * Replace the static IP/CIDR sets and the default action with those of
+ * policy p, in one batch; *nrules gets the count of nft rules written.
+ */
+int enforce_policy(struct enforce *e, const struct policy *p, size_t *nrules, char *err,
+    size_t errlen) __attribute__((warn_unused_result));
 
 /* Add (or refresh) learned addresses with their timeouts, in one batch. */
 int enforce_learn(struct enforce *e, const struct chan_learn *l, size_t n, char *err, size_t errlen)

@@ -6,6 +6,7 @@
  * on is a fixed-size channel message that passed chan_validate(), and a
  * message that does not is fatal for the worker, never obeyed.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -27,14 +28,13 @@
 #include "certs/ca.h"
 #include "certs/trust.h"
 #include "egressd/common/chan.h"
-#include "egressd/priv/ctflush.h"
 #include "egressd/priv/enforce.h"
 #include "egressd/priv/listen.h"
 #include "egressd/common/log.h"
 #include "egressd/priv/parent.h"
+#include "egressd/priv/ppolicy.h"
 #include "egressd/priv/privsep.h"
 #include "egressd/priv/startcheck.h"
-#include "egressd/child/worker.h"
 
 /* Restart backoff of a crashed worker. */
 #define PARENT_BACKOFF_MIN_MS 100
@@ -54,6 +54,7 @@
 
 struct parent {
 	struct config *cfg;
+	parent_worker_fn worker_fn;
 	struct event_base *base;
 	struct enforce *enf;
 	uid_t wuid;
@@ -74,33 +75,26 @@ struct parent {
 	unsigned startup_failures; /* workers that died before the first READY */
 	int exit_code;
 
-	/* A static rule set being received. */
-	struct chan_static_elem *st_elems;
-	uint32_t st_want;
-	uint32_t st_have;
-	uint32_t st_id;
-	bool st_open;
-	bool st_default_allow;
+	/* The policy in force, as the parent decoded it. */
+	struct ppolicy *pp;
 
-	/* Learned addresses being batched. */
+	/* Learned addresses being batched; one refused makes the batch refused. */
 	struct chan_learn learns[CHAN_MAX_BATCH];
 	size_t nlearn;
-	unsigned learn_type;
-
-	/* Revoked prefixes being batched. */
-	struct ctflush_target revokes[CHAN_MAX_BATCH];
-	size_t nrevoke;
+	const char *learn_refused; /* why the batch is refused, or NULL */
+	size_t learn_refused_at;
+	uint64_t learns_refused;
 };
 
 static void parent_spawn(struct parent *p);
 
+/* Forget a batch or a document the worker was sending. */
 static void
-parent_static_reset(struct parent *p)
+parent_chan_reset(struct parent *p)
 {
-	free(p->st_elems);
-	p->st_elems = NULL;
-	p->st_want = p->st_have = 0;
-	p->st_open = false;
+	ppolicy_rx_reset(p->pp);
+	p->nlearn = 0;
+	p->learn_refused = NULL;
 }
 
 static void
@@ -146,9 +140,7 @@ parent_violation(struct parent *p, const char *why)
 		close(p->chanfd);
 		p->chanfd = -1;
 	}
-	parent_static_reset(p);
-	p->nlearn = 0;
-	p->nrevoke = 0;
+	parent_chan_reset(p);
 }
 
 static void
@@ -196,130 +188,75 @@ static void
 parent_learn_flush(struct parent *p, uint32_t id)
 {
 	char err[256] = "";
-	int rc;
+	int rc = 0;
 
-	if (p->learn_type == CHAN_LEARN)
+	if (p->learn_refused != NULL) {
+		struct log_line l;
+		char txt[INET6_ADDRSTRLEN];
+
+		p->learns_refused++;
+		const struct chan_learn *bad = &p->learns[p->learn_refused_at];
+
+		inet_ntop(bad->family, bad->addr, txt, sizeof(txt));
+		log_begin(&l, LOG_WARN, "policy", "learn_refused");
+		log_str(&l, "name", bad->name);
+		log_str(&l, "addr", txt);
+		log_str(&l, "why", p->learn_refused);
+		log_uint(&l, "count", p->learns_refused);
+		log_end(&l);
+		parent_reply(p, id, CHAN_LEARN, EPERM, p->learn_refused);
+	} else {
 		rc = enforce_learn(p->enf, p->learns, p->nlearn, err, sizeof(err));
-	else {
-		/* A forgotten address also loses its established flows. */
-		struct ctflush_target t[CHAN_MAX_BATCH];
-		size_t deleted = 0;
-
-		rc = enforce_forget(p->enf, p->learns, p->nlearn, err, sizeof(err));
-		for (size_t i = 0; i < p->nlearn; i++) {
-			memset(&t[i], 0, sizeof(t[i]));
-			t[i].family = p->learns[i].family;
-			memcpy(t[i].addr, p->learns[i].addr, 16);
-			t[i].prefix = t[i].family == AF_INET ? 32 : 128;
-			t[i].port = p->learns[i].port;
-		}
-		if (rc == 0 &&
-		    ctflush_revoke(t, p->nlearn, p->cfg->mark, &deleted, err, sizeof(err)) != 0)
-			rc = -1;
-		if (deleted > 0)
-			log_msg(
-			    LOG_INFO, "nft", "ct_revoke", "%zu established flows ended", deleted);
+		if (rc != 0)
+			log_msg(LOG_ERROR, "nft", "nft_error", "%s", err);
+		else
+			ppolicy_learned(p->pp, p->learns, p->nlearn);
+		parent_reply(p, id, CHAN_LEARN, rc == 0 ? 0 : EIO, rc == 0 ? "" : err);
 	}
-	if (rc != 0)
-		log_msg(LOG_ERROR, "nft", "nft_error", "%s", err);
-	parent_reply(p, id, p->learn_type, rc == 0 ? 0 : EIO, rc == 0 ? "" : err);
 	p->nlearn = 0;
+	p->learn_refused = NULL;
 }
 
+/* Batch learns, each checked against the parent's own copy of the policy. */
 static void
 parent_learn(struct parent *p, const struct chan_learn *l)
 {
-	if (p->nlearn > 0 && p->learn_type != l->hdr.type) {
-		parent_violation(p, "learn and forget mixed in one batch");
+	const char *why;
+
+	if (p->nlearn > 0 && l->hdr.id != p->learns[0].hdr.id) {
+		parent_violation(p, "learn batch interleaved with another");
 		return;
 	}
 	if (p->nlearn >= CHAN_MAX_BATCH) {
 		parent_violation(p, "learn batch too long");
 		return;
 	}
-	p->learn_type = l->hdr.type;
-	p->learns[p->nlearn++] = *l;
+	p->learns[p->nlearn] = *l;
+	if (p->learn_refused == NULL &&
+	    ppolicy_learn_check(p->pp, &p->learns[p->nlearn], &why) != 0) {
+		p->learn_refused = why;
+		p->learn_refused_at = p->nlearn;
+	}
+	p->nlearn++;
 	if ((l->hdr.flags & CHAN_LEARN_MORE) == 0)
 		parent_learn_flush(p, l->hdr.id);
 }
 
-/* Batch revoked prefixes; on the last one, end their established flows. */
 static void
-parent_revoke(struct parent *p, const struct chan_revoke *r)
+parent_policy(struct parent *p, const struct chan_policy *c)
 {
-	char err[256] = "";
-	size_t deleted = 0;
-	int rc;
+	char msg[CHAN_ERRMSG_LEN];
+	const char *why = "";
+	int err = 0;
 
-	if (p->nrevoke >= CHAN_MAX_BATCH) {
-		parent_violation(p, "revoke batch too long");
+	switch (ppolicy_chunk(p->pp, c, &err, msg, sizeof(msg), &why)) {
+	case PPOLICY_MORE:
 		return;
-	}
-	memset(&p->revokes[p->nrevoke], 0, sizeof(p->revokes[0]));
-	p->revokes[p->nrevoke].family = r->family;
-	p->revokes[p->nrevoke].prefix = r->prefix;
-	p->revokes[p->nrevoke].port = r->port;
-	memcpy(p->revokes[p->nrevoke].addr, r->addr, 16);
-	p->nrevoke++;
-	if ((r->hdr.flags & CHAN_LEARN_MORE) != 0)
+	case PPOLICY_VIOLATION:
+		parent_violation(p, why);
 		return;
-	rc = ctflush_revoke(p->revokes, p->nrevoke, p->cfg->mark, &deleted, err, sizeof(err));
-	if (rc != 0)
-		log_msg(LOG_ERROR, "nft", "ct_error", "%s", err);
-	else if (deleted > 0)
-		log_msg(LOG_INFO, "nft", "ct_revoke", "%zu established flows ended", deleted);
-	parent_reply(p, r->hdr.id, CHAN_REVOKE, rc == 0 ? 0 : EIO, rc == 0 ? "" : err);
-	p->nrevoke = 0;
-}
-
-static void
-parent_static(struct parent *p, const union chan_msg *m)
-{
-	char err[256] = "";
-
-	switch (m->hdr.type) {
-	case CHAN_STATIC_BEGIN:
-		if (p->st_open) {
-			parent_violation(p, "static set begun twice");
-			return;
-		}
-		p->st_elems =
-		    calloc(m->static_begin.count ? m->static_begin.count : 1, sizeof(*p->st_elems));
-		if (p->st_elems == NULL) {
-			parent_reply(p, m->hdr.id, CHAN_STATIC_COMMIT, ENOMEM, "out of memory");
-			return;
-		}
-		p->st_open = true;
-		p->st_want = m->static_begin.count;
-		p->st_have = 0;
-		p->st_id = m->hdr.id;
-		p->st_default_allow = m->static_begin.default_allow;
-		return;
-	case CHAN_STATIC_ELEM:
-		if (!p->st_open || m->hdr.id != p->st_id || p->st_have >= p->st_want) {
-			parent_violation(p, "static element outside its set");
-			return;
-		}
-		p->st_elems[p->st_have++] = m->static_elem;
-		return;
-	case CHAN_STATIC_COMMIT:
-		if (!p->st_open || m->hdr.id != p->st_id || p->st_have != p->st_want) {
-			parent_violation(p, "static commit does not match its set");
-			return;
-		}
-		if (enforce_static(p->enf, p->st_elems, p->st_have, p->st_default_allow, err,
-		        sizeof(err)) != 0) {
-			log_msg(LOG_ERROR, "nft", "nft_error", "%s", err);
-			parent_reply(p, m->hdr.id, CHAN_STATIC_COMMIT, EIO, err);
-		} else {
-			struct log_line l;
-			log_begin(&l, LOG_INFO, "nft", "nft_apply");
-			log_uint(&l, "elements", p->st_have);
-			log_bool(&l, "default_allow", p->st_default_allow);
-			log_end(&l);
-			parent_reply(p, m->hdr.id, CHAN_STATIC_COMMIT, 0, "");
-		}
-		parent_static_reset(p);
+	case PPOLICY_DONE:
+		parent_reply(p, c->hdr.id, CHAN_POLICY, err, msg);
 		return;
 	}
 }
@@ -332,16 +269,10 @@ parent_dispatch(struct parent *p, const union chan_msg *m)
 		parent_socket(p, &m->socket_req);
 		break;
 	case CHAN_LEARN:
-	case CHAN_FORGET:
 		parent_learn(p, &m->learn);
 		break;
-	case CHAN_STATIC_BEGIN:
-	case CHAN_STATIC_ELEM:
-	case CHAN_STATIC_COMMIT:
-		parent_static(p, m);
-		break;
-	case CHAN_REVOKE:
-		parent_revoke(p, &m->revoke);
+	case CHAN_POLICY:
+		parent_policy(p, &m->policy);
 		break;
 	case CHAN_READY:
 		if (!p->ready) {
@@ -405,6 +336,7 @@ parent_watch_cb(evutil_socket_t fd, short what, void *arg)
 	char err[256];
 	struct log_line l;
 
+	ppolicy_expire(p->pp);
 	if (!enforce_tampered(p->enf))
 		return;
 	p->tampers++;
@@ -446,9 +378,7 @@ parent_worker_gone(struct parent *p, int status)
 		close(p->chanfd);
 		p->chanfd = -1;
 	}
-	parent_static_reset(p);
-	p->nlearn = 0;
-	p->nrevoke = 0;
+	parent_chan_reset(p);
 	if (p->ready) {
 		/* The nft table stays: a dead worker means no egress, never open egress. */
 		p->ready = false;
@@ -588,12 +518,16 @@ parent_spawn(struct parent *p)
 			log_msg(LOG_ERROR, "proc", "privdrop", "%s", err);
 			_exit(70);
 		}
-		_exit(worker_main(p->cfg, sv[1]));
+		_exit(p->worker_fn(p->cfg, sv[1]));
 	}
 	close(sv[1]);
 	if (fcntl(sv[0], F_SETFL, O_NONBLOCK) != 0) {
 		log_msg(LOG_ERROR, "proc", "spawn", "fcntl: %s", strerror(errno));
 	}
+	/* The policy in force first: a new worker starts from it, not from its sources. */
+	if (ppolicy_handover(p->pp, sv[0]) != 0)
+		log_msg(LOG_ERROR, "proc", "spawn", "policy handover to the worker failed: %s",
+		    strerror(errno));
 	p->worker = pid;
 	p->chanfd = sv[0];
 	p->started = time(NULL);
@@ -685,7 +619,7 @@ parent_raise_nofile(void)
 }
 
 int
-parent_run(struct config *cfg)
+parent_run(struct config *cfg, parent_worker_fn worker)
 {
 	struct parent p;
 	char err[512];
@@ -694,6 +628,7 @@ parent_run(struct config *cfg)
 
 	memset(&p, 0, sizeof(p));
 	p.cfg = cfg;
+	p.worker_fn = worker;
 	p.chanfd = -1;
 	p.worker = -1;
 	p.backoff_ms = PARENT_BACKOFF_MIN_MS;
@@ -787,6 +722,13 @@ parent_run(struct config *cfg)
 	}
 	log_msg(LOG_INFO, "nft", "nft_install", "table inet %s installed (%s)", cfg->table,
 	    config_mode_name(cfg->mode));
+	p.pp = ppolicy_new(cfg, p.enf);
+	if (p.pp == NULL) {
+		log_msg(LOG_ERROR, "proc", "startup", "out of memory");
+		enforce_close(p.enf);
+		listen_close(&cfg->listen);
+		return 1;
+	}
 	parent_ready_file(&p, false);
 
 	p.base = event_base_new();
@@ -838,7 +780,7 @@ parent_run(struct config *cfg)
 		event_free(p.ev_chan);
 	if (p.chanfd >= 0)
 		close(p.chanfd);
-	parent_static_reset(&p);
+	ppolicy_free(p.pp);
 	event_base_free(p.base);
 	enforce_close(p.enf);
 	listen_close(&cfg->listen);

@@ -7,7 +7,14 @@
 
 #include "egressd/common/config.h"
 
-/* Run the sidecar until SIGTERM/SIGINT. Returns the process exit code. */
-int parent_run(struct config *cfg);
+/* The worker's entry point, run in the child after the privilege drop. */
+typedef int (*parent_worker_fn)(const struct config *cfg, int chanfd);
+
+/*
+ * Run the sidecar until SIGTERM/SIGINT, with `worker` as the worker
+ * (egressd passes worker_main; tests/lib/hostile_worker.c passes a
+ * hostile one, to show what the parent refuses). Returns the exit code.
+ */
+int parent_run(struct config *cfg, parent_worker_fn worker);
 
 #endif

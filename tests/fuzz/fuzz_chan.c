@@ -103,13 +103,29 @@ fuzz_check_validate(const uint8_t *msg, size_t len, enum chan_side side)
 		if (hdr.type == CHAN_NONE || hdr.type >= CHAN_TYPE_MAX ||
 		    chan_msg_size(hdr.type) != len || hdr.id == 0 || strcmp(why, "ok") != 0)
 			abort();
-		/* Each type travels in one direction only. */
-		if (chan_validate(exact, len,
+		/* Each type but the policy travels in one direction only. */
+		if (hdr.type != CHAN_POLICY &&
+		    chan_validate(exact, len,
 		        side == CHAN_TO_PARENT ? CHAN_TO_WORKER : CHAN_TO_PARENT, &why2))
 			abort();
-		if ((hdr.type == CHAN_SOCKET_REP || hdr.type == CHAN_RESULT) !=
-		    (side == CHAN_TO_WORKER))
+		if (hdr.type != CHAN_POLICY &&
+		    (hdr.type == CHAN_SOCKET_REP || hdr.type == CHAN_RESULT) !=
+		        (side == CHAN_TO_WORKER))
 			abort();
+		if (hdr.type == CHAN_LEARN) {
+			struct chan_learn l;
+			memcpy(&l, exact, sizeof(l));
+			if (memchr(l.name, '\0', sizeof(l.name)) == NULL || l.name[0] == '\0')
+				abort();
+		}
+		if (hdr.type == CHAN_POLICY) {
+			struct chan_policy *c = malloc(sizeof(*c));
+			memcpy(c, exact, sizeof(*c));
+			if (c->len > CHAN_POLICY_CHUNK || c->offset + c->len > c->total ||
+			    c->total > CHAN_MAX_POLICY_BYTES)
+				abort();
+			free(c);
+		}
 		if (hdr.type == CHAN_RESULT) {
 			struct chan_result r;
 			memcpy(&r, exact, sizeof(r));
@@ -193,7 +209,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	withfd = (data[0] & 2) != 0;
 	data++;
 	size--;
-	if (size > 4096)
+	if (size > sizeof(union chan_msg) + 16)
 		return 0;
 	fuzz_check_validate(data, size, CHAN_TO_PARENT);
 	fuzz_check_validate(data, size, CHAN_TO_WORKER);

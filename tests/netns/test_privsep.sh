@@ -86,6 +86,12 @@ done
 check "a flushed ruleset is reported (nft_tamper) and reinstalled" test "$back" = 1
 check "the report names the unsafe capability" grep -q 'unsafe_capabilities' "$TMP/egressd.log"
 
+# A policy the API applied survives a worker crash: the parent holds its
+# own copy of the policy in force and hands it to the new worker.
+api PUT /policy '{"defaultAction":"deny","egress":[{"action":"allow","target":"kept.example.test"}]}' >/dev/null
+out=$(api GET /policy)
+check "the API policy is in force before the crash" grep -q kept.example.test <<<"$out"
+
 # A crashed worker is restarted; the table stays in place meanwhile.
 kill -KILL "$W"
 for i in $(seq 1 60); do
@@ -97,6 +103,11 @@ check "the parent restarts a killed worker" test -n "$W2" -a "$W2" != "$W"
 check "the restarted worker is ready again" test -f "$TMP/ready"
 check "the table survived the crash" ip netns exec "$SBX" nft list table inet egressd
 check "the restart is logged" grep -q '"event":"worker_restart"' "$TMP/egressd.log"
+check "the restarted worker starts from the parent's policy" \
+	grep -q '"event":"policy_inherit"' "$TMP/egressd.log"
+out=$(api GET /policy)
+check "the API policy is still in force after the crash (not the env's)" \
+	grep -q kept.example.test <<<"$out"
 
 # SIGTERM stops both processes within a second and keeps the table.
 kill -TERM "$EGRESSD_PID"

@@ -93,13 +93,10 @@ test_out_of_range_fields_refused(void **state)
 	const char *why;
 	struct chan_socket_req s = {
 	    .hdr = {.type = CHAN_SOCKET_REQ, .id = 1}, .family = AF_UNIX, .socktype = SOCK_DGRAM};
-	struct chan_learn l = {
-	    .hdr = {.type = CHAN_LEARN, .id = 1}, .family = AF_INET, .timeout_s = 60};
-	struct chan_static_elem e = {.hdr = {.type = CHAN_STATIC_ELEM, .id = 1},
+	struct chan_learn l = {.hdr = {.type = CHAN_LEARN, .id = 1},
 	    .family = AF_INET,
-	    .prefix = 24,
-	    .allow = 1};
-	struct chan_static_begin b = {.hdr = {.type = CHAN_STATIC_BEGIN, .id = 1}, .count = 1};
+	    .timeout_s = 60,
+	    .name = "api.example.com"};
 	struct chan_result r = {.hdr = {.type = CHAN_RESULT, .id = 1}, .req_type = CHAN_LEARN};
 
 	assert_false(chan_validate(&s, sizeof(s), CHAN_TO_PARENT, &why));
@@ -125,45 +122,70 @@ test_out_of_range_fields_refused(void **state)
 	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
 	l.hdr.flags = CHAN_LEARN_MORE;
 	assert_true(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
-	l.hdr.type = CHAN_FORGET; /* a forget carries no timeout */
+	/* Only the parent acts on a learn. */
+	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_WORKER, &why));
+
+	/* The name is canonical, NUL-terminated, and nothing follows it. */
+	memset(l.name, 0, sizeof(l.name));
 	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	assert_string_equal(why, "learn name not canonical");
+	strcpy(l.name, "API.example.com");
+	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	strcpy(l.name, "api.example.com.");
+	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	strcpy(l.name, "bad_name.example");
+	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	memset(l.name, 0, sizeof(l.name));
+	strcpy(l.name, "api.example.com");
+	l.name[100] = 'x'; /* bytes after the NUL */
+	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	memset(l.name, 'a', sizeof(l.name)); /* no NUL at all */
+	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	memset(l.name, 0, sizeof(l.name));
+	strcpy(l.name, "api.example.com");
+	l.pad2 = 1;
+	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	l.pad2 = 0;
+	assert_true(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
 
-	assert_true(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
-	e.prefix = 33;
-	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
-	e.family = AF_INET6;
-	assert_true(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
-	e.prefix = 129;
-	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
-	e.prefix = 64;
-	e.port_lo = 443;
-	e.port_hi = 80;
-	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
-	e.port_lo = 0;
-	e.port_hi = 80;
-	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
-	e.allow = 2;
-	e.port_hi = 0;
-	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
-
-	assert_true(chan_validate(&b, sizeof(b), CHAN_TO_PARENT, &why));
-	b.count = CHAN_MAX_STATIC_ELEMS + 1;
-	assert_false(chan_validate(&b, sizeof(b), CHAN_TO_PARENT, &why));
-
+	/* Policy chunks: in range, full unless last, the last ends at total. */
 	{
-		struct chan_revoke rv = {
-		    .hdr = {.type = CHAN_REVOKE, .id = 1}, .family = AF_INET, .prefix = 24};
-		assert_true(chan_validate(&rv, sizeof(rv), CHAN_TO_PARENT, &why));
-		rv.prefix = 33;
-		assert_false(chan_validate(&rv, sizeof(rv), CHAN_TO_PARENT, &why));
-		rv.family = AF_INET6;
-		assert_true(chan_validate(&rv, sizeof(rv), CHAN_TO_PARENT, &why));
-		rv.family = AF_PACKET;
-		assert_false(chan_validate(&rv, sizeof(rv), CHAN_TO_PARENT, &why));
-		/* Only the parent acts on a revoke. */
-		rv.family = AF_INET;
-		rv.prefix = 32;
-		assert_false(chan_validate(&rv, sizeof(rv), CHAN_TO_WORKER, &why));
+		static struct chan_policy c;
+
+		memset(&c, 0, sizeof(c));
+		c.hdr.type = CHAN_POLICY;
+		c.hdr.id = 1;
+		assert_true(chan_validate(&c, sizeof(c), CHAN_TO_PARENT, &why)); /* empty: none */
+		assert_true(chan_validate(&c, sizeof(c), CHAN_TO_WORKER, &why));
+		c.total = 10;
+		c.len = 10;
+		assert_true(chan_validate(&c, sizeof(c), CHAN_TO_PARENT, &why));
+		c.len = 9; /* the last chunk must end at total */
+		assert_false(chan_validate(&c, sizeof(c), CHAN_TO_PARENT, &why));
+		c.hdr.flags = CHAN_POLICY_MORE; /* a chunk with more after it must be full */
+		assert_false(chan_validate(&c, sizeof(c), CHAN_TO_PARENT, &why));
+		c.total = CHAN_POLICY_CHUNK * 2;
+		c.len = CHAN_POLICY_CHUNK;
+		assert_true(chan_validate(&c, sizeof(c), CHAN_TO_PARENT, &why));
+		c.offset = CHAN_POLICY_CHUNK + 1; /* past the end */
+		assert_false(chan_validate(&c, sizeof(c), CHAN_TO_PARENT, &why));
+		c.offset = 0;
+		c.total = CHAN_MAX_POLICY_BYTES + 1;
+		assert_false(chan_validate(&c, sizeof(c), CHAN_TO_PARENT, &why));
+		c.total = 10;
+		c.len = 10;
+		c.hdr.flags = 0;
+		c.data[10] = 'x'; /* bytes past len */
+		assert_false(chan_validate(&c, sizeof(c), CHAN_TO_PARENT, &why));
+		c.data[10] = 0;
+		c.hdr.flags = 0x80;
+		assert_false(chan_validate(&c, sizeof(c), CHAN_TO_PARENT, &why));
+		c.hdr.flags = 0;
+		c.pad = 1;
+		assert_false(chan_validate(&c, sizeof(c), CHAN_TO_PARENT, &why));
+		c.pad = 0;
+		c.len = CHAN_POLICY_CHUNK + 1;
+		assert_false(chan_validate(&c, sizeof(c), CHAN_TO_PARENT, &why));
 	}
 
 	/* A result message must be NUL-terminated. */

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "egressd/child/learnmap.h"
+#include "egressd/common/learnmap.h"
 
 #define LEARNMAP_BUCKETS 65536
 

@@ -1,0 +1,57 @@
+/*
+ * The parent's own copy of the effective policy. The worker hands it a
+ * policy as a policy_wire document (CHAN_POLICY chunks); the parent
+ * decodes it with the strict parser, writes its static sets and default
+ * action itself, forgets the learned addresses and ends the flows the new
+ * policy no longer allows, and only then keeps it. Every learn request is
+ * checked against this copy, and a new worker is given it at start, so a
+ * worker restart never reverts a policy the API applied.
+ */
+#ifndef EGRESSD_PPOLICY_H
+#define EGRESSD_PPOLICY_H
+
+#include <stddef.h>
+
+#include "egressd/common/chan.h"
+#include "egressd/common/config.h"
+
+struct enforce;
+struct ppolicy;
+
+struct ppolicy *ppolicy_new(const struct config *cfg, struct enforce *enf);
+void ppolicy_free(struct ppolicy *pp);
+
+/* Outcome of one policy chunk. */
+enum ppolicy_status {
+	PPOLICY_MORE,      /* wait for the next chunk */
+	PPOLICY_DONE,      /* applied (*err 0) or refused (*err, msg): answer the worker */
+	PPOLICY_VIOLATION, /* chunks out of sequence: the worker is broken (*why) */
+};
+
+/* Feed one validated chunk from the worker. */
+enum ppolicy_status ppolicy_chunk(struct ppolicy *pp, const struct chan_policy *c, int *err,
+    char *msg, size_t msglen, const char **why);
+
+/* Drop a document being received (the worker is gone). */
+void ppolicy_rx_reset(struct ppolicy *pp);
+
+/*
+ * Check one learn request against the policy in force: the name allowed
+ * on that port scope, the address not an inner one. The timeout is
+ * clamped to the policy's ttlMax. 0, or an errno with *why.
+ */
+int ppolicy_learn_check(struct ppolicy *pp, struct chan_learn *l, const char **why);
+
+/* Record learns the kernel accepted, for pruning at the next change. */
+void ppolicy_learned(struct ppolicy *pp, const struct chan_learn *l, size_t n);
+
+/* Forget expired learned entries (the kernel's timeouts did the same). */
+void ppolicy_expire(struct ppolicy *pp);
+
+/*
+ * Send the policy in force to a new worker on its channel (blocking, with
+ * a timeout): chunks of id 1, one empty chunk when there is none yet.
+ */
+int ppolicy_handover(struct ppolicy *pp, int chanfd);
+
+#endif
