@@ -67,8 +67,11 @@ icpt_terminate(struct icpt_conn *c)
 		return;
 	}
 	X509_free(leaf);
+	if (!icpt_enter(c, ICPT_S_HTTP)) {
+		SSL_free(ssl);
+		return;
+	}
 	c->terminated = true;
-	icpt_set_state(c, ICPT_S_HTTP);
 	free(c->hello);
 	c->hello = NULL;
 	/* The ClientHello is still in craw's input: the filter reads it from there. */
@@ -154,7 +157,8 @@ icpt_hello_cb(struct bufferevent *bev, void *arg)
 	icpt_deadline_stop(c);
 	free(c->hello);
 	c->hello = NULL;
-	icpt_set_state(c, ICPT_S_SPLICE);
+	if (!icpt_enter(c, ICPT_S_SPLICE))
+		return;
 	bufferevent_setcb(bev, NULL, NULL, icpt_splice_event_cb, c);
 	if (icpt_up_start(c) != 0)
 		icpt_up_fail(c, "upstream_socket_unavailable");
@@ -224,7 +228,8 @@ icpt_probe_drop(struct icpt_conn *c)
 static void
 icpt_peek_opaque(struct icpt_conn *c)
 {
-	icpt_set_state(c, ICPT_S_SPLICE);
+	if (!icpt_enter(c, ICPT_S_SPLICE))
+		return;
 	icpt_deadline_stop(c);
 	if (c->ev_probe != NULL)
 		evtimer_del(c->ev_probe);
@@ -342,7 +347,8 @@ icpt_peek_cb(struct bufferevent *bev, void *arg)
 		return;
 	case INTERCEPT_PEEK_TLS:
 		icpt_probe_drop(c);
-		icpt_set_state(c, ICPT_S_HELLO);
+		if (!icpt_enter(c, ICPT_S_HELLO))
+			return;
 		c->tls = true;
 		c->hello = malloc(sizeof(*c->hello));
 		if (c->hello == NULL) {
@@ -354,7 +360,8 @@ icpt_peek_cb(struct bufferevent *bev, void *arg)
 		return;
 	case INTERCEPT_PEEK_HTTP:
 		icpt_probe_drop(c);
-		icpt_set_state(c, ICPT_S_HTTP);
+		if (!icpt_enter(c, ICPT_S_HTTP))
+			return;
 		icpt_deadline_arm(c, c->ic->cfg.head_timeout_s, "head_timeout");
 		icpt_http_start(c);
 		if (c->state == ICPT_S_HTTP)
@@ -560,7 +567,8 @@ icpt_accept_cb(
 		return;
 	}
 	if (!tls) {
-		icpt_set_state(c, ICPT_S_HTTP);
+		if (!icpt_enter(c, ICPT_S_HTTP))
+			return;
 		/* The whole first request head within the head deadline. */
 		icpt_deadline_arm(c, ic->cfg.head_timeout_s, "head_timeout");
 		if (c->state == ICPT_S_CLOSED)

@@ -541,7 +541,8 @@ icpt_http_response(
 	}
 	if (r->framing == HTTPWIRE_FRAME_TUNNEL) {
 		/* WebSocket: raw both ways from here; toward the workload still redacted. */
-		icpt_set_state(c, ICPT_S_TUNNEL);
+		if (!icpt_enter(c, ICPT_S_TUNNEL))
+			return false;
 		icpt_timeouts(c->cbev, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
 		bufferevent_enable(c->cbev, EV_READ);
 		icpt_http_client(c);

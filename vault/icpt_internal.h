@@ -173,7 +173,10 @@ void icpt_log(struct icpt_conn *c, enum intercept_level lvl, const char *event, 
 void icpt_reject(struct icpt_conn *c, const char *reason);
 void icpt_release(struct icpt_conn *c);
 int icpt_sess_new_cb(SSL *ssl, SSL_SESSION *sess);
-bool icpt_set_state(struct icpt_conn *c, enum icpt_state s);
+/* Change state if the transition is legal (pure on c->state). */
+bool icpt_set_state(struct icpt_conn *c, enum icpt_state s) __attribute__((warn_unused_result));
+/* Change state, or log and close the connection: false means stop. */
+bool icpt_enter(struct icpt_conn *c, enum icpt_state s) __attribute__((warn_unused_result));
 void icpt_splice_event_cb(struct bufferevent *bev, short what, void *arg);
 void icpt_splice_start(struct icpt_conn *c);
 void icpt_timeouts(struct bufferevent *bev, unsigned rd_s, unsigned wr_s);

@@ -110,6 +110,20 @@ icpt_set_state(struct icpt_conn *c, enum icpt_state s)
 	return ok;
 }
 
+/*
+ * Enter state s, or close the connection: an illegal transition is a bug
+ * of ours, and the connection it happens on goes no further.
+ */
+bool
+icpt_enter(struct icpt_conn *c, enum icpt_state s)
+{
+	if (icpt_set_state(c, s))
+		return true;
+	icpt_log(c, INTERCEPT_L_WARN, "conn_close", "illegal_state_transition", 0);
+	icpt_close(c, NULL);
+	return false;
+}
+
 /* Next loop turn after close: free, unless a socket request is still out. */
 void
 icpt_free_cb(evutil_socket_t fd, short what, void *arg)
@@ -177,9 +191,8 @@ icpt_release(struct icpt_conn *c)
 void
 icpt_close(struct icpt_conn *c, const char *why)
 {
-	if (c->state == ICPT_S_CLOSED)
+	if (c->state == ICPT_S_CLOSED || !icpt_set_state(c, ICPT_S_CLOSED))
 		return;
-	icpt_set_state(c, ICPT_S_CLOSED);
 	if (why != NULL)
 		icpt_log(c, INTERCEPT_L_DEBUG, "conn_close", why, 0);
 	icpt_release(c);
@@ -229,9 +242,8 @@ icpt_drain_cb(evutil_socket_t fd, short what, void *arg)
 void
 icpt_drain(struct icpt_conn *c)
 {
-	if (c->state == ICPT_S_CLOSED || c->state == ICPT_S_DRAIN)
+	if (c->state == ICPT_S_DRAIN || !icpt_enter(c, ICPT_S_DRAIN))
 		return;
-	icpt_set_state(c, ICPT_S_DRAIN);
 	if (c->cbev != NULL)
 		bufferevent_disable(c->cbev, EV_READ);
 	if (c->ubev != NULL)

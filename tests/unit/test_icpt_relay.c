@@ -682,10 +682,49 @@ test_unexpected_101(void **state)
 	h_free(h);
 }
 
+/* The connection state machine refuses every transition it does not list. */
+static void
+test_state_machine(void **state)
+{
+	static const struct {
+		enum icpt_state from, to;
+		bool ok;
+	} t[] = {
+	    {ICPT_S_PEEK, ICPT_S_HELLO, true},
+	    {ICPT_S_PEEK, ICPT_S_HTTP, true},
+	    {ICPT_S_PEEK, ICPT_S_SPLICE, true},
+	    {ICPT_S_HELLO, ICPT_S_SPLICE, true},
+	    {ICPT_S_HELLO, ICPT_S_HTTP, true},
+	    {ICPT_S_HTTP, ICPT_S_TUNNEL, true},
+	    {ICPT_S_TUNNEL, ICPT_S_DRAIN, true},
+	    {ICPT_S_HTTP, ICPT_S_CLOSED, true},
+	    /* A second ClientHello, terminating a spliced or tunnelled stream, reopening. */
+	    {ICPT_S_HELLO, ICPT_S_HELLO, false},
+	    {ICPT_S_HTTP, ICPT_S_HELLO, false},
+	    {ICPT_S_SPLICE, ICPT_S_HTTP, false},
+	    {ICPT_S_TUNNEL, ICPT_S_HTTP, false},
+	    {ICPT_S_SPLICE, ICPT_S_TUNNEL, false},
+	    {ICPT_S_HTTP, ICPT_S_SPLICE, false},
+	    {ICPT_S_DRAIN, ICPT_S_HTTP, false},
+	    {ICPT_S_CLOSED, ICPT_S_DRAIN, false},
+	    {ICPT_S_CLOSED, ICPT_S_HTTP, false},
+	    {ICPT_S_PEEK, (enum icpt_state)99, false},
+	};
+	struct icpt_conn c;
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		memset(&c, 0, sizeof(c));
+		c.state = t[i].from;
+		assert_int_equal(icpt_set_state(&c, t[i].to), t[i].ok);
+		assert_int_equal(c.state, t[i].ok ? t[i].to : t[i].from);
+	}
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_state_machine),
 	    cmocka_unit_test(test_bodiless_keepalive),
 	    cmocka_unit_test(test_connect_refused),
 	    cmocka_unit_test(test_method_override_refused),
