@@ -1,7 +1,9 @@
 /*
  * ca: the per-sandbox certificate authority.
  *
- * Run by the worker at start: it generates an ECDSA P-256 CA in memory
+ * Run by the parent at start (before the worker is forked, so that every
+ * worker, restarts included, serves the same CA): it generates an ECDSA
+ * P-256 CA in memory
  * (CA:TRUE pathlen:0, keyCertSign, short validity, optional DNS name
  * constraints) or loads one from operator files, exports the public
  * certificate for the workload's trust store and signs leaves for leaf.c.

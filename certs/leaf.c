@@ -1,7 +1,8 @@
 /*
  * leaf: mints per-host leaf certificates from the sandbox CA and caches them.
  *
- * Run by the worker when it terminates TLS for a host with bindings. One
+ * Run by the worker when it terminates TLS (a host with bindings, or every
+ * allowed host with terminateAll). One
  * P-256 key serves every leaf (keygen and key encoding stay off the request
  * path); certificates are cached as X509 objects, never as DER, in an LRU
  * keyed by the canonical host name. It must never mint for a name that is not

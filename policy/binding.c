@@ -2,8 +2,8 @@
  * binding.c: credentials (by source) and credential bindings, their
  * OpenSandbox vault JSON and YAML front ends, validation (references,
  * reserved headers, static overlap, coverage by explicit allow rules) and
- * the per-request match. Run by the parent at load, by the worker on
- * vault writes and per intercepted request, and by the CLI. Must never
+ * the per-request match. Run by the worker (policy files, vault writes,
+ * every intercepted request) and by the CLI; never by the parent. Must never
  * print, log or return a credential value; inline values are wiped.
  */
 #include <stdio.h>

@@ -2,7 +2,8 @@
  * yamltree.c: turns one YAML document (libyaml events) into a jansson
  * tree plus a side table of source marks, so that the git policy file is
  * checked by the same validators as the API JSON and errors still name
- * file:line:col. Run by the parent at load and by the CLI. Must never
+ * file:line:col. Run by the worker (policy files), by config.c at
+ * start (the configuration file) and by the CLI. Must never
  * expand aliases (billion laughs) or accept duplicate keys.
  */
 #include <errno.h>

@@ -581,13 +581,6 @@ intercept_listening(const struct intercept *ic)
 	return ic != NULL && ic->nls == (ic->cfg.peek_port != 0 ? 6u : 4u);
 }
 
-/* Workload connections currently open. */
-size_t
-intercept_conn_count(const struct intercept *ic)
-{
-	return ic == NULL ? 0 : ic->nconns;
-}
-
 /* The effective connection cap. */
 size_t
 intercept_max_conns(const struct intercept *ic)

@@ -137,9 +137,6 @@ void intercept_free(struct intercept *ic);
 /* True once every listener is bound. */
 bool intercept_listening(const struct intercept *ic);
 
-/* Workload connections currently open. */
-size_t intercept_conn_count(const struct intercept *ic);
-
 /* The effective connection cap. */
 size_t intercept_max_conns(const struct intercept *ic);
 

@@ -36,17 +36,6 @@ privsep_has_cap(int cap)
 	return (d[cap / 32].effective >> (cap % 32)) & 1;
 }
 
-/* The effective set as one 64-bit mask. */
-uint64_t
-privsep_cap_effective(void)
-{
-	struct __user_cap_data_struct d[2];
-
-	if (privsep_capget(d) != 0)
-		return ~0ULL;
-	return ((uint64_t)d[1].effective << 32) | d[0].effective;
-}
-
 /* Make this process undumpable and unable to write core files. */
 int
 privsep_harden(void)

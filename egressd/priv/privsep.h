@@ -13,9 +13,6 @@
 /* Whether capability `cap` (CAP_*) is in our effective set. */
 bool privsep_has_cap(int cap);
 
-/* Effective capability mask (both 32-bit words), for logs and tests. */
-uint64_t privsep_cap_effective(void);
-
 /* No core files, not dumpable (no ptrace by same-uid processes). */
 int privsep_harden(void) __attribute__((warn_unused_result));
 
