@@ -34,6 +34,7 @@
 #include "egressd/common/learnmap.h"
 #include "egressd/common/log.h"
 #include "egressd/common/logagg.h"
+#include "egressd/child/sockpool.h"
 #include "egressd/child/wchan.h"
 #include "egressd/child/wstate.h"
 #include "policy/addrclass.h"
@@ -46,12 +47,6 @@
 enum dnsproxy_kind {
 	DNSQ_UDP,
 	DNSQ_TCP,
-};
-
-struct dnsproxy_pool {
-	int fds[DNSPROXY_POOL];
-	int n;
-	int pending; /* requests to the parent in flight */
 };
 
 struct dnsproxy_aresfd {
@@ -117,7 +112,7 @@ struct dnsproxy {
 	int udp[2];
 	struct event *ev_udp[2];
 	struct evconnlistener *tcp[2];
-	struct dnsproxy_pool pool[2][2]; /* [v6][stream] */
+	struct sockpool *pool[2]; /* [stream]: marked sockets, UDP and TCP */
 	struct policy_addr local[DNSPROXY_MAX_LOCAL];
 	size_t nlocal;
 	size_t inflight;
@@ -131,7 +126,6 @@ struct dnsproxy {
 	bool ready_sent;
 };
 
-static void dnsproxy_pool_fill(struct dnsproxy *d);
 static bool dnsproxy_log_first(struct dnsproxy *d, struct logagg *a, const char *key);
 struct policy_decision;
 static bool dnsq_ports(struct dnsq *dq, const struct policy_decision *dec);
@@ -202,69 +196,17 @@ dnsproxy_local_addrs(struct dnsproxy *d)
 
 /* --- Marked socket pool ----------------------------------------------- */
 
-struct dnsproxy_sockreq {
-	struct dnsproxy *d;
-	int v6, stream;
-};
-
+/* Ready once a marked UDP socket is there for every family of the resolvers. */
 static void
-dnsproxy_sock_cb(const union chan_msg *reply, int fd, void *arg)
+dnsproxy_pool_ready_cb(void *arg)
 {
-	struct dnsproxy_sockreq *r = arg;
-	struct dnsproxy *d = r->d;
-	struct dnsproxy_pool *p = &d->pool[r->v6][r->stream];
+	struct dnsproxy *d = arg;
 
-	p->pending--;
-	if (fd < 0 || reply->socket_rep.err != 0) {
-		log_msg(LOG_ERROR, "dns", "socket_error",
-		    "parent could not create a marked socket: %s", strerror(reply->socket_rep.err));
-	} else if (p->n < DNSPROXY_POOL) {
-		p->fds[p->n++] = fd;
-	} else
-		close(fd);
-	free(r);
-	if (!d->ready_sent) {
-		bool ok = true;
-		for (int v6 = 0; v6 < 2; v6++)
-			if ((v6 ? d->want_v6 : d->want_v4) && d->pool[v6][0].n == 0)
-				ok = false;
-		if (ok) {
-			d->ready_sent = true;
-			d->ready_cb(d->ready_arg);
-		}
-	}
-}
-
-static void
-dnsproxy_pool_fill(struct dnsproxy *d)
-{
-	for (int v6 = 0; v6 < 2; v6++) {
-		if (!(v6 ? d->want_v6 : d->want_v4))
-			continue;
-		for (int st = 0; st < 2; st++) {
-			struct dnsproxy_pool *p = &d->pool[v6][st];
-			while (p->n + p->pending < DNSPROXY_POOL) {
-				struct chan_socket_req m;
-				struct dnsproxy_sockreq *r = calloc(1, sizeof(*r));
-
-				if (r == NULL)
-					return;
-				r->d = d;
-				r->v6 = v6;
-				r->stream = st;
-				memset(&m, 0, sizeof(m));
-				m.hdr.type = CHAN_SOCKET_REQ;
-				m.hdr.id = wchan_id(d->ws->chan);
-				m.family = v6 ? AF_INET6 : AF_INET;
-				m.socktype = st ? SOCK_STREAM : SOCK_DGRAM;
-				if (wchan_request(d->ws->chan, &m, dnsproxy_sock_cb, r) != 0) {
-					free(r);
-					return;
-				}
-				p->pending++;
-			}
-		}
-	}
+	if (d->ready_sent || (d->want_v4 && sockpool_ready(d->pool[0], AF_INET) == 0) ||
+	    (d->want_v6 && sockpool_ready(d->pool[0], AF_INET6) == 0))
+		return;
+	d->ready_sent = true;
+	d->ready_cb(d->ready_arg);
 }
 
 /* c-ares asks for a socket: hand out a marked one from the pool. */
@@ -272,26 +214,12 @@ static ares_socket_t
 dnsproxy_asocket(int family, int type, int protocol, void *arg)
 {
 	struct dnsproxy *d = arg;
-	int v6 = family == AF_INET6;
-	int st = (type & 0xf) == SOCK_STREAM;
-	struct dnsproxy_pool *p;
-	int fd;
+	int fd = sockpool_take(d->pool[(type & 0xf) == SOCK_STREAM], family);
 
-	if (family != AF_INET && family != AF_INET6) {
-		errno = EAFNOSUPPORT;
-		return ARES_SOCKET_BAD;
-	}
-	p = &d->pool[v6][st];
-	if (p->n == 0) {
-		/* Never fall back to an unmarked socket: it would be redirected to us. */
+	/* Never fall back to an unmarked socket: it would be redirected to us. */
+	if (fd < 0 && errno == EAGAIN)
 		log_msg(LOG_WARN, "dns", "socket_pool_empty", "no marked socket ready");
-		dnsproxy_pool_fill(d);
-		errno = EAGAIN;
-		return ARES_SOCKET_BAD;
-	}
-	fd = p->fds[--p->n];
-	dnsproxy_pool_fill(d);
-	return fd;
+	return fd < 0 ? ARES_SOCKET_BAD : fd;
 }
 
 static int
@@ -1208,7 +1136,19 @@ dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg, char *er
 	d->ev_timer = evtimer_new(ws->base, dnsproxy_ares_timeout_cb, d);
 	if (dnsproxy_listen(d, 0, err, errlen) != 0 || dnsproxy_listen(d, 1, err, errlen) != 0)
 		goto fail;
-	dnsproxy_pool_fill(d);
+	{
+		unsigned fam = (d->want_v4 ? SOCKPOOL_V4 : 0) | (d->want_v6 ? SOCKPOOL_V6 : 0);
+
+		for (int st = 0; st < 2; st++) {
+			d->pool[st] = sockpool_new(
+			    ws->base, ws->chan, st ? SOCK_STREAM : SOCK_DGRAM, DNSPROXY_POOL, fam);
+			if (d->pool[st] == NULL) {
+				snprintf(err, errlen, "out of memory");
+				goto fail;
+			}
+		}
+		sockpool_on_ready(d->pool[0], dnsproxy_pool_ready_cb, d);
+	}
 	{
 		struct log_line l;
 		char txt[INET6_ADDRSTRLEN];
@@ -1242,10 +1182,9 @@ dnsproxy_free(struct dnsproxy *d)
 			close(d->udp[v6]);
 		if (d->tcp[v6] != NULL)
 			evconnlistener_free(d->tcp[v6]);
-		for (int st = 0; st < 2; st++)
-			for (int i = 0; i < d->pool[v6][st].n; i++)
-				close(d->pool[v6][st].fds[i]);
 	}
+	for (int st = 0; st < 2; st++)
+		sockpool_free(d->pool[st]);
 	if (d->ev_timer != NULL)
 		event_free(d->ev_timer);
 	dnstunnel_free(d->tunnel);

@@ -19,7 +19,7 @@
 #include "egressd/common/learnmap.h"
 #include "egressd/common/log.h"
 #include "egressd/dns/dnsproxy.h"
-#include "egressd/intercept/sockpool.h"
+#include "egressd/child/sockpool.h"
 #include "egressd/intercept/wintercept.h"
 #include "egressd/child/wstate.h"
 #include "policy/policy.h"
@@ -210,7 +210,8 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	w->leaves = leaf_cache_new(w->ca, NULL, err, errlen);
 	if (w->leaves == NULL)
 		goto fail;
-	w->pool = sockpool_new(ws->base, ws->chan, SOCK_STREAM, WINTERCEPT_POOL);
+	w->pool = sockpool_new(
+	    ws->base, ws->chan, SOCK_STREAM, WINTERCEPT_POOL, SOCKPOOL_V4 | SOCKPOOL_V6);
 	if (w->pool == NULL) {
 		snprintf(err, errlen, "intercept: socket pool: out of memory");
 		goto fail;

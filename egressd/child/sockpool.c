@@ -16,8 +16,9 @@
 #include <event2/event.h>
 
 #include "egressd/common/chan.h"
-#include "egressd/intercept/sockpool.h"
+#include "egressd/child/sockpool.h"
 #include "egressd/child/wchan.h"
+#include "egressd/common/log.h"
 
 /* One request: a caller's (cb set) or a refill of the pool (cb NULL). */
 struct sockpool_req {
@@ -36,6 +37,9 @@ struct sockpool {
 	struct wchan *chan;
 	int socktype;
 	size_t keep;
+	unsigned families;
+	void (*ready_cb)(void *arg);
+	void *ready_arg;
 	int ready[2][SOCKPOOL_MAX_KEEP]; /* [v6] */
 	size_t nready[2];
 	size_t refilling[2];
@@ -98,11 +102,23 @@ sockpool_reply_cb(const union chan_msg *reply, int fd, void *arg)
 	}
 	if (r->cb == NULL) {
 		p->refilling[v6]--;
-		if (fd >= 0 && p->nready[v6] < p->keep)
-			p->ready[v6][p->nready[v6]++] = fd;
-		else if (fd >= 0)
-			close(fd);
 		free(r);
+		if (fd < 0) {
+			log_msg(LOG_ERROR, "proc", "socket_error",
+			    "the parent could not create a marked socket: %s",
+			    strerror(
+			        reply->hdr.type == CHAN_SOCKET_REP && reply->socket_rep.err != 0
+			            ? reply->socket_rep.err
+			            : EIO));
+			return;
+		}
+		if (p->nready[v6] >= p->keep) {
+			close(fd);
+			return;
+		}
+		p->ready[v6][p->nready[v6]++] = fd;
+		if (p->ready_cb != NULL)
+			p->ready_cb(p->ready_arg);
 		return;
 	}
 	r->fd = fd;
@@ -154,7 +170,8 @@ sockpool_refill(struct sockpool *p, int family)
 
 /* A pool of marked sockets (see sockpool.h). */
 struct sockpool *
-sockpool_new(struct event_base *base, struct wchan *chan, int socktype, size_t keep)
+sockpool_new(
+    struct event_base *base, struct wchan *chan, int socktype, size_t keep, unsigned families)
 {
 	struct sockpool *p = calloc(1, sizeof(*p));
 
@@ -164,13 +181,16 @@ sockpool_new(struct event_base *base, struct wchan *chan, int socktype, size_t k
 	p->chan = chan;
 	p->socktype = socktype;
 	p->keep = keep > SOCKPOOL_MAX_KEEP ? SOCKPOOL_MAX_KEEP : keep;
+	p->families = families;
 	p->ev_done = event_new(base, -1, 0, sockpool_done_cb, p);
 	if (p->ev_done == NULL) {
 		free(p);
 		return NULL;
 	}
-	sockpool_refill(p, AF_INET);
-	sockpool_refill(p, AF_INET6);
+	if (families & SOCKPOOL_V4)
+		sockpool_refill(p, AF_INET);
+	if (families & SOCKPOOL_V6)
+		sockpool_refill(p, AF_INET6);
 	return p;
 }
 
@@ -202,6 +222,40 @@ sockpool_free(struct sockpool *p)
 	free(p);
 }
 
+static bool
+sockpool_family_ok(const struct sockpool *p, int family)
+{
+	return (family == AF_INET && (p->families & SOCKPOOL_V4)) ||
+	       (family == AF_INET6 && (p->families & SOCKPOOL_V6));
+}
+
+/* A ready socket now, or -1 (see sockpool.h). */
+int
+sockpool_take(struct sockpool *p, int family)
+{
+	int v6 = family == AF_INET6, fd;
+
+	if (!sockpool_family_ok(p, family)) {
+		errno = EAFNOSUPPORT;
+		return -1;
+	}
+	if (p->nready[v6] == 0) {
+		sockpool_refill(p, family);
+		errno = EAGAIN;
+		return -1;
+	}
+	fd = p->ready[v6][--p->nready[v6]];
+	sockpool_refill(p, family);
+	return fd;
+}
+
+void
+sockpool_on_ready(struct sockpool *p, void (*cb)(void *arg), void *arg)
+{
+	p->ready_cb = cb;
+	p->ready_arg = arg;
+}
+
 /* Ask for a marked socket; cb runs once from the loop. */
 int
 sockpool_get(struct sockpool *p, int family, sockpool_cb cb, void *arg)
@@ -209,7 +263,7 @@ sockpool_get(struct sockpool *p, int family, sockpool_cb cb, void *arg)
 	int v6 = family == AF_INET6;
 	struct sockpool_req *r;
 
-	if (cb == NULL || (family != AF_INET && family != AF_INET6))
+	if (cb == NULL || !sockpool_family_ok(p, family))
 		return -1;
 	r = calloc(1, sizeof(*r));
 	if (r == NULL)

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "egressd/common/chan.h"
-#include "egressd/intercept/sockpool.h"
+#include "egressd/child/sockpool.h"
 #include "egressd/child/wchan.h"
 
 struct fake {
@@ -158,7 +158,7 @@ test_get_and_refill(void **state)
 
 	(void)state;
 	fake_init(&f);
-	p = sockpool_new(f.base, f.wc, SOCK_STREAM, 3);
+	p = sockpool_new(f.base, f.wc, SOCK_STREAM, 3, SOCKPOOL_V4 | SOCKPOOL_V6);
 	assert_non_null(p);
 	/* Nothing ready yet: the request goes to the parent. */
 	assert_int_equal(sockpool_get(p, AF_INET6, got_cb, &g), 0);
@@ -199,7 +199,7 @@ test_parent_error(void **state)
 	(void)state;
 	fake_init(&f);
 	f.fail_errno = EMFILE;
-	p = sockpool_new(f.base, f.wc, SOCK_STREAM, 0);
+	p = sockpool_new(f.base, f.wc, SOCK_STREAM, 0, SOCKPOOL_V4 | SOCKPOOL_V6);
 	assert_non_null(p);
 	assert_int_equal(sockpool_get(p, AF_INET, got_cb, &g), 0);
 	spin(&f, called, &g);
@@ -221,7 +221,7 @@ test_free_pending(void **state)
 	fake_init(&f);
 	/* The parent does not answer yet. */
 	assert_int_equal(event_del(f.ev), 0);
-	p = sockpool_new(f.base, f.wc, SOCK_STREAM, 2);
+	p = sockpool_new(f.base, f.wc, SOCK_STREAM, 2, SOCKPOOL_V4 | SOCKPOOL_V6);
 	assert_non_null(p);
 	assert_int_equal(sockpool_get(p, AF_INET, got_cb, &g), 0);
 	for (int i = 0; i < 5; i++)
@@ -236,10 +236,55 @@ test_free_pending(void **state)
 	fake_fini(&f);
 }
 
+static void
+count_ready(void *arg)
+{
+	(*(int *)arg)++;
+}
+
+static bool
+v4_ready(void *arg)
+{
+	return sockpool_ready(arg, AF_INET) > 0;
+}
+
+/* The synchronous take (c-ares): a ready socket or EAGAIN, never an unmarked one. */
+static void
+test_take(void **state)
+{
+	struct fake f;
+	struct sockpool *p;
+	int readies = 0, fd;
+
+	(void)state;
+	fake_init(&f);
+	p = sockpool_new(f.base, f.wc, SOCK_DGRAM, 2, SOCKPOOL_V4);
+	assert_non_null(p);
+	sockpool_on_ready(p, count_ready, &readies);
+	/* Nothing has arrived yet: EAGAIN, not a socket of our own making. */
+	errno = 0;
+	assert_int_equal(sockpool_take(p, AF_INET), -1);
+	assert_int_equal(errno, EAGAIN);
+	/* A family the pool does not keep is refused and never asked for. */
+	errno = 0;
+	assert_int_equal(sockpool_take(p, AF_INET6), -1);
+	assert_int_equal(errno, EAFNOSUPPORT);
+	spin(&f, v4_ready, p);
+	assert_true(readies >= 1);
+	assert_int_equal(sockpool_ready(p, AF_INET6), 0);
+	fd = sockpool_take(p, AF_INET);
+	assert_true(fd >= 0);
+	assert_int_equal(sock_domain(fd), AF_INET);
+	close(fd);
+	sockpool_free(p);
+	fake_fini(&f);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_take),
 	    cmocka_unit_test(test_get_and_refill),
 	    cmocka_unit_test(test_parent_error),
 	    cmocka_unit_test(test_free_pending),
