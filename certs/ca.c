@@ -747,11 +747,28 @@ ca_permits(const struct ca *ca, const char *host, size_t len)
 int
 ca_sign(const struct ca *ca, X509 *x)
 {
-	if (X509_sign(x, ca->key, ca->md) <= 0) {
+	if (ca->key == NULL || X509_sign(x, ca->key, ca->md) <= 0) {
 		ERR_clear_error();
 		return -1;
 	}
 	return 0;
+}
+
+/* Drop the private key (a worker after fork); EVP_PKEY_free wipes the scalar. */
+void
+ca_forget_key(struct ca *ca)
+{
+	if (ca == NULL)
+		return;
+	EVP_PKEY_free(ca->key);
+	ca->key = NULL;
+}
+
+/* Whether the CA can still sign (its private key is held). */
+bool
+ca_can_sign(const struct ca *ca)
+{
+	return ca != NULL && ca->key != NULL;
 }
 
 /* Free the CA; EVP_PKEY_free wipes the private scalar. */

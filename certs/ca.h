@@ -84,6 +84,16 @@ int ca_sign(const struct ca *ca, X509 *x) CA_WUR;
 /* Free the CA; the private key is wiped. Accepts NULL. */
 void ca_free(struct ca *ca);
 
+/*
+ * Drop the CA private key from this process (a worker, after fork: its
+ * leaves are minted by the parent). The certificate stays; ca_sign()
+ * fails from then on.
+ */
+void ca_forget_key(struct ca *ca);
+
+/* Whether this process holds the CA private key. */
+bool ca_can_sign(const struct ca *ca);
+
 /* True if name is a canonical host name: lowercase LDH labels, no trailing
  * dot, no NUL, at most CA_MAX_NAME_LEN bytes, last label not all digits. */
 bool ca_host_valid(const char *name, size_t len);

@@ -224,9 +224,20 @@ out:
 	return ok;
 }
 
+static X509 *leaf_mint_key(struct leaf_cache *lc, const char *host, size_t len, EVP_PKEY *pub,
+    time_t now, time_t *not_after);
+
 /* Mint a leaf for host; validity inside the CA's. */
 X509 *
 leaf_mint(struct leaf_cache *lc, const char *host, size_t len, time_t now, time_t *not_after)
+{
+	return leaf_mint_key(lc, host, len, lc->pub, now, not_after);
+}
+
+/* Mint a leaf for host carrying public key pub. */
+static X509 *
+leaf_mint_key(struct leaf_cache *lc, const char *host, size_t len, EVP_PKEY *pub, time_t now,
+    time_t *not_after)
 {
 	time_t nb, na;
 	X509 *x;
@@ -253,7 +264,7 @@ leaf_mint(struct leaf_cache *lc, const char *host, size_t len, time_t now, time_
 	    (with_cn && X509_NAME_add_entry_by_NID(X509_get_subject_name(x), NID_commonName,
 	                    MBSTRING_ASC, (const unsigned char *)host, (int)len, -1, 0) != 1) ||
 	    ASN1_TIME_set(X509_getm_notBefore(x), nb) == NULL ||
-	    ASN1_TIME_set(X509_getm_notAfter(x), na) == NULL || X509_set_pubkey(x, lc->pub) != 1 ||
+	    ASN1_TIME_set(X509_getm_notAfter(x), na) == NULL || X509_set_pubkey(x, pub) != 1 ||
 	    X509_add_ext(x, lc->ext_bc, -1) != 1 || X509_add_ext(x, lc->ext_ku, -1) != 1 ||
 	    X509_add_ext(x, lc->ext_eku, -1) != 1 || add_san(x, host, len, !with_cn) != 0 ||
 	    X509_add_ext(x, lc->ext_aki, -1) != 1 || ca_sign(lc->ca, x) != 0) {
@@ -397,6 +408,113 @@ leaf_cache_get(
 	}
 	if (keyp != NULL)
 		*keyp = lc->key;
+	return x;
+}
+
+/* The cached leaf for host, fresh enough; never mints. */
+X509 *
+leaf_cache_find(struct leaf_cache *lc, const char *host, size_t len, EVP_PKEY **keyp)
+{
+	struct leaf_entry *e;
+	time_t now = lc->now();
+
+	if (!ca_host_valid(host, len))
+		return NULL;
+	e = entry_find(lc, host, len, host_hash(lc, host, len));
+	if (e == NULL || !(e->not_after > now + LEAF_RENEW_MARGIN_SECS ||
+	                     (e->not_after >= ca_not_after(lc->ca) && e->not_after > now)))
+		return NULL;
+	if (X509_up_ref(e->cert) != 1)
+		return NULL;
+	lc->stats.hits++;
+	lru_unlink(lc, e);
+	lru_push_front(lc, e);
+	if (keyp != NULL)
+		*keyp = lc->key;
+	return e->cert;
+}
+
+/* Cache x (minted elsewhere for this cache's key) for host. */
+int
+leaf_cache_put(struct leaf_cache *lc, const char *host, size_t len, X509 *x)
+{
+	struct leaf_entry *e;
+	const ASN1_TIME *na_asn;
+	struct tm tm;
+	uint64_t h;
+
+	if (!ca_host_valid(host, len) || X509_check_host(x, host, len, 0, NULL) != 1 ||
+	    EVP_PKEY_eq(X509_get0_pubkey(x), lc->key) != 1 ||
+	    X509_check_issued(ca_cert(lc->ca), x) != X509_V_OK ||
+	    (na_asn = X509_get0_notAfter(x)) == NULL || ASN1_TIME_to_tm(na_asn, &tm) != 1) {
+		ERR_clear_error();
+		return -1;
+	}
+	h = host_hash(lc, host, len);
+	if ((e = entry_find(lc, host, len, h)) != NULL)
+		entry_remove(lc, e);
+	if (lc->count >= lc->capacity && lc->tail != NULL) {
+		entry_remove(lc, lc->tail);
+		lc->stats.evictions++;
+	}
+	if ((e = calloc(1, sizeof(*e) + len + 1)) == NULL || X509_up_ref(x) != 1) {
+		free(e);
+		return -1;
+	}
+	memcpy(e->host, host, len);
+	e->len = len;
+	e->hash = h;
+	e->cert = x;
+	e->not_after = timegm(&tm);
+	e->hnext = lc->buckets[h & lc->mask];
+	lc->buckets[h & lc->mask] = e;
+	lc->count++;
+	lru_push_front(lc, e);
+	lc->stats.mints++;
+	return 0;
+}
+
+/* This cache's public key as DER SubjectPublicKeyInfo. */
+int
+leaf_cache_pubkey_der(const struct leaf_cache *lc, uint8_t *buf, size_t cap)
+{
+	int n = i2d_PUBKEY(lc->key, NULL);
+	unsigned char *p = buf;
+
+	if (n <= 0 || (size_t)n > cap || i2d_PUBKEY(lc->key, &p) != n)
+		return -1;
+	return n;
+}
+
+/* A leaf for host with someone else's public key (see leaf.h). */
+X509 *
+leaf_cache_mint_for(struct leaf_cache *lc, const char *host, size_t len, const uint8_t *spki,
+    size_t spki_len, char *err, size_t errlen)
+{
+	const unsigned char *p = spki;
+	EVP_PKEY *pub;
+	X509 *x;
+	time_t now = lc->now();
+
+	if (!ca_host_valid(host, len) || !ca_permits(lc->ca, host, len)) {
+		lc->stats.refused++;
+		ca_errf(err, errlen, "host not canonical or outside the CA name constraints");
+		return NULL;
+	}
+	pub = d2i_PUBKEY(NULL, &p, (long)spki_len);
+	if (pub == NULL || p != spki + spki_len || !EVP_PKEY_is_a(pub, "EC") ||
+	    EVP_PKEY_get_bits(pub) != 256) {
+		EVP_PKEY_free(pub);
+		ERR_clear_error();
+		ca_errf(err, errlen, "not a P-256 public key");
+		return NULL;
+	}
+	x = leaf_mint_key(lc, host, len, pub, now, NULL);
+	EVP_PKEY_free(pub);
+	if (x == NULL)
+		ca_errf(err, errlen, "cannot mint a leaf certificate");
+	else
+		lc->stats.mints++;
 	return x;
 }
 

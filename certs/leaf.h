@@ -65,6 +65,32 @@ X509 *leaf_cache_get(struct leaf_cache *lc, const char *host, size_t len, EVP_PK
 int leaf_cache_prewarm(
     struct leaf_cache *lc, const char *const *hosts, size_t n, char *err, size_t errlen) LEAF_WUR;
 
+/*
+ * The cached leaf for a canonical host if it is not near expiry, with a
+ * new reference (and *keyp as leaf_cache_get() gives it); NULL on a miss.
+ * Never mints: a worker without the CA key asks the parent on a miss.
+ */
+X509 *leaf_cache_find(
+    struct leaf_cache *lc, const char *host, size_t len, EVP_PKEY **keyp) LEAF_WUR;
+
+/*
+ * Cache x for host (takes a new reference). Refused (-1) unless x names
+ * host, carries this cache's public key and is issued by its CA: a leaf
+ * the parent minted for this process.
+ */
+int leaf_cache_put(struct leaf_cache *lc, const char *host, size_t len, X509 *x) LEAF_WUR;
+
+/* This cache's public key as DER SubjectPublicKeyInfo into buf; its length or -1. */
+int leaf_cache_pubkey_der(const struct leaf_cache *lc, uint8_t *buf, size_t cap) LEAF_WUR;
+
+/*
+ * The parent's side: a leaf for host with the P-256 public key spki (DER
+ * SubjectPublicKeyInfo) of a worker's cache, signed by this cache's CA;
+ * not cached. Owned (X509_free), or NULL with err.
+ */
+X509 *leaf_cache_mint_for(struct leaf_cache *lc, const char *host, size_t len, const uint8_t *spki,
+    size_t spki_len, char *err, size_t errlen) LEAF_WUR;
+
 /* The process-wide leaf private key, borrowed until leaf_cache_free(). */
 EVP_PKEY *leaf_cache_key(const struct leaf_cache *lc);
 

@@ -42,22 +42,13 @@
 
 /* ---------------------------------------------------------------- TLS entry */
 
-/* Terminate TLS with a leaf for the SNI and connect upstream in parallel. */
+/* Terminate TLS with leaf (a reference, taken) and connect upstream in parallel. */
 static void
-icpt_terminate(struct icpt_conn *c)
+icpt_terminate_with(struct icpt_conn *c, X509 *leaf, EVP_PKEY *key)
 {
 	struct intercept *ic = c->ic;
-	EVP_PKEY *key = NULL;
-	char err[256];
-	X509 *leaf;
 	SSL *ssl;
 
-	leaf = leaf_cache_get(ic->cfg.leaves, c->host, strlen(c->host), &key, err, sizeof(err));
-	if (leaf == NULL) {
-		icpt_reject(c, "leaf_refused");
-		icpt_alert(c, TLSPEEK_ALERT_INTERNAL_ERROR);
-		return;
-	}
 	ssl = SSL_new(ic->srv_ctx);
 	if (ssl == NULL || SSL_use_certificate(ssl, leaf) != 1 ||
 	    SSL_use_PrivateKey(ssl, key) != 1) {
@@ -88,6 +79,57 @@ icpt_terminate(struct icpt_conn *c)
 	icpt_http_start(c);
 	if (c->state == ICPT_S_HTTP && icpt_up_start(c) != 0)
 		icpt_up_fail(c, "upstream_socket_unavailable");
+}
+
+/* The leaf the parent minted, or NULL. */
+static void
+icpt_leaf_cb(X509 *leaf, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	if (icpt_sock_orphaned(c, -1) || c->state != ICPT_S_HELLO) {
+		X509_free(leaf);
+		return;
+	}
+	if (leaf == NULL) {
+		icpt_reject(c, "leaf_refused");
+		icpt_alert(c, TLSPEEK_ALERT_INTERNAL_ERROR);
+		return;
+	}
+	bufferevent_enable(c->craw, EV_READ);
+	icpt_terminate_with(c, leaf, leaf_cache_key(c->ic->cfg.leaves));
+}
+
+/*
+ * Terminate TLS with a leaf for the SNI: from the cache, or minted by the
+ * process that holds the CA key (the handshake waits, reads paused, under
+ * the head deadline already armed).
+ */
+static void
+icpt_terminate(struct icpt_conn *c)
+{
+	struct intercept *ic = c->ic;
+	EVP_PKEY *key = NULL;
+	char err[256];
+	X509 *leaf;
+
+	leaf = leaf_cache_find(ic->cfg.leaves, c->host, strlen(c->host), &key);
+	if (leaf == NULL && ic->ops->get_leaf == NULL)
+		leaf = leaf_cache_get(
+		    ic->cfg.leaves, c->host, strlen(c->host), &key, err, sizeof(err));
+	if (leaf != NULL) {
+		icpt_terminate_with(c, leaf, key);
+		return;
+	}
+	if (ic->ops->get_leaf != NULL) {
+		bufferevent_disable(c->craw, EV_READ);
+		c->sockreqs++;
+		if (ic->ops->get_leaf(ic->arg, c->host, icpt_leaf_cb, c) == 0)
+			return;
+		c->sockreqs--;
+	}
+	icpt_reject(c, "leaf_refused");
+	icpt_alert(c, TLSPEEK_ALERT_INTERNAL_ERROR);
 }
 
 /* Peek the ClientHello and run every check before anything is forwarded. */

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct x509_st;
+
 struct event_base;
 struct leaf_cache;
 struct vault_snap;
@@ -72,6 +74,8 @@ struct intercept_event {
 
 /* Delivers a marked TCP socket: fd (owned by the callee) or -1 and an errno. */
 typedef void (*intercept_socket_cb)(int fd, int err, void *arg);
+/* A leaf for the host asked (a new reference, cached already), or NULL: refused. */
+typedef void (*intercept_leaf_cb)(struct x509_st *leaf, void *arg);
 
 /* What the interceptor needs from the worker. Every hook is required. */
 struct intercept_ops {
@@ -90,6 +94,12 @@ struct intercept_ops {
 	void (*log)(void *arg, const struct intercept_event *ev);
 	/* Whether every allowed TLS host is terminated (terminateAll), not only bound ones. */
 	bool (*terminate_all)(void *arg);
+	/*
+	 * A leaf for a canonical host that is not in the leaf cache, minted by
+	 * a process that holds the CA key (the parent); cb runs exactly once,
+	 * later. 0 or -1. NULL: the cache mints itself (it holds the CA key).
+	 */
+	int (*get_leaf)(void *arg, const char *host, intercept_leaf_cb cb, void *cbarg);
 };
 
 /* Settings; zero fields take the compiled defaults. */

@@ -23,6 +23,8 @@ static const size_t chan_sizes[CHAN_TYPE_MAX] = {
     [CHAN_POLICY] = sizeof(struct chan_policy),
     [CHAN_RESULT] = sizeof(struct chan_result),
     [CHAN_READY] = sizeof(struct chan_ready),
+    [CHAN_LEAF_REQ] = sizeof(struct chan_leaf_req),
+    [CHAN_LEAF_REP] = sizeof(struct chan_leaf_rep),
 };
 
 static const char *const chan_names[CHAN_TYPE_MAX] = {
@@ -33,6 +35,8 @@ static const char *const chan_names[CHAN_TYPE_MAX] = {
     [CHAN_POLICY] = "policy",
     [CHAN_RESULT] = "result",
     [CHAN_READY] = "ready",
+    [CHAN_LEAF_REQ] = "leaf_req",
+    [CHAN_LEAF_REP] = "leaf_rep",
 };
 
 /* Name of a message type for logs. */
@@ -76,6 +80,7 @@ chan_side_ok(unsigned type, enum chan_side side)
 	switch (type) {
 	case CHAN_SOCKET_REP:
 	case CHAN_RESULT:
+	case CHAN_LEAF_REP:
 		return side == CHAN_TO_WORKER;
 	case CHAN_POLICY:
 		return true;
@@ -178,6 +183,26 @@ chan_validate(const void *buf, size_t len, enum chan_side side, const char **why
 		}
 		break;
 	}
+	case CHAN_LEAF_REQ:
+		if (hdr.flags != 0 || m.leaf_req.pad != 0 || m.leaf_req.key_len == 0 ||
+		    m.leaf_req.key_len > CHAN_LEAF_KEY_MAX ||
+		    !chan_is_zero(m.leaf_req.key + m.leaf_req.key_len,
+		        CHAN_LEAF_KEY_MAX - m.leaf_req.key_len) ||
+		    !chan_name_ok(m.leaf_req.name, sizeof(m.leaf_req.name))) {
+			*why = "leaf request out of range";
+			return false;
+		}
+		break;
+	case CHAN_LEAF_REP:
+		if (hdr.flags != 0 || m.leaf_rep.err < 0 ||
+		    m.leaf_rep.der_len > CHAN_LEAF_DER_MAX ||
+		    (m.leaf_rep.err == 0) != (m.leaf_rep.der_len > 0) ||
+		    !chan_is_zero(m.leaf_rep.der + m.leaf_rep.der_len,
+		        CHAN_LEAF_DER_MAX - m.leaf_rep.der_len)) {
+			*why = "leaf reply out of range";
+			return false;
+		}
+		break;
 	case CHAN_RESULT:
 		if (m.result.req_type == CHAN_NONE || m.result.req_type >= CHAN_TYPE_MAX ||
 		    m.result.err < 0 || memchr(m.result.msg, '\0', sizeof(m.result.msg)) == NULL) {

@@ -20,6 +20,8 @@ enum chan_type {
 	CHAN_POLICY,     /* either way: one chunk of the effective policy (policy_wire) */
 	CHAN_RESULT,     /* parent -> worker: outcome of a request, by id */
 	CHAN_READY,      /* worker -> parent: listeners are up, policy applied */
+	CHAN_LEAF_REQ,   /* worker -> parent: a leaf for a host and the worker's public key */
+	CHAN_LEAF_REP,   /* parent -> worker: the leaf (DER) or an errno */
 	CHAN_TYPE_MAX,
 };
 
@@ -28,6 +30,8 @@ enum chan_type {
 #define CHAN_NAME_LEN 256                 /* a canonical name and its NUL */
 #define CHAN_POLICY_CHUNK 8192            /* policy bytes per CHAN_POLICY message */
 #define CHAN_MAX_POLICY_BYTES (32u << 20) /* one policy document */
+#define CHAN_LEAF_KEY_MAX 128             /* DER SubjectPublicKeyInfo of a P-256 key: 91 */
+#define CHAN_LEAF_DER_MAX 4096            /* one leaf certificate */
 #define CHAN_ERRMSG_LEN 128
 
 struct chan_hdr {
@@ -99,6 +103,26 @@ struct chan_ready {
 	struct chan_hdr hdr;
 };
 
+/*
+ * The worker never holds the CA private key: it asks the parent for each
+ * leaf it does not have cached, with the public key of its own leaf key.
+ * The parent mints only for a canonical name the CA may sign.
+ */
+struct chan_leaf_req {
+	struct chan_hdr hdr;
+	char name[CHAN_NAME_LEN]; /* canonical host, NUL-terminated */
+	uint16_t key_len;         /* bytes of key used */
+	uint16_t pad;
+	uint8_t key[CHAN_LEAF_KEY_MAX];
+};
+
+struct chan_leaf_rep {
+	struct chan_hdr hdr;
+	int32_t err;      /* 0, or an errno (and der_len 0) */
+	uint32_t der_len; /* bytes of der used */
+	uint8_t der[CHAN_LEAF_DER_MAX];
+};
+
 union chan_msg {
 	struct chan_hdr hdr;
 	struct chan_socket_req socket_req;
@@ -107,6 +131,8 @@ union chan_msg {
 	struct chan_policy policy;
 	struct chan_result result;
 	struct chan_ready ready;
+	struct chan_leaf_req leaf_req;
+	struct chan_leaf_rep leaf_rep;
 };
 
 enum chan_status {

@@ -1,10 +1,11 @@
 /*
- * wintercept: interception glue (worker process). Owns the per-sandbox CA,
- * the leaf cache and a pool of marked TCP sockets, and answers the
- * interceptor's questions from the worker state: is this name allowed, was
- * this address learned for it (or covered by an IP rule), what is the
- * active vault revision. It must never export the CA private key, and
- * never give the interceptor an unmarked socket.
+ * wintercept: interception glue (worker process). Holds the sandbox CA's
+ * certificate (its private key stays in the parent, which mints every leaf
+ * for the leaf cache's key on a miss), the leaf cache and a pool of marked
+ * TCP sockets, and answers the interceptor's questions from the worker
+ * state: is this name allowed, was this address learned for it (or covered
+ * by an IP rule), what is the active vault revision. It must never give
+ * the interceptor an unmarked socket.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "egressd/common/log.h"
 #include "egressd/dns/dnsproxy.h"
 #include "egressd/child/sockpool.h"
+#include "egressd/child/wchan.h"
 #include "egressd/intercept/wintercept.h"
 #include "egressd/child/wstate.h"
 #include "policy/policy.h"
@@ -37,6 +39,17 @@ struct wintercept {
 	struct sockpool *pool;
 	struct intercept *ic;
 	bool exported;
+	struct wintercept_leafreq *leafreqs; /* asked of the parent, not answered */
+};
+
+/* A leaf asked of the parent for one connection. */
+struct wintercept_leafreq {
+	struct wintercept_leafreq *prev, *next;
+	struct wintercept *w;
+	uint32_t id;
+	intercept_leaf_cb cb;
+	void *arg;
+	char host[CHAN_NAME_LEN];
 };
 
 static bool
@@ -161,7 +174,93 @@ wintercept_log(void *arg, const struct intercept_event *ev)
 	log_end(&l);
 }
 
+static void
+wintercept_leaf_unlink(struct wintercept_leafreq *r)
+{
+	if (r->prev != NULL)
+		r->prev->next = r->next;
+	else
+		r->w->leafreqs = r->next;
+	if (r->next != NULL)
+		r->next->prev = r->prev;
+}
+
+static void
+wintercept_leaf_reply(const union chan_msg *reply, int fd, void *arg)
+{
+	struct wintercept_leafreq *r = arg;
+	struct wintercept *w = r->w;
+	X509 *x = NULL;
+
+	wintercept_leaf_unlink(r);
+	if (reply->hdr.type == CHAN_LEAF_REP && reply->leaf_rep.err == 0) {
+		const unsigned char *p = reply->leaf_rep.der;
+
+		x = d2i_X509(NULL, &p, (long)reply->leaf_rep.der_len);
+		/* Only a leaf for this host, this process's key and our CA is kept. */
+		if (x == NULL || leaf_cache_put(w->leaves, r->host, strlen(r->host), x) != 0) {
+			log_msg(LOG_ERROR, "vault", "leaf_error",
+			    "the parent's leaf for %s does not match the request", r->host);
+			X509_free(x);
+			x = NULL;
+		}
+	}
+	r->cb(x, r->arg);
+	free(r);
+}
+
+/* Ask the parent for a leaf (the CA key never enters the worker). */
+static int
+wintercept_get_leaf(void *arg, const char *host, intercept_leaf_cb cb, void *cbarg)
+{
+	struct wintercept *w = arg;
+	struct wintercept_leafreq *r;
+	struct chan_leaf_req *m;
+	int n;
+
+	if (strlen(host) >= CHAN_NAME_LEN || (r = calloc(1, sizeof(*r))) == NULL)
+		return -1;
+	if ((m = calloc(1, sizeof(*m))) == NULL) {
+		free(r);
+		return -1;
+	}
+	n = leaf_cache_pubkey_der(w->leaves, m->key, sizeof(m->key));
+	m->hdr.type = CHAN_LEAF_REQ;
+	m->hdr.id = wchan_id(w->ws->chan);
+	m->key_len = (uint16_t)(n > 0 ? n : 0);
+	snprintf(m->name, sizeof(m->name), "%s", host);
+	r->w = w;
+	r->id = m->hdr.id;
+	r->cb = cb;
+	r->arg = cbarg;
+	snprintf(r->host, sizeof(r->host), "%s", host);
+	if (n <= 0 || wchan_request(w->ws->chan, m, wintercept_leaf_reply, r) != 0) {
+		free(m);
+		free(r);
+		return -1;
+	}
+	free(m);
+	r->next = w->leafreqs;
+	if (r->next != NULL)
+		r->next->prev = r;
+	w->leafreqs = r;
+	return 0;
+}
+
+/* The parent's CA: leaves come from the parent. */
 static const struct intercept_ops wintercept_ops = {
+    .sni_allowed = wintercept_sni_allowed,
+    .dst_ok = wintercept_dst_ok,
+    .get_upstream_socket = wintercept_socket,
+    .snapshot = wintercept_snapshot,
+    .count = wintercept_count,
+    .log = wintercept_log,
+    .terminate_all = wintercept_terminate_all,
+    .get_leaf = wintercept_get_leaf,
+};
+
+/* A CA of the worker's own (it holds the key): the cache mints. */
+static const struct intercept_ops wintercept_ops_local = {
     .sni_allowed = wintercept_sni_allowed,
     .dst_ok = wintercept_dst_ok,
     .get_upstream_socket = wintercept_socket,
@@ -231,7 +330,8 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	/* The parent's sockets, in the order intercept_config wants (TLS, plain, peek). */
 	icfg.listen_fds = &cfg->listen.fd[LISTEN_TLS4];
 	icfg.upstream_store = cfg->upstream_store;
-	w->ic = intercept_new(ws->base, &wintercept_ops, w, &icfg, err, errlen);
+	w->ic = intercept_new(ws->base,
+	    ca_can_sign(w->ca) ? &wintercept_ops_local : &wintercept_ops, w, &icfg, err, errlen);
 	if (w->ic == NULL)
 		goto fail;
 	{
@@ -257,6 +357,14 @@ wintercept_free(struct wintercept *w)
 	if (w == NULL)
 		return;
 	sockpool_free(w->pool);
+	/* A leaf reply after this point finds its request cancelled. */
+	while (w->leafreqs != NULL) {
+		struct wintercept_leafreq *r = w->leafreqs;
+
+		wintercept_leaf_unlink(r);
+		wchan_cancel(w->ws->chan, r->id);
+		free(r);
+	}
 	intercept_free(w->ic);
 	leaf_cache_free(w->leaves);
 	if (w->own_ca)

@@ -26,6 +26,7 @@
 #include <event2/event.h>
 
 #include "certs/ca.h"
+#include "certs/leaf.h"
 #include "certs/trust.h"
 #include "egressd/common/chan.h"
 #include "egressd/priv/enforce.h"
@@ -77,6 +78,9 @@ struct parent {
 
 	/* The policy in force, as the parent decoded it. */
 	struct ppolicy *pp;
+
+	/* Mints the worker's leaves: the CA private key stays here. */
+	struct leaf_cache *minter;
 
 	/* Learned addresses being batched; one refused makes the batch refused. */
 	struct chan_learn learns[CHAN_MAX_BATCH];
@@ -242,6 +246,50 @@ parent_learn(struct parent *p, const struct chan_learn *l)
 		parent_learn_flush(p, l->hdr.id);
 }
 
+/* A leaf for the worker's key, for a host the policy in force allows. */
+static void
+parent_leaf(struct parent *p, const struct chan_leaf_req *r)
+{
+	struct chan_leaf_rep *rep;
+	char err[256] = "";
+	X509 *x = NULL;
+	int n;
+
+	if (!p->cfg->intercept || p->cfg->ca == NULL) {
+		parent_violation(p, "leaf request without interception");
+		return;
+	}
+	if ((rep = calloc(1, sizeof(*rep))) == NULL)
+		return; /* the worker's request times out with its connection */
+	rep->hdr.type = CHAN_LEAF_REP;
+	rep->hdr.id = r->hdr.id;
+	if (p->minter == NULL)
+		p->minter = leaf_cache_new(p->cfg->ca, NULL, err, sizeof(err));
+	if (p->minter != NULL && !ppolicy_name_allowed(p->pp, r->name))
+		snprintf(err, sizeof(err), "host not allowed by the policy in force");
+	else if (p->minter != NULL)
+		x = leaf_cache_mint_for(
+		    p->minter, r->name, strlen(r->name), r->key, r->key_len, err, sizeof(err));
+	if (x != NULL && (n = i2d_X509(x, NULL)) > 0 && n <= CHAN_LEAF_DER_MAX) {
+		unsigned char *d = rep->der;
+
+		rep->der_len = (uint32_t)i2d_X509(x, &d);
+	}
+	X509_free(x);
+	if (rep->der_len == 0) {
+		struct log_line l;
+
+		rep->err = EPERM;
+		log_begin(&l, LOG_WARN, "vault", "leaf_refused");
+		log_str(&l, "host", r->name);
+		log_str(&l, "why", err[0] ? err : "certificate too large");
+		log_end(&l);
+	}
+	if (chan_send(p->chanfd, rep, -1) != 0)
+		log_msg(LOG_WARN, "proc", "chan_send", "leaf reply failed: %s", strerror(errno));
+	free(rep);
+}
+
 static void
 parent_policy(struct parent *p, const struct chan_policy *c)
 {
@@ -273,6 +321,9 @@ parent_dispatch(struct parent *p, const union chan_msg *m)
 		break;
 	case CHAN_POLICY:
 		parent_policy(p, &m->policy);
+		break;
+	case CHAN_LEAF_REQ:
+		parent_leaf(p, &m->leaf_req);
 		break;
 	case CHAN_READY:
 		if (!p->ready) {
@@ -514,6 +565,8 @@ parent_spawn(struct parent *p)
 
 		parent_child_reset(p->base, sv[1], &p->cfg->listen);
 		log_set_role("worker");
+		/* The worker never holds the CA key: the parent mints its leaves. */
+		ca_forget_key(p->cfg->ca);
 		if (privsep_drop(p->wuid, p->wgid, self, err, sizeof(err)) != 0) {
 			log_msg(LOG_ERROR, "proc", "privdrop", "%s", err);
 			_exit(70);
@@ -781,6 +834,7 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 	if (p.chanfd >= 0)
 		close(p.chanfd);
 	ppolicy_free(p.pp);
+	leaf_cache_free(p.minter);
 	event_base_free(p.base);
 	enforce_close(p.enf);
 	listen_close(&cfg->listen);

@@ -93,6 +93,15 @@ ppolicy_allows(const struct policy *p, const char *name, uint16_t port, const ch
 	return true;
 }
 
+bool
+ppolicy_name_allowed(struct ppolicy *pp, const char *name)
+{
+	struct policy_decision dec;
+
+	policy_decide_name(pp->policy, name, &dec);
+	return dec.action == POLICY_ALLOW;
+}
+
 int
 ppolicy_learn_check(struct ppolicy *pp, struct chan_learn *l, const char **why)
 {

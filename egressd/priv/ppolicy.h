@@ -10,6 +10,7 @@
 #ifndef EGRESSD_PPOLICY_H
 #define EGRESSD_PPOLICY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "egressd/common/chan.h"
@@ -41,6 +42,9 @@ void ppolicy_rx_reset(struct ppolicy *pp);
  * clamped to the policy's ttlMax. 0, or an errno with *why.
  */
 int ppolicy_learn_check(struct ppolicy *pp, struct chan_learn *l, const char **why);
+
+/* Whether the policy in force allows a canonical name (leaf minting). */
+bool ppolicy_name_allowed(struct ppolicy *pp, const char *name);
 
 /* Record learns the kernel accepted, for pruning at the next change. */
 void ppolicy_learned(struct ppolicy *pp, const struct chan_learn *l, size_t n);

@@ -275,6 +275,15 @@ hostile_main(const struct config *cfg, int fd)
 		hostile_send(fd, &m.policy);
 		hostile_send(fd, &m.policy);
 		break;
+	case 6: /* a leaf while interception is off (and so, no CA to sign with) */
+		m.leaf_req.hdr.type = CHAN_LEAF_REQ;
+		m.leaf_req.hdr.id = next_id++;
+		snprintf(m.leaf_req.name, sizeof(m.leaf_req.name), "ok.example.test");
+		m.leaf_req.key_len = 91;
+		memset(m.leaf_req.key, 0x30, 91);
+		say("violation-leaf", 0);
+		hostile_send(fd, &m.leaf_req);
+		break;
 	default:
 		say("idle", 0);
 		break;

@@ -12,11 +12,11 @@ EGRESSD_BIN="$EGRESSD_HOSTILE_BIN" ns_egressd HOSTILE_STATE="$TMP/hostile"
 log="$TMP/egressd.log"
 touch "$TMP/hostile/go"
 
-# Six incarnations, one violation each; the parent restarts with backoff.
+# Seven incarnations, one violation each; the parent restarts with backoff.
 n=0
 for i in $(seq 1 300); do
 	n=$(grep -c '"event":"chan_violation"' "$log")
-	[ "$n" -ge 6 ] && grep -q 'HOSTILE idle' "$log" && break
+	[ "$n" -ge 7 ] && grep -q 'HOSTILE idle' "$log" && break
 	sleep 0.1
 done
 
@@ -42,14 +42,14 @@ for a in 192.0.2.66 169.254.169.254 127.0.0.2 192.0.2.11 192.0.2.67 192.0.2.12 1
 	refute "  and $a is not (learnedp4)" grep -q "$a " <<<"$set4"
 done
 
-check "every violation killed its worker (6 violations)" test "$n" -ge 6
+check "every violation killed its worker (7 violations)" test "$n" -ge 7
 for why in "policy chunk out of sequence" "message type not allowed in this direction" \
 	"unknown message type" "learn name not canonical" "learn batch too long" \
-	"policy begun twice"; do
+	"policy begun twice" "leaf request without interception"; do
 	check "  killed for: $why" grep -q "\"event\":\"chan_violation\",\"why\":\"$why\"" "$log"
 done
 pids=$(grep '"event":"chan_violation"' "$log" | sed 's/.*"worker":\([0-9]*\).*/\1/' | sort -u | wc -l)
-check "  each by its own pid" test "$pids" -ge 6
+check "  each by its own pid" test "$pids" -ge 7
 for p in $(grep '"event":"chan_violation"' "$log" | sed 's/.*"worker":\([0-9]*\).*/\1/'); do
 	refute "  worker $p is gone" kill -0 "$p"
 done

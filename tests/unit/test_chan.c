@@ -188,6 +188,46 @@ test_out_of_range_fields_refused(void **state)
 		assert_false(chan_validate(&c, sizeof(c), CHAN_TO_PARENT, &why));
 	}
 
+	/* Leaf requests: a canonical name and a key of at most CHAN_LEAF_KEY_MAX bytes. */
+	{
+		static struct chan_leaf_req q;
+		static struct chan_leaf_rep p;
+
+		memset(&q, 0, sizeof(q));
+		q.hdr.type = CHAN_LEAF_REQ;
+		q.hdr.id = 1;
+		strcpy(q.name, "api.example.com");
+		q.key_len = 91;
+		memset(q.key, 0x30, 91);
+		assert_true(chan_validate(&q, sizeof(q), CHAN_TO_PARENT, &why));
+		assert_false(chan_validate(&q, sizeof(q), CHAN_TO_WORKER, &why));
+		q.key[100] = 1; /* bytes past key_len */
+		assert_false(chan_validate(&q, sizeof(q), CHAN_TO_PARENT, &why));
+		q.key[100] = 0;
+		q.key_len = 0;
+		assert_false(chan_validate(&q, sizeof(q), CHAN_TO_PARENT, &why));
+		q.key_len = CHAN_LEAF_KEY_MAX + 1;
+		assert_false(chan_validate(&q, sizeof(q), CHAN_TO_PARENT, &why));
+		q.key_len = 91;
+		strcpy(q.name, "*.example.com");
+		assert_false(chan_validate(&q, sizeof(q), CHAN_TO_PARENT, &why));
+
+		memset(&p, 0, sizeof(p));
+		p.hdr.type = CHAN_LEAF_REP;
+		p.hdr.id = 1;
+		p.der_len = 10;
+		assert_true(chan_validate(&p, sizeof(p), CHAN_TO_WORKER, &why));
+		assert_false(chan_validate(&p, sizeof(p), CHAN_TO_PARENT, &why));
+		p.err = EPERM; /* an error carries no certificate */
+		assert_false(chan_validate(&p, sizeof(p), CHAN_TO_WORKER, &why));
+		p.der_len = 0;
+		assert_true(chan_validate(&p, sizeof(p), CHAN_TO_WORKER, &why));
+		p.err = 0; /* and success carries one */
+		assert_false(chan_validate(&p, sizeof(p), CHAN_TO_WORKER, &why));
+		p.der_len = CHAN_LEAF_DER_MAX + 1;
+		assert_false(chan_validate(&p, sizeof(p), CHAN_TO_WORKER, &why));
+	}
+
 	/* A result message must be NUL-terminated. */
 	assert_true(chan_validate(&r, sizeof(r), CHAN_TO_WORKER, &why));
 	memset(r.msg, 'A', sizeof(r.msg));

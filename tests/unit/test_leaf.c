@@ -603,10 +603,77 @@ test_loaded_ca_issues(void **state)
 	rmdir(dir);
 }
 
+/*
+ * Leaves minted elsewhere: the parent (which holds the CA key) mints for the
+ * worker's public key, the worker (which does not) caches only a leaf for
+ * the host it asked, with its own key, issued by its CA.
+ */
+static void
+test_minted_by_the_parent(void **state)
+{
+	char err[256];
+	struct ca *ca, *other;
+	struct leaf_cache *parent, *worker, *stranger;
+	uint8_t der[256], junk[91];
+	int n;
+	X509 *x, *y;
+	EVP_PKEY *key = NULL;
+
+	(void)state;
+	assert_non_null(ca = ca_generate(NULL, err, sizeof(err)));
+	assert_non_null(other = ca_generate(NULL, err, sizeof(err)));
+	assert_non_null(parent = leaf_cache_new(ca, NULL, err, sizeof(err)));
+	assert_non_null(worker = leaf_cache_new(ca, NULL, err, sizeof(err)));
+	assert_non_null(stranger = leaf_cache_new(other, NULL, err, sizeof(err)));
+	n = leaf_cache_pubkey_der(worker, der, sizeof(der));
+	assert_true(n > 0);
+	assert_int_equal(leaf_cache_pubkey_der(worker, der, 10), -1);
+
+	assert_null(leaf_cache_find(worker, "api.example.com", 15, NULL));
+	x = leaf_cache_mint_for(parent, "api.example.com", 15, der, (size_t)n, err, sizeof(err));
+	assert_non_null(x);
+	/* Not for another host, nor kept under it. */
+	assert_int_equal(leaf_cache_put(worker, "other.example.com", 17, x), -1);
+	assert_int_equal(leaf_cache_put(worker, "api.example.com", 15, x), 0);
+	y = leaf_cache_find(worker, "api.example.com", 15, &key);
+	assert_ptr_equal(y, x);
+	assert_ptr_equal(key, leaf_cache_key(worker));
+	X509_free(y);
+	X509_free(x);
+	/* A leaf for the parent's own key, or from another CA, is refused. */
+	x = leaf_cache_get(parent, "b.example.com", 13, NULL, err, sizeof(err));
+	assert_non_null(x);
+	assert_int_equal(leaf_cache_put(worker, "b.example.com", 13, x), -1);
+	X509_free(x);
+	x = leaf_cache_mint_for(stranger, "c.example.com", 13, der, (size_t)n, err, sizeof(err));
+	assert_non_null(x);
+	assert_int_equal(leaf_cache_put(worker, "c.example.com", 13, x), -1);
+	X509_free(x);
+	/* The parent mints only for a P-256 key and a canonical name. */
+	memset(junk, 0x30, sizeof(junk));
+	assert_null(
+	    leaf_cache_mint_for(parent, "d.example.com", 13, junk, sizeof(junk), err, sizeof(err)));
+	assert_null(
+	    leaf_cache_mint_for(parent, "D.example.com", 13, der, (size_t)n, err, sizeof(err)));
+	assert_null(
+	    leaf_cache_mint_for(parent, "d.example.com", 13, der, (size_t)n - 1, err, sizeof(err)));
+	/* A CA without its key (the worker after fork) signs nothing. */
+	assert_true(ca_can_sign(ca));
+	ca_forget_key(ca);
+	assert_false(ca_can_sign(ca));
+	assert_null(leaf_cache_get(worker, "e.example.com", 13, NULL, err, sizeof(err)));
+	leaf_cache_free(stranger);
+	leaf_cache_free(worker);
+	leaf_cache_free(parent);
+	ca_free(other);
+	ca_free(ca);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_minted_by_the_parent),
 	    cmocka_unit_test(test_leaf_verifies),
 	    cmocka_unit_test(test_leaf_usable_by_ssl),
 	    cmocka_unit_test(test_pathlen_zero),
