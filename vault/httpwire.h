@@ -110,7 +110,10 @@ struct httpwire_response {
 /*
  * Parse a request head at buf[0..len), headers stored into hdrs[0..cap).
  * On OK *consumed is the head length (through the blank line); body bytes
- * and pipelined requests follow it.
+ * and pipelined requests follow it. Whatever the status, req->path.ptr is
+ * non-NULL exactly when the request line was whole and valid, and method,
+ * target, path and version_minor are then set (so a head cut short still
+ * tells its request line: the control API's audit of refused requests).
  */
 enum httpwire_status httpwire_parse_request(const uint8_t *buf, size_t len,
     struct httpwire_request *req, struct httpwire_header *hdrs, size_t cap, size_t *consumed)

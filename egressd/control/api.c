@@ -7,7 +7,8 @@
  * nothing), and a request with the right token is never throttled. Bodies
  * are capped before parsing. Policy changes answer only once the parent
  * has applied them to nft. Every mutation attempt, accepted or refused,
- * writes one audit record (api_audit). No response or log line carries a
+ * writes one audit record (api_audit), also when libevent refuses it
+ * before the dispatch (api_conn). No response or log line carries a
  * token or a secret value.
  */
 #include <arpa/inet.h>
@@ -24,6 +25,8 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <event2/http_struct.h>
 #include <sys/queue.h>
@@ -42,9 +45,11 @@
 #include "egressd/child/wstate.h"
 #include "policy/binding.h"
 #include "policy/policy.h"
+#include "vault/httpwire.h"
 #include "vault/snap.h"
 
 #define API_MAX_BODY (1 << 20)
+#define API_MAX_HEAD 16384 /* header lines, as evhttp counts them */
 #define API_AUTH_HEADER "OPENSANDBOX-EGRESS-AUTH"
 /*
  * Failed authentications, all sources together: a token bucket of
@@ -58,14 +63,17 @@
 #define API_AUDIT_PATH_MAX 128
 /* Hex digits of the SHA-256 state digest in an audit record (64 bits). */
 #define API_AUDIT_HASH_HEX 16
+/* The head of a request being read is kept up to this many bytes (api_conn). */
+#define API_AUDIT_HEAD_MAX HTTPWIRE_MAX_HEAD_BYTES
 
 /* What the request carried, as the audit record tells it. */
 enum api_tok {
-	API_TOK_OFF,    /* auth is off (insecure opt-in) */
-	API_TOK_RIGHT,  /* exactly one header, the right token */
-	API_TOK_WRONG,  /* one header, another value */
-	API_TOK_ABSENT, /* no header */
-	API_TOK_DUP,    /* more than one header: refused whatever they hold */
+	API_TOK_OFF,     /* auth is off (insecure opt-in) */
+	API_TOK_RIGHT,   /* exactly one header, the right token */
+	API_TOK_WRONG,   /* one header, another value */
+	API_TOK_ABSENT,  /* no header */
+	API_TOK_DUP,     /* more than one header: refused whatever they hold */
+	API_TOK_UNKNOWN, /* the HTTP layer refused the request before its head was whole */
 };
 
 /* One mutation attempt being audited (copied into api_pending when deferred). */
@@ -76,7 +84,39 @@ struct api_audit {
 	enum api_tok tok;
 	bool vault; /* /credential-vault*: the vault's state, else the policy's */
 	uint64_t rev_before;
-	bool deferred; /* the answer comes later (api_applied_cb writes the record) */
+	bool deferred;     /* the answer comes later (api_applied_cb writes the record) */
+	bool http_refused; /* libevent answered it before the dispatch (api_conn) */
+};
+
+struct api_pending;
+
+/*
+ * One connection to the API, watched for the audit of the requests that
+ * libevent refuses itself, before api_gencb runs: 2.1 answers a body over
+ * API_MAX_BODY (Content-Length or chunked) with 413, a head over
+ * API_MAX_HEAD or one it cannot parse with 400, an unknown Expect with
+ * 417, and has no hook that shows such a request (evhttp_set_newreqcb
+ * and evhttp_set_errorcb are 2.2). So the connection's own buffers are
+ * watched: the bytes of the head being read are kept (to its blank line,
+ * at most API_AUDIT_HEAD_MAX), and an answer that libevent writes while
+ * none of this connection's requests is at the dispatch is its refusal
+ * of that head. libevent stays the only judge of a request; this only
+ * tells the audit what was refused. The bufferevent is the socket one
+ * evhttp makes itself (no filter: evhttp sets the descriptor on it).
+ */
+struct api_conn {
+	struct api *api;
+	struct bufferevent *bev;         /* made by api_bev_cb, freed by evhttp */
+	struct evhttp_connection *evcon; /* set by api_conn_bind_cb; NULL until then */
+	struct event *bind;              /* one-shot: learns evcon once evhttp has set it up */
+	struct evbuffer_cb_entry *in_cb, *out_cb;
+	struct api_pending *pending; /* this connection's policy change waiting for the parent */
+	bool dispatched;             /* a request is at the dispatch until its answer is sent */
+	uint8_t *head;               /* the head being read, as received */
+	size_t head_len, head_cap;
+	int head_eol;   /* end-of-head scanner: 1 after LF, 2 after LF CR */
+	bool head_done; /* its blank line was seen, or API_AUDIT_HEAD_MAX reached */
+	LIST_ENTRY(api_conn) entry;
 };
 
 struct api {
@@ -87,14 +127,17 @@ struct api {
 	uint64_t auth_credit_ms; /* failure budget, in ms of refill (API_AUTH_REFILL_MS each) */
 	uint64_t auth_last_ms;   /* monotonic time of the last refill */
 	struct api_audit *cur;   /* the mutation being dispatched, or NULL */
+	struct api_conn *conn;   /* the connection of the request being dispatched, or NULL */
+	LIST_HEAD(, api_conn) conns;
 };
 
 /* One policy change waiting for the parent. */
 struct api_pending {
 	struct api *api;
 	struct evhttp_request *req;
-	bool orphaned; /* the client went away */
-	int kind;      /* 0 replace, 1 reset (empty body), 2 patch, 3 delete */
+	struct api_conn *conn; /* NULL: untracked (closecb on the connection), or closed */
+	bool orphaned;         /* the client went away */
+	int kind;              /* 0 replace, 1 reset (empty body), 2 patch, 3 delete */
 	struct timespec start;
 	bool audited; /* audit holds the record to write on completion */
 	struct api_audit audit;
@@ -177,6 +220,8 @@ api_tok_str(enum api_tok t)
 		return "absent";
 	case API_TOK_DUP:
 		return "duplicate";
+	case API_TOK_UNKNOWN:
+		return "unknown";
 	}
 	return "?";
 }
@@ -287,9 +332,9 @@ api_audit_rev(const struct api *a, bool vault)
  * included, so a new endpoint is audited without more code.
  */
 static bool
-api_is_mutation(struct evhttp_request *req, const char *path)
+api_is_mutation(enum evhttp_cmd_type cmd, const char *path)
 {
-	switch (evhttp_request_get_command(req)) {
+	switch (cmd) {
 	case EVHTTP_REQ_POST:
 	case EVHTTP_REQ_PUT:
 	case EVHTTP_REQ_PATCH:
@@ -303,9 +348,9 @@ api_is_mutation(struct evhttp_request *req, const char *path)
 }
 
 static const char *
-api_method_str(struct evhttp_request *req)
+api_method_str(enum evhttp_cmd_type cmd)
 {
-	switch (evhttp_request_get_command(req)) {
+	switch (cmd) {
 	case EVHTTP_REQ_POST:
 		return "POST";
 	case EVHTTP_REQ_PUT:
@@ -319,21 +364,59 @@ api_method_str(struct evhttp_request *req)
 	}
 }
 
-/* The actor and the state before a mutation runs. */
+/* The method of a request line, as evhttp names it (case-sensitive); 0 for any other. */
+static enum evhttp_cmd_type
+api_method_of(struct httpwire_view m)
+{
+	static const struct {
+		const char *name;
+		enum evhttp_cmd_type cmd;
+	} known[] = {
+	    {"POST", EVHTTP_REQ_POST},
+	    {"PUT", EVHTTP_REQ_PUT},
+	    {"PATCH", EVHTTP_REQ_PATCH},
+	    {"DELETE", EVHTTP_REQ_DELETE},
+	    {"GET", EVHTTP_REQ_GET},
+	    {"HEAD", EVHTTP_REQ_HEAD},
+	    {"OPTIONS", EVHTTP_REQ_OPTIONS},
+	    {"TRACE", EVHTTP_REQ_TRACE},
+	    {"CONNECT", EVHTTP_REQ_CONNECT},
+	};
+
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (m.len == strlen(known[i].name) && memcmp(m.ptr, known[i].name, m.len) == 0)
+			return known[i].cmd;
+	return 0;
+}
+
+static bool
+api_is_vault_path(const char *path)
+{
+	return path != NULL && (strcmp(path, "/credential-vault") == 0 ||
+	                           strncmp(path, "/credential-vault/", 18) == 0);
+}
+
 static void
-api_audit_begin(struct api *a, struct evhttp_request *req, const char *path, struct api_audit *au)
+api_audit_peer(struct evhttp_connection *evcon, struct api_audit *au)
 {
 	char *peer = NULL;
 	ev_uint16_t port = 0;
 
-	memset(au, 0, sizeof(*au));
-	evhttp_connection_get_peer(evhttp_request_get_connection(req), &peer, &port);
+	if (evcon != NULL)
+		evhttp_connection_get_peer(evcon, &peer, &port);
 	snprintf(au->peer, sizeof(au->peer), "%s", peer ? peer : "?");
+}
+
+/* The actor and the state before a mutation runs. */
+static void
+api_audit_begin(struct api *a, struct evhttp_request *req, const char *path, struct api_audit *au)
+{
+	memset(au, 0, sizeof(*au));
+	api_audit_peer(evhttp_request_get_connection(req), au);
 	snprintf(au->endpoint, sizeof(au->endpoint), "%s", path ? path : "");
-	au->method = api_method_str(req);
+	au->method = api_method_str(evhttp_request_get_command(req));
 	au->tok = api_token(a, req);
-	au->vault = path != NULL && (strcmp(path, "/credential-vault") == 0 ||
-	                                strncmp(path, "/credential-vault/", 18) == 0);
+	au->vault = api_is_vault_path(path);
 	au->rev_before = api_audit_rev(a, au->vault);
 }
 
@@ -366,6 +449,8 @@ api_audit_write(struct api *a, const struct api_audit *au, int status, bool clie
 	log_str(&l, "sha256_after", hex);
 	if (client_gone)
 		log_bool(&l, "client_gone", true);
+	if (au->http_refused)
+		log_str(&l, "refused_by", "http");
 	log_end(&l);
 }
 
@@ -385,26 +470,49 @@ api_now_ms(void)
  * whatever they hold: a proxy in front could read the other one.
  */
 static enum api_tok
+api_tok_of(struct api *a, size_t n, const void *v, size_t len)
+{
+	unsigned char h[32];
+
+	if (!a->auth)
+		return API_TOK_OFF;
+	if (n > 1)
+		return API_TOK_DUP;
+	if (n == 0)
+		return API_TOK_ABSENT;
+	api_hash(v, len, h);
+	return CRYPTO_memcmp(h, a->token_hash, sizeof(h)) == 0 ? API_TOK_RIGHT : API_TOK_WRONG;
+}
+
+static enum api_tok
 api_token(struct api *a, struct evhttp_request *req)
 {
 	struct evkeyvalq *hs = evhttp_request_get_input_headers(req);
 	struct evkeyval *kv;
-	unsigned char h[32];
 	const char *v;
-	int n = 0;
+	size_t n = 0;
 
-	if (!a->auth)
-		return API_TOK_OFF;
 	for (kv = hs->tqh_first; kv != NULL; kv = kv->next.tqe_next)
 		if (strcasecmp(kv->key, API_AUTH_HEADER) == 0)
 			n++;
-	if (n > 1)
-		return API_TOK_DUP;
 	v = evhttp_find_header(hs, API_AUTH_HEADER);
-	if (v == NULL)
-		return API_TOK_ABSENT;
-	api_hash(v, strlen(v), h);
-	return CRYPTO_memcmp(h, a->token_hash, sizeof(h)) == 0 ? API_TOK_RIGHT : API_TOK_WRONG;
+	return api_tok_of(a, n, v, v != NULL ? strlen(v) : 0);
+}
+
+/* The same check on a head parsed by httpwire (a request evhttp refused). */
+static enum api_tok
+api_head_token(struct api *a, const struct httpwire_request *hr)
+{
+	const struct httpwire_header *first = NULL;
+	size_t n = 0;
+
+	for (size_t i = 0; i < hr->nheaders; i++) {
+		if (!httpwire_name_eq(hr->headers[i].name, API_AUTH_HEADER))
+			continue;
+		if (n++ == 0)
+			first = &hr->headers[i];
+	}
+	return api_tok_of(a, n, first ? first->value.ptr : NULL, first ? first->value.len : 0);
 }
 
 /*
@@ -527,8 +635,9 @@ api_policy_status(struct api *a, const struct policy *p, bool with_mode)
 	return j;
 }
 
+/* The client of an untracked connection (no api_conn) went away. */
 static void
-api_conn_closed_cb(struct evhttp_connection *conn, void *arg)
+api_pending_closed_cb(struct evhttp_connection *conn, void *arg)
 {
 	struct api_pending *pd = arg;
 
@@ -652,7 +761,11 @@ api_applied_cb(int err, const char *msg, void *arg)
 		log_str(&l, "error", msg);
 	log_end(&l);
 	if (!pd->orphaned) {
-		evhttp_connection_set_closecb(evhttp_request_get_connection(pd->req), NULL, NULL);
+		if (pd->conn != NULL)
+			pd->conn->pending = NULL;
+		else
+			evhttp_connection_set_closecb(
+			    evhttp_request_get_connection(pd->req), NULL, NULL);
 		if (err != 0) {
 			char buf[512];
 			snprintf(buf, sizeof(buf), "failed to apply nftables policy: %s", msg);
@@ -716,7 +829,12 @@ api_commit(struct api *a, struct evhttp_request *req, struct policy *user, int k
 		pd->audited = true;
 		a->cur->deferred = true;
 	}
-	evhttp_connection_set_closecb(evhttp_request_get_connection(req), api_conn_closed_cb, pd);
+	if (a->conn != NULL) {
+		pd->conn = a->conn;
+		a->conn->pending = pd;
+	} else
+		evhttp_connection_set_closecb(
+		    evhttp_request_get_connection(req), api_pending_closed_cb, pd);
 	wstate_apply(a->ws, eff, api_applied_cb, pd);
 }
 
@@ -827,6 +945,342 @@ api_vault(struct api *a, struct evhttp_request *req)
 	vaultapi_handle(a->ws, req, path, a->auth, a->ws->ready && a->ws->cfg->intercept);
 }
 
+/*
+ * Copy n bytes at off of buf into dst; the number copied. Through
+ * evbuffer_peek: evbuffer_copyout_from refuses a buffer whose start is
+ * frozen, as a socket bufferevent keeps its output between writes.
+ */
+static size_t
+api_buf_copy(struct evbuffer *buf, size_t off, uint8_t *dst, size_t n)
+{
+	struct evbuffer_iovec v[8];
+	struct evbuffer_ptr pos;
+	size_t done = 0;
+
+	while (done < n) {
+		size_t before = done;
+		int nv;
+
+		if (evbuffer_ptr_set(buf, &pos, off + done, EVBUFFER_PTR_SET) != 0)
+			break;
+		nv = evbuffer_peek(buf, (ev_ssize_t)(n - done), &pos, v, 8);
+		for (int i = 0; i < nv && i < 8 && done < n; i++) {
+			size_t k = v[i].iov_len < n - done ? v[i].iov_len : n - done;
+
+			memcpy(dst + done, v[i].iov_base, k);
+			done += k;
+		}
+		if (done == before)
+			break;
+	}
+	return done;
+}
+
+/* Wipe and drop the kept head (it holds the token header). */
+static void
+api_conn_head_clear(struct api_conn *c)
+{
+	if (c->head != NULL) {
+		OPENSSL_cleanse(c->head, c->head_cap);
+		free(c->head);
+	}
+	c->head = NULL;
+	c->head_len = c->head_cap = 0;
+	c->head_eol = 0;
+	c->head_done = false;
+}
+
+/*
+ * Keep bytes [off, off + n) of buf, read from the client, while the head
+ * is not whole: up to the blank line that ends it (CRLF CRLF, or LF LF
+ * as evhttp also takes), at most API_AUDIT_HEAD_MAX. Body bytes that came
+ * with the head are not kept. Out of memory: what was kept is all the
+ * audit will know.
+ */
+static void
+api_conn_head_add(struct api_conn *c, struct evbuffer *buf, size_t off, size_t n)
+{
+	size_t want = API_AUDIT_HEAD_MAX - c->head_len, got, i;
+
+	if (c->head_done || n == 0)
+		return;
+	if (n < want)
+		want = n;
+	if (c->head_len + want > c->head_cap) {
+		size_t cap = c->head_cap != 0 ? c->head_cap : 1024;
+		uint8_t *nh;
+
+		while (cap < c->head_len + want)
+			cap *= 2;
+		if (cap > API_AUDIT_HEAD_MAX)
+			cap = API_AUDIT_HEAD_MAX;
+		if ((nh = malloc(cap)) == NULL) {
+			c->head_done = true;
+			return;
+		}
+		if (c->head_len != 0)
+			memcpy(nh, c->head, c->head_len);
+		if (c->head != NULL) {
+			OPENSSL_cleanse(c->head, c->head_cap);
+			free(c->head);
+		}
+		c->head = nh;
+		c->head_cap = cap;
+	}
+	if ((got = api_buf_copy(buf, off, c->head + c->head_len, want)) != want) {
+		OPENSSL_cleanse(c->head + c->head_len, got);
+		c->head_done = true;
+		return;
+	}
+	for (i = 0; i < got && !c->head_done; i++) {
+		uint8_t ch = c->head[c->head_len + i];
+
+		if (ch == '\n') {
+			c->head_done = c->head_eol != 0;
+			c->head_eol = 1;
+		} else
+			c->head_eol = ch == '\r' && c->head_eol == 1 ? 2 : 0;
+	}
+	OPENSSL_cleanse(c->head + c->head_len + i, got - i);
+	c->head_len += i;
+	if (c->head_len >= API_AUDIT_HEAD_MAX)
+		c->head_done = true;
+}
+
+/*
+ * The one record of a request libevent refused with status: what its
+ * head told, as far as it was read. A whole head gives the method, the
+ * endpoint and the token state; a head cut short gives the method and
+ * endpoint if its request line was whole (the token is "unknown": another
+ * token header could have followed), else neither ("?"). Reads write no
+ * record; a request whose method is unknown is taken for a mutation.
+ * Nothing changed: the revision and digest are the current ones.
+ */
+static void
+api_conn_refused(struct api_conn *c, int status)
+{
+	struct api *a = c->api;
+	struct httpwire_header hdrs[HTTPWIRE_MAX_HEADERS];
+	struct httpwire_request hr;
+	enum httpwire_status st = HTTPWIRE_NEED_MORE;
+	enum evhttp_cmd_type cmd = 0;
+	struct api_audit au;
+	size_t used;
+	bool line = false;
+
+	memset(&au, 0, sizeof(au));
+	memset(&hr, 0, sizeof(hr));
+	au.http_refused = true;
+	au.method = "?";
+	snprintf(au.endpoint, sizeof(au.endpoint), "?");
+	au.tok = a->auth ? API_TOK_UNKNOWN : API_TOK_OFF;
+	if (c->head_len != 0)
+		st = httpwire_parse_request(
+		    c->head, c->head_len, &hr, hdrs, HTTPWIRE_MAX_HEADERS, &used);
+	/* httpwire sets path exactly when the request line was whole and valid. */
+	if (hr.path.ptr != NULL) {
+		line = true;
+		cmd = api_method_of(hr.method);
+		au.method = api_method_str(cmd);
+		snprintf(au.endpoint, sizeof(au.endpoint), "%.*s", (int)hr.path.len,
+		    (const char *)hr.path.ptr);
+		if (st == HTTPWIRE_OK)
+			au.tok = api_head_token(a, &hr);
+	}
+	api_conn_head_clear(c);
+	if (line && !api_is_mutation(cmd, au.endpoint))
+		return;
+	api_audit_peer(c->evcon, &au);
+	au.vault = api_is_vault_path(au.endpoint);
+	au.rev_before = api_audit_rev(a, au.vault);
+	api_audit_write(a, &au, status, false);
+}
+
+/* The status of the response line at buf[off..], or -1 if it is none. */
+static int
+api_status_at(struct evbuffer *buf, size_t off)
+{
+	uint8_t l[13];
+
+	if (api_buf_copy(buf, off, l, sizeof(l)) != sizeof(l))
+		return -1;
+	/* "HTTP/1.x NNN " as evhttp writes it */
+	if (memcmp(l, "HTTP/1.", 7) != 0 || l[8] != ' ' || l[12] != ' ')
+		return -1;
+	for (int i = 9; i < 12; i++)
+		if (l[i] < '0' || l[i] > '9')
+			return -1;
+	return (l[9] - '0') * 100 + (l[10] - '0') * 10 + (l[11] - '0');
+}
+
+/* Bytes read from the client: keep the head being read. */
+static void
+api_conn_in_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct api_conn *c = arg;
+	size_t len = evbuffer_get_length(buf);
+
+	if (info->n_added != 0 && info->n_added <= len)
+		api_conn_head_add(c, buf, len - info->n_added, info->n_added);
+}
+
+/*
+ * Bytes queued for the client. While no request is at the dispatch, only
+ * evhttp writes: a 100 Continue, or its refusal (evhttp_send_error: one
+ * status line, then headers and an HTML page, then it closes the
+ * connection), so each final status line seen here is one refusal.
+ */
+static void
+api_conn_out_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct api_conn *c = arg;
+	size_t len = evbuffer_get_length(buf);
+	int status;
+
+	if (info->n_added == 0 || info->n_added > len || c->dispatched)
+		return;
+	status = api_status_at(buf, len - info->n_added);
+	if (status >= 200)
+		api_conn_refused(c, status);
+}
+
+/* The answer to the request at the dispatch is sent (evhttp_send_done). */
+static void
+api_conn_answered_cb(struct evhttp_request *req, void *arg)
+{
+	struct api_conn *c = arg;
+
+	c->dispatched = false;
+}
+
+/*
+ * Free c. unwatch: its bufferevent is alive, take the buffer callbacks
+ * off it; unref: drop the reference api_bev_cb took (unbound only).
+ */
+static void
+api_conn_free(struct api_conn *c, bool unwatch, bool unref)
+{
+	if (unwatch) {
+		if (c->in_cb != NULL)
+			evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->in_cb);
+		if (c->out_cb != NULL)
+			evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
+	}
+	if (c->bind != NULL)
+		event_free(c->bind);
+	api_conn_head_clear(c);
+	LIST_REMOVE(c, entry);
+	if (unref)
+		bufferevent_decref(c->bev);
+	free(c);
+}
+
+/* evhttp frees the connection (evhttp_connection_free): c goes with it. */
+static void
+api_conn_closed_cb(struct evhttp_connection *evcon, void *arg)
+{
+	struct api_conn *c = arg;
+
+	if (c->pending != NULL) {
+		c->pending->orphaned = true;
+		c->pending->conn = NULL;
+	}
+	api_conn_free(c, true, false);
+}
+
+/*
+ * Right after the accept, once evhttp has wrapped the bufferevent in its
+ * connection: that connection is the bufferevent's callback argument (so
+ * in libevent 2.1 and 2.2), and its close callback frees c. If evhttp
+ * already dropped it (its callbacks are cleared), the reference taken in
+ * api_bev_cb is the last one.
+ */
+static void
+api_conn_bind_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct api_conn *c = arg;
+	bufferevent_event_cb ecb = NULL;
+	void *cbarg = NULL;
+
+	event_free(c->bind);
+	c->bind = NULL;
+	bufferevent_getcb(c->bev, NULL, NULL, &ecb, &cbarg);
+	if (ecb == NULL || cbarg == NULL || evhttp_connection_get_bufferevent(cbarg) != c->bev) {
+		api_conn_free(c, true, true);
+		return;
+	}
+	c->evcon = cbarg;
+	evhttp_connection_set_closecb(c->evcon, api_conn_closed_cb, c);
+	bufferevent_decref(c->bev);
+}
+
+/*
+ * evhttp_set_bevcb: the bufferevent of a new connection, the one evhttp
+ * makes when there is no callback (a socket bufferevent, descriptor set
+ * by evhttp, options 0), with c watching its buffers. Out of memory: the
+ * connection is served untracked, and said so.
+ */
+static struct bufferevent *
+api_bev_cb(struct event_base *base, void *arg)
+{
+	struct api *a = arg;
+	struct bufferevent *bev = bufferevent_socket_new(base, -1, 0);
+	struct api_conn *c;
+
+	if (bev == NULL)
+		return NULL;
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		goto untracked;
+	c->api = a;
+	c->bev = bev;
+	LIST_INSERT_HEAD(&a->conns, c, entry);
+	c->bind = event_new(base, -1, 0, api_conn_bind_cb, c);
+	c->in_cb = evbuffer_add_cb(bufferevent_get_input(bev), api_conn_in_cb, c);
+	c->out_cb = evbuffer_add_cb(bufferevent_get_output(bev), api_conn_out_cb, c);
+	if (c->bind == NULL || c->in_cb == NULL || c->out_cb == NULL) {
+		api_conn_free(c, true, false);
+		goto untracked;
+	}
+	bufferevent_incref(bev); /* until api_conn_bind_cb */
+	event_active(c->bind, EV_TIMEOUT, 1);
+	return bev;
+untracked:
+	log_msg(LOG_WARN, "api", "api_conn_untracked",
+	    "out of memory: requests the HTTP layer refuses on this connection are not audited");
+	return bev;
+}
+
+/* The tracked connection of req, or NULL. */
+static struct api_conn *
+api_conn_of(struct api *a, struct evhttp_request *req)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	struct api_conn *c;
+
+	if (evcon == NULL)
+		return NULL;
+	for (c = LIST_FIRST(&a->conns); c != NULL; c = LIST_NEXT(c, entry))
+		if (c->evcon == evcon)
+			return c;
+	return NULL;
+}
+
+/*
+ * A request of c reached the dispatch: its answer is ours, not a
+ * refusal, until it is sent; the next request's head starts with what
+ * is already read behind this one (pipelined).
+ */
+static void
+api_conn_dispatch(struct api_conn *c, struct evhttp_request *req)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+
+	c->dispatched = true;
+	evhttp_request_set_on_complete_cb(req, api_conn_answered_cb, c);
+	api_conn_head_clear(c);
+	api_conn_head_add(c, in, 0, evbuffer_get_length(in));
+}
+
 static void api_route(struct api *a, struct evhttp_request *req, const char *path);
 
 /*
@@ -844,14 +1298,18 @@ api_gencb(struct evhttp_request *req, void *arg)
 	struct api_audit au;
 
 	a->ws->metrics.api_requests++;
-	if (!api_is_mutation(req, path)) {
+	if ((a->conn = api_conn_of(a, req)) != NULL)
+		api_conn_dispatch(a->conn, req);
+	if (!api_is_mutation(evhttp_request_get_command(req), path)) {
 		api_route(a, req, path);
+		a->conn = NULL;
 		return;
 	}
 	api_audit_begin(a, req, path, &au);
 	a->cur = &au;
 	api_route(a, req, path);
 	a->cur = NULL;
+	a->conn = NULL;
 	/* Handlers answer synchronously unless deferred; req lives until the write completes. */
 	if (!au.deferred)
 		api_audit_write(a, &au, evhttp_request_get_response_code(req), false);
@@ -883,8 +1341,7 @@ api_route(struct api *a, struct evhttp_request *req, const char *path)
 			api_reply(req, 200, "OK", "application/x-pem-file", pem, n);
 		return;
 	}
-	if (strcmp(path, "/credential-vault") == 0 ||
-	    strncmp(path, "/credential-vault/", 18) == 0) {
+	if (api_is_vault_path(path)) {
 		api_vault(a, req);
 		return;
 	}
@@ -923,6 +1380,7 @@ api_new(struct wstate *ws, char *err, size_t errlen)
 		return NULL;
 	}
 	a->ws = ws;
+	LIST_INIT(&a->conns);
 	a->auth = ws->cfg->token[0] != '\0';
 	a->auth_credit_ms = (uint64_t)API_AUTH_BURST * API_AUTH_REFILL_MS;
 	a->auth_last_ms = api_now_ms();
@@ -941,7 +1399,7 @@ api_new(struct wstate *ws, char *err, size_t errlen)
 		return NULL;
 	}
 	evhttp_set_max_body_size(a->http, API_MAX_BODY);
-	evhttp_set_max_headers_size(a->http, 16384);
+	evhttp_set_max_headers_size(a->http, API_MAX_HEAD);
 	evhttp_set_timeout(a->http, 30);
 	/* Every method reaches the handler, so auth comes before 405 (OpenSandbox order). */
 	evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
@@ -949,6 +1407,7 @@ api_new(struct wstate *ws, char *err, size_t errlen)
 	                                        EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS |
 	                                        EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT);
 	evhttp_set_gencb(a->http, api_gencb, a);
+	evhttp_set_bevcb(a->http, api_bev_cb, a);
 	/* The parent's socket, held for the sidecar's life; tests without one bind here. */
 	if (ws->cfg->listen.fd[LISTEN_API] >= 0
 	        ? evhttp_accept_socket(a->http, ws->cfg->listen.fd[LISTEN_API]) != 0
@@ -966,9 +1425,15 @@ api_new(struct wstate *ws, char *err, size_t errlen)
 void
 api_free(struct api *a)
 {
+	struct api_conn *c;
+
 	if (a == NULL)
 		return;
+	/* Frees every connection: their close callbacks free the api_conns. */
 	evhttp_free(a->http);
+	/* Left: connections not bound yet (their bufferevent is held). */
+	while ((c = LIST_FIRST(&a->conns)) != NULL)
+		api_conn_free(c, c->evcon == NULL, c->evcon == NULL);
 	OPENSSL_cleanse(a->token_hash, sizeof(a->token_hash));
 	free(a);
 }

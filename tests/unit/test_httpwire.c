@@ -334,6 +334,51 @@ test_limits(void **state)
 	    HTTPWIRE_TOO_LARGE);
 }
 
+/* The request line is told whatever the status, exactly when it was whole and valid. */
+static void
+test_request_line_of_partial_heads(void **state)
+{
+	static const struct {
+		const char *b;
+		enum httpwire_status st;
+		const char *method, *path; /* path NULL: not told */
+	} cases[] = {
+	    {"POST /policy?x=1 HTTP/1.1\r\nHost: a\r\nX-A: b", HTTPWIRE_NEED_MORE, "POST",
+	        "/policy"},
+	    {"PUT /p HTTP/1.0\r\n", HTTPWIRE_NEED_MORE, "PUT", "/p"},
+	    {"PATCH /p HTTP/1.1\r\nX-A: b\r\n\r\n", HTTPWIRE_INVALID, "PATCH", "/p"}, /* no Host */
+	    {"DELETE /p HTTP/1.1\r\nBad Name: b\r\n", HTTPWIRE_INVALID, "DELETE", "/p"},
+	    {"POST /pol", HTTPWIRE_NEED_MORE, NULL, NULL},
+	    {"POST http://a/p HTTP/1.1\r\n" H "\r\n", HTTPWIRE_INVALID, NULL, NULL},
+	    {"CONNECT a:443 HTTP/1.1\r\n" H "\r\n", HTTPWIRE_INVALID, NULL, NULL},
+	    {"POST /p HTTP/2\r\n" H "\r\n", HTTPWIRE_INVALID, NULL, NULL},
+	};
+	size_t c, n;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(
+		    preq((const uint8_t *)cases[i].b, strlen(cases[i].b), &c), cases[i].st);
+		if (cases[i].path == NULL) {
+			assert_null(req.path.ptr);
+			continue;
+		}
+		assert_non_null(req.path.ptr);
+		assert_true(veq(req.method, cases[i].method));
+		assert_true(veq(req.path, cases[i].path));
+	}
+	/* a head over the cap, its request line whole */
+	n = (size_t)snprintf((char *)big, sizeof(big), "PUT /policy HTTP/1.1\r\n" H "X-Big: ");
+	memset(big + n, 'a', HTTPWIRE_MAX_HEAD_BYTES);
+	assert_int_equal(preq(big, HTTPWIRE_MAX_HEAD_BYTES, &c), HTTPWIRE_TOO_LARGE);
+	assert_true(veq(req.method, "PUT"));
+	assert_true(veq(req.path, "/policy"));
+	/* a request line over the cap */
+	memcpy(big, "POST /", 6);
+	memset(big + 6, 'a', HTTPWIRE_MAX_HEAD_BYTES);
+	assert_int_equal(preq(big, HTTPWIRE_MAX_HEAD_BYTES + 6, &c), HTTPWIRE_TOO_LARGE);
+	assert_null(req.path.ptr);
+}
+
 static void
 test_responses(void **state)
 {
@@ -838,6 +883,7 @@ main(void)
 	    cmocka_unit_test(test_pipelined),
 	    cmocka_unit_test(test_expect_continue_and_cl0),
 	    cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_request_line_of_partial_heads),
 	    cmocka_unit_test(test_responses),
 	    cmocka_unit_test(test_interim_then_final),
 	    cmocka_unit_test(test_response_rejections),
