@@ -21,7 +21,7 @@ struct dnsproxy;
 struct learnmap;
 struct api;
 struct vault_snap;
-struct vaultstore;
+struct vault_store;
 struct wintercept;
 
 struct wstate_apply;
@@ -43,9 +43,9 @@ struct wstate {
 	struct learnmap *learned;
 	struct dnsproxy *dns;
 	struct api *api;
-	struct vault_snap *vault;  /* active Credential Vault revision, or NULL */
-	struct vaultstore *vstore; /* the vault as written through the API */
-	struct wintercept *icpt;   /* TLS/HTTP interception, when enabled */
+	struct vault_snap *vault;   /* active Credential Vault revision, or NULL */
+	struct vault_store *vstore; /* the vault as written through the API */
+	struct wintercept *icpt;    /* TLS/HTTP interception, when enabled */
 	struct metrics metrics;
 	struct event *ev_watch; /* policy and always files */
 	struct wstate_stamp {

@@ -1,6 +1,6 @@
 /*
  * Fuzz target for the Credential Vault store's PATCH semantics
- * (egressd/control/vaultapi.c), through its public entry point
+ * (vault/store.c), through the API glue's entry point
  * vaultapi_handle(). Every run starts from the same vault, made by POST
  * (an inline, a file and an env credential, two bindings), and sends the
  * input as a PATCH body. Requests are standalone evhttp_request objects; this file
