@@ -17,7 +17,8 @@
 #include "version.h"
 
 /* What this build implements, for scripts and the exfil suite. */
-#define EGRESSD_FEATURES "dns nft api intercept vault dnsratelimit watchdog embedded4"
+#define EGRESSD_FEATURES                                                                           \
+	"dns nft api intercept vault dnsratelimit watchdog embedded4 hrrsni alpnalert clientcalog"
 
 /* A variable that is set but not implemented: said at every start. */
 static void

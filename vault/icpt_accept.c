@@ -7,7 +7,10 @@
  * learned addresses come in on the peek listener: their first bytes say
  * TLS (the same checks), HTTP (the Host checks) or another protocol
  * (passed through); a silent client lets a server speak first. The
- * connection cap and the hello deadline are enforced here.
+ * connection cap and the hello deadline are enforced here, and so is the
+ * rule that a second ClientHello (after a HelloRetryRequest) names the
+ * host the first one was checked for: by OpenSSL's ClientHello callback on
+ * terminated connections, by icpt_splice.c on passed-through ones.
  */
 #include <errno.h>
 #include <ifaddrs.h>
@@ -62,6 +65,8 @@ icpt_terminate_with(struct icpt_conn *c, X509 *leaf, EVP_PKEY *key)
 		SSL_free(ssl);
 		return;
 	}
+	/* For the ClientHello and ALPN callbacks; cleared before the SSL goes. */
+	SSL_set_app_data(ssl, c);
 	c->terminated = true;
 	free(c->hello);
 	c->hello = NULL;
@@ -197,6 +202,10 @@ icpt_hello_cb(struct bufferevent *bev, void *arg)
 		return;
 	}
 	icpt_deadline_stop(c);
+	/* Only the hello is replayed until the server's answer says whether another follows. */
+	c->hello_bytes = consumed;
+	c->early_data = c->hello->has_early_data;
+	c->retry = ICPT_RETRY_SERVER;
 	free(c->hello);
 	c->hello = NULL;
 	if (!icpt_enter(c, ICPT_S_SPLICE))
@@ -204,6 +213,64 @@ icpt_hello_cb(struct bufferevent *bev, void *arg)
 	bufferevent_setcb(bev, NULL, NULL, icpt_splice_event_cb, c);
 	if (icpt_up_start(c) != 0)
 		icpt_up_fail(c, "upstream_socket_unavailable");
+}
+
+/* Why a second ClientHello may not go on (see intercept_internal.h). */
+const char *
+intercept_retry_refusal(const char *host, const char *sni, size_t sni_len, bool ech)
+{
+	char canon[POLICY_NAME_MAX + 1];
+	size_t clen;
+
+	if (sni == NULL)
+		return "hrr_no_sni";
+	if (policy_name_canon((const uint8_t *)sni, sni_len, 0, canon, &clen) != POLICY_NAME_OK)
+		return "hrr_sni_invalid";
+	/* The checks, the leaf and the upstream are the first hello's host's only. */
+	if (strcmp(canon, host) != 0)
+		return "hrr_sni_changed";
+	if (ech)
+		return "hrr_ech_refused";
+	return NULL;
+}
+
+/*
+ * Every ClientHello OpenSSL processes on a terminated connection: the
+ * peeked one, and the second one a HelloRetryRequest asks for (OpenSSL
+ * takes it without comparing its SNI). Each must name the host the checks
+ * were made for, by the same parser: a second hello naming another host
+ * would get the first one's handshake (EX-086b), and a first one read
+ * otherwise than tlspeek read it is a parser differential. Refused with
+ * illegal_parameter (RFC 8446 4.1.2: only listed fields may change).
+ */
+int
+icpt_client_hello_cb(SSL *ssl, int *al, void *arg)
+{
+	struct icpt_conn *c = SSL_get_app_data(ssl);
+	char sni[TLSPEEK_MAX_HOSTNAME + 1];
+	const unsigned char *ext = NULL;
+	size_t len = 0, n = 0;
+	const char *why = NULL;
+	bool ech;
+
+	*al = SSL_AD_ILLEGAL_PARAMETER;
+	if (c == NULL) {
+		*al = SSL_AD_INTERNAL_ERROR;
+		return SSL_CLIENT_HELLO_ERROR;
+	}
+	c->hellos++;
+	ech = SSL_client_hello_get0_ext(ssl, 0xfe0d, &ext, &len) == 1 ||
+	      SSL_client_hello_get0_ext(ssl, 0xffce, &ext, &len) == 1;
+	if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &ext, &len) != 1)
+		why = "hrr_no_sni";
+	else if (tlspeek_sni_ext(ext, len, sni, &n) != TLSPEEK_R_NONE)
+		why = "hrr_sni_invalid";
+	else
+		why = intercept_retry_refusal(c->host, sni, n, ech);
+	if (why == NULL)
+		return SSL_CLIENT_HELLO_SUCCESS;
+	icpt_reject(c, c->hellos == 1 ? "sni_parse_mismatch" : why);
+	return SSL_CLIENT_HELLO_ERROR;
 }
 
 /* No complete hello in time, or the workload went away. */
@@ -602,8 +669,7 @@ icpt_accept_cb(
 		struct timeval pt = {ICPT_PEEK_MS / 1000, (ICPT_PEEK_MS % 1000) * 1000};
 		evtimer_add(c->ev_probe, &pt);
 		bufferevent_setcb(c->craw, icpt_peek_cb, NULL, icpt_peek_event_cb, c);
-		bufferevent_setwatermark(
-		    c->craw, EV_READ, 0, TLSPEEK_MAX_HELLO + 5 * TLSPEEK_MAX_RECORDS + 64);
+		bufferevent_setwatermark(c->craw, EV_READ, 0, ICPT_HELLO_WATERMARK);
 		icpt_timeouts(c->craw, ic->cfg.hello_timeout_s, ic->cfg.hello_timeout_s);
 		bufferevent_enable(c->craw, EV_READ);
 		return;
@@ -628,8 +694,7 @@ icpt_accept_cb(
 	if (c->state == ICPT_S_CLOSED)
 		return;
 	bufferevent_setcb(c->craw, icpt_hello_cb, NULL, icpt_hello_event_cb, c);
-	bufferevent_setwatermark(
-	    c->craw, EV_READ, 0, TLSPEEK_MAX_HELLO + 5 * TLSPEEK_MAX_RECORDS + 64);
+	bufferevent_setwatermark(c->craw, EV_READ, 0, ICPT_HELLO_WATERMARK);
 	icpt_timeouts(c->craw, ic->cfg.hello_timeout_s, ic->cfg.hello_timeout_s);
 	bufferevent_enable(c->craw, EV_READ);
 }

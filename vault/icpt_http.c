@@ -709,11 +709,46 @@ icpt_c_write_cb(struct bufferevent *bev, void *arg)
 	}
 }
 
+/*
+ * The workload's TLS handshake failed. A client that refuses the sandbox
+ * CA's leaf (an alert such as unknown_ca or bad_certificate: a pinned or
+ * misconfigured client) is logged once at info level, so that an operator
+ * sees it. An alert of ours (no_application_protocol, illegal_parameter
+ * from the ClientHello callback) is still in the socket's buffer: it is
+ * sent before the close, or the client would only see a reset.
+ */
+static void
+icpt_c_handshake_failed(struct icpt_conn *c, struct bufferevent *bev)
+{
+	const char *alert = NULL;
+	unsigned long e;
+
+	if (c->state == ICPT_S_DRAIN) {
+		icpt_close(c, NULL); /* our alert is out: the filter saw the failure again */
+		return;
+	}
+	while ((e = bufferevent_get_openssl_error(bev)) != 0) {
+		int r = ERR_GET_REASON(e);
+
+		if (alert == NULL && ERR_GET_LIB(e) == ERR_LIB_SSL && r > SSL_AD_REASON_OFFSET)
+			alert = tlspeek_cert_alert_str((unsigned)(r - SSL_AD_REASON_OFFSET));
+	}
+	if (alert != NULL)
+		icpt_log(c, INTERCEPT_L_INFO, "client_rejected_ca", alert, 0);
+	if (c->craw != NULL && evbuffer_get_length(bufferevent_get_output(c->craw)) > 0) {
+		icpt_log(c, INTERCEPT_L_DEBUG, "conn_close", "client_handshake_failed", 0);
+		icpt_drain(c);
+		return;
+	}
+	icpt_close(c, "client_handshake_failed");
+}
+
 /* Workload EOF, error or timeout (handshake completion is ignored). */
 static void
 icpt_c_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct icpt_conn *c = arg;
+	SSL *ssl;
 
 	if (what & BEV_EVENT_CONNECTED)
 		return; /* TLS handshake with the workload done */
@@ -725,10 +760,16 @@ icpt_c_event_cb(struct bufferevent *bev, short what, void *arg)
 		icpt_close(c, "client_eof");
 		return;
 	}
-	if (what & BEV_EVENT_TIMEOUT)
+	if (what & BEV_EVENT_TIMEOUT) {
 		icpt_close(c, c->req == ICPT_REQ_HEAD ? "head_timeout" : "idle_timeout");
-	else
-		icpt_close(c, "client_error");
+		return;
+	}
+	if (c->terminated && bev != c->craw && (ssl = bufferevent_openssl_get_ssl(bev)) != NULL &&
+	    !SSL_is_init_finished(ssl)) {
+		icpt_c_handshake_failed(c, bev);
+		return;
+	}
+	icpt_close(c, "client_error");
 }
 
 /* Start the HTTP relay on the workload leg (plain or TLS filter). */

@@ -40,6 +40,10 @@
 #define ICPT_LOCAL_TTL_MS 1000 /* how long the list of local addresses is reused */
 #define ICPT_MAX_LOCAL 64      /* local addresses checked against the original destination */
 #define ICPT_HEAD_SLACK 512    /* room for the rewritten head beyond the workload's */
+/* Read high-water mark of the workload leg while a ClientHello is awaited. */
+#define ICPT_HELLO_WATERMARK (TLSPEEK_MAX_WIRE + 64)
+/* The same after a HelloRetryRequest: records before the second hello too. */
+#define ICPT_RETRY_WATERMARK (TLSPEEK_MAX_WIRE + TLSPEEK_MAX_SKIP + 64)
 
 /* Connection states (conn_set_state checks the transitions). */
 enum icpt_state {
@@ -50,6 +54,18 @@ enum icpt_state {
 	ICPT_S_TUNNEL, /* after 101: raw both ways, upstream->workload redacted */
 	ICPT_S_DRAIN,  /* last bytes toward the workload, then close */
 	ICPT_S_CLOSED, /* freed on the next loop turn */
+};
+
+/*
+ * Passthrough after the ClientHello: whether a second one can come. Only
+ * a HelloRetryRequest (the server's first message) makes the client send
+ * another (RFC 8446 4.1.4), whose SNI could name another host behind the
+ * same front: it gets the first one's checks, then bytes flow unparsed.
+ */
+enum icpt_retry {
+	ICPT_RETRY_OFF,    /* no second hello can come: raw bytes both ways */
+	ICPT_RETRY_SERVER, /* reading the server's first message; the client's bytes wait */
+	ICPT_RETRY_CLIENT, /* HelloRetryRequest relayed: reading the client's second hello */
 };
 
 /* Request side of the relay. */
@@ -121,7 +137,11 @@ struct icpt_conn {
 	char host[POLICY_NAME_MAX + 1]; /* canonical SNI, or the first Host on plain */
 	char sess_key[ICPT_SESS_KEY];   /* upstream session cache key */
 
-	struct tlspeek_hello *hello; /* HELLO state only */
+	struct tlspeek_hello *hello; /* HELLO state, and the second hello of ICPT_RETRY_CLIENT */
+	enum icpt_retry retry;       /* passthrough of a TLS connection */
+	size_t hello_bytes;          /* wire bytes of the peeked ClientHello */
+	bool early_data;             /* the peeked hello offered 0-RTT data */
+	unsigned hellos;             /* ClientHellos OpenSSL processed (terminated) */
 	struct bufferevent *craw;    /* workload socket */
 	struct bufferevent *cbev;    /* workload application bytes (craw or its TLS filter) */
 	struct bufferevent *usock;   /* upstream socket */
@@ -184,6 +204,9 @@ void icpt_to_upstream(struct icpt_conn *c, struct evbuffer *src, size_t n);
 void icpt_up_fail(struct icpt_conn *c, const char *why);
 size_t icpt_up_pending(struct icpt_conn *c);
 int icpt_up_start(struct icpt_conn *c);
+
+/* OpenSSL's ClientHello callback of the server context (terminated connections). */
+int icpt_client_hello_cb(SSL *ssl, int *al, void *arg);
 
 /* A requested socket arrived for c: true when c closed meanwhile (fd closed). */
 bool icpt_sock_orphaned(struct icpt_conn *c, int fd);

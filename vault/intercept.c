@@ -160,9 +160,13 @@ icpt_release(struct icpt_conn *c)
 		bufferevent_free(c->ubev);
 	else if (c->usock != NULL)
 		bufferevent_free(c->usock);
-	if (c->cbev != NULL && c->cbev != c->craw)
+	if (c->cbev != NULL && c->cbev != c->craw) {
+		SSL *ssl = bufferevent_openssl_get_ssl(c->cbev);
+
+		if (ssl != NULL)
+			SSL_set_app_data(ssl, NULL); /* no callback finds c after this */
 		bufferevent_free(c->cbev);
-	else if (c->craw != NULL)
+	} else if (c->craw != NULL)
 		bufferevent_free(c->craw);
 	c->ubev = c->usock = c->cbev = c->craw = NULL;
 	if (c->ev_drain != NULL)
@@ -349,18 +353,27 @@ icpt_timeouts(struct bufferevent *bev, unsigned rd_s, unsigned wr_s)
 
 /* ---------------------------------------------------------------- setup */
 
-/* ALPN on terminated connections: http/1.1 or nothing. */
+/*
+ * ALPN on terminated connections: http/1.1 is the one protocol spoken
+ * here (h2 waits for issue 18). An offer without it is refused with a
+ * fatal no_application_protocol alert (RFC 7301 3.2), so that a client
+ * never goes on speaking what it offered; a hello without ALPN never gets
+ * here and is served HTTP/1.1.
+ */
 static int
 icpt_alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
     unsigned int inlen, void *arg)
 {
 	static const unsigned char h11[] = "\x08http/1.1";
+	struct icpt_conn *c = SSL_get_app_data(ssl);
 	unsigned char *sel = NULL;
 
-	/* Only HTTP/1.1 is spoken on terminated connections. */
 	if (SSL_select_next_proto(&sel, outlen, h11, sizeof(h11) - 1, in, inlen) !=
-	    OPENSSL_NPN_NEGOTIATED)
-		return SSL_TLSEXT_ERR_NOACK;
+	    OPENSSL_NPN_NEGOTIATED) {
+		if (c != NULL)
+			icpt_reject(c, "alpn_unsupported");
+		return SSL_TLSEXT_ERR_ALERT_FATAL;
+	}
 	*out = sel;
 	return SSL_TLSEXT_ERR_OK;
 }
@@ -387,6 +400,7 @@ icpt_ctx_setup(struct intercept *ic, char *err, size_t errlen)
 	}
 	SSL_CTX_set_min_proto_version(ic->up_ctx, TLS1_2_VERSION);
 	SSL_CTX_set_alpn_select_cb(ic->srv_ctx, icpt_alpn_cb, NULL);
+	SSL_CTX_set_client_hello_cb(ic->srv_ctx, icpt_client_hello_cb, NULL);
 	SSL_CTX_set_options(ic->srv_ctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
 	SSL_CTX_set_session_cache_mode(ic->srv_ctx, SSL_SESS_CACHE_OFF);
 	SSL_CTX_set_options(ic->up_ctx, SSL_OP_NO_RENEGOTIATION);

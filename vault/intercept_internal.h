@@ -104,6 +104,15 @@ enum intercept_peek {
 	INTERCEPT_PEEK_OPAQUE, /* another protocol: passed through */
 };
 
+/*
+ * Why a second ClientHello (after a HelloRetryRequest) may not go on
+ * (NULL: it may): it must name the host the first one was checked for
+ * (host, canonical) and offer no ECH or ESNI. sni and sni_len are its
+ * server_name as tlspeek read it; sni NULL: it has none.
+ */
+const char *intercept_retry_refusal(const char *host, const char *sni, size_t sni_len, bool ech)
+    __attribute__((warn_unused_result));
+
 /* Classify the first len bytes of a peek connection. */
 enum intercept_peek intercept_peek_classify(const uint8_t *data, size_t len);
 

@@ -10,8 +10,13 @@
 
 #include <string.h>
 
+#define TLS_CT_CCS 20
+#define TLS_CT_ALERT 21
 #define TLS_CT_HANDSHAKE 22
+#define TLS_CT_APPDATA 23
 #define TLS_HS_CLIENT_HELLO 1
+#define TLS_HS_SERVER_HELLO 2
+#define TLS_MAX_CIPHERTEXT (TLSPEEK_MAX_RECORD + 256) /* RFC 8446 5.2 */
 #define TLS_RECORD_HDR 5
 #define TLS_HS_HDR 4
 #define TLS_RANDOM_LEN 32
@@ -123,7 +128,7 @@ fail(struct tlspeek_hello *h, enum tlspeek_status st, enum tlspeek_reason r)
  * (NUL, '*', ':', '_', trailing dot, IP literal) is refused here.
  */
 static enum tlspeek_reason
-check_host_name(struct tlspeek_cur *name, struct tlspeek_hello *h)
+check_host_name(struct tlspeek_cur *name, char *out, size_t *out_len)
 {
 	size_t n = cur_left(name), label = 0;
 	bool all_numeric = true;
@@ -148,19 +153,20 @@ check_host_name(struct tlspeek_cur *name, struct tlspeek_hello *h)
 		}
 		if (label > TLSPEEK_MAX_LABEL)
 			return TLSPEEK_R_SNI_NAME;
-		h->sni[i] = (char)((ch >= 'A' && ch <= 'Z') ? ch - 'A' + 'a' : ch);
+		out[i] = (char)((ch >= 'A' && ch <= 'Z') ? ch - 'A' + 'a' : ch);
 	}
 	if (label == 0)
 		return TLSPEEK_R_SNI_NAME;
 	if (all_numeric)
 		return TLSPEEK_R_SNI_IP_LITERAL;
-	h->sni[n] = '\0';
-	h->sni_len = n;
+	out[n] = '\0';
+	*out_len = n;
 	return TLSPEEK_R_NONE;
 }
 
+/* The server_name extension body: one host_name entry, nothing else. */
 static enum tlspeek_reason
-parse_sni(struct tlspeek_cur *ext, struct tlspeek_hello *h)
+parse_sni(struct tlspeek_cur *ext, char *out, size_t *out_len)
 {
 	struct tlspeek_cur list, name;
 	uint8_t type;
@@ -176,7 +182,26 @@ parse_sni(struct tlspeek_cur *ext, struct tlspeek_hello *h)
 		return TLSPEEK_R_SNI_COUNT;
 	if (type != SNI_HOST_NAME)
 		return TLSPEEK_R_SNI_TYPE;
-	return check_host_name(&name, h);
+	return check_host_name(&name, out, out_len);
+}
+
+/* The same rules on an extension body handed over by OpenSSL. */
+enum tlspeek_reason
+tlspeek_sni_ext(const uint8_t *ext, size_t len, char *name, size_t *name_len)
+{
+	struct tlspeek_cur c = {.p = ext, .len = ext == NULL ? 0 : len, .off = 0};
+	size_t n = 0;
+	enum tlspeek_reason r;
+
+	name[0] = '\0';
+	*name_len = 0;
+	r = parse_sni(&c, name, &n);
+	if (r != TLSPEEK_R_NONE) {
+		name[0] = '\0';
+		return r;
+	}
+	*name_len = n;
+	return TLSPEEK_R_NONE;
 }
 
 static enum tlspeek_reason
@@ -225,7 +250,7 @@ parse_extensions(struct tlspeek_cur *c, struct tlspeek_hello *h)
 		switch (type) {
 		case EXT_SERVER_NAME:
 			h->has_sni = true;
-			if ((r = parse_sni(&data, h)) != TLSPEEK_R_NONE)
+			if ((r = parse_sni(&data, h->sni, &h->sni_len)) != TLSPEEK_R_NONE)
 				return r;
 			break;
 		case EXT_ALPN:
@@ -341,6 +366,151 @@ tlspeek_parse(const uint8_t *buf, size_t len, struct tlspeek_hello *out, size_t 
 	return TLSPEEK_OK;
 }
 
+/* RFC 8446 4.1.3: the random of a HelloRetryRequest, SHA-256("HelloRetryRequest"). */
+static const uint8_t hrr_random[TLS_RANDOM_LEN] = {0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11,
+    0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91, 0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e,
+    0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c};
+
+/*
+ * A record header at the cursor: NEED_MORE until its 5 bytes are in,
+ * INVALID on a version that is not 3.x (judged on its first byte) or a
+ * length of 0 or over max.
+ */
+static enum tlspeek_status
+record_header(struct tlspeek_cur *in, uint8_t *ct, uint16_t *rlen, size_t max)
+{
+	uint8_t major;
+	uint16_t ver;
+
+	if (!cur_u8(in, ct))
+		return TLSPEEK_NEED_MORE;
+	if (cur_peek(in, &major) && major != 3)
+		return TLSPEEK_INVALID;
+	if (!cur_u16(in, &ver) || !cur_u16(in, rlen))
+		return TLSPEEK_NEED_MORE;
+	if (ver > 0x0304 || *rlen == 0 || *rlen > max)
+		return TLSPEEK_INVALID;
+	return TLSPEEK_OK;
+}
+
+/* The server's first message: ServerHello, HelloRetryRequest or an alert. */
+enum tlspeek_status
+tlspeek_server_first(
+    const uint8_t *buf, size_t len, enum tlspeek_server *kind, enum tlspeek_reason *reason)
+{
+	struct tlspeek_cur in = {.p = buf, .len = len, .off = 0};
+	/* handshake header, legacy_version, random: all a HelloRetryRequest needs */
+	uint8_t hs[TLS_HS_HDR + 2 + TLS_RANDOM_LEN];
+	size_t have = 0, records = 0, take;
+	enum tlspeek_status st;
+	bool partial;
+	uint16_t rlen;
+	uint8_t ct;
+
+	*kind = TLSPEEK_SERVER_HELLO;
+	*reason = TLSPEEK_R_NONE;
+	while (have < sizeof(hs)) {
+		/* Judged on the first byte, as tlspeek_parse does. */
+		if (cur_peek(&in, &ct) && ct != TLS_CT_HANDSHAKE &&
+		    (ct != TLS_CT_ALERT || records > 0)) {
+			*reason = records == 0 ? TLSPEEK_R_NOT_TLS : TLSPEEK_R_RECORD;
+			return TLSPEEK_INVALID;
+		}
+		if ((st = record_header(&in, &ct, &rlen, TLSPEEK_MAX_RECORD)) != TLSPEEK_OK) {
+			if (st == TLSPEEK_INVALID)
+				*reason = records == 0 ? TLSPEEK_R_NOT_TLS : TLSPEEK_R_RECORD;
+			return st;
+		}
+		if (ct == TLS_CT_ALERT) {
+			if (rlen != 2) {
+				*reason = TLSPEEK_R_RECORD;
+				return TLSPEEK_INVALID;
+			}
+			*kind = TLSPEEK_SERVER_ALERT;
+			return TLSPEEK_OK;
+		}
+		if (++records > TLSPEEK_MAX_RECORDS) {
+			*reason = TLSPEEK_R_TOO_LARGE;
+			return TLSPEEK_TOO_LARGE;
+		}
+		/* Copy what this record holds of the bytes still wanted. */
+		take = sizeof(hs) - have;
+		if (take > rlen)
+			take = rlen;
+		partial = cur_left(&in) < take;
+		if (partial)
+			take = cur_left(&in);
+		memcpy(hs + have, in.p + in.off, take);
+		have += take;
+		if (have > 0 && hs[0] != TLS_HS_SERVER_HELLO) {
+			*reason = TLSPEEK_R_NOT_SERVER_HELLO;
+			return TLSPEEK_INVALID;
+		}
+		if (partial)
+			return TLSPEEK_NEED_MORE;
+		if (have < sizeof(hs))
+			in.off += rlen; /* this whole record was taken: on to the next */
+	}
+	/* body length covers version and random; legacy_version is 3.x */
+	if (((uint32_t)hs[1] << 16 | (uint32_t)hs[2] << 8 | hs[3]) < 2 + TLS_RANDOM_LEN ||
+	    hs[TLS_HS_HDR] != 3) {
+		*reason = TLSPEEK_R_SERVER_HELLO;
+		return TLSPEEK_INVALID;
+	}
+	*kind = memcmp(hs + TLS_HS_HDR + 2, hrr_random, TLS_RANDOM_LEN) == 0 ? TLSPEEK_SERVER_HRR
+	                                                                     : TLSPEEK_SERVER_HELLO;
+	return TLSPEEK_OK;
+}
+
+/* The client's records after a HelloRetryRequest, through its second hello. */
+enum tlspeek_status
+tlspeek_parse_retry(
+    const uint8_t *buf, size_t len, bool early_data, struct tlspeek_hello *out, size_t *consumed)
+{
+	struct tlspeek_cur in = {.p = buf, .len = len, .off = 0};
+	bool ccs = false;
+	enum tlspeek_status st;
+	uint16_t rlen;
+	uint8_t ct, b;
+
+	memset(out, 0, offsetof(struct tlspeek_hello, hs));
+	*consumed = 0;
+	for (;;) {
+		size_t start = in.off;
+
+		if (cur_left(&in) == 0)
+			return TLSPEEK_NEED_MORE;
+		if (in.p[in.off] == TLS_CT_HANDSHAKE)
+			break;
+		if ((st = record_header(&in, &ct, &rlen, TLS_MAX_CIPHERTEXT)) != TLSPEEK_OK)
+			return st == TLSPEEK_INVALID ? fail(out, st, TLSPEEK_R_RECORD) : st;
+		if (ct == TLS_CT_CCS) {
+			/* One compatibility change_cipher_spec: the byte 1, once. */
+			if (ccs || rlen != 1)
+				return fail(out, TLSPEEK_INVALID, TLSPEEK_R_BEFORE_RETRY);
+			if (!cur_u8(&in, &b))
+				return TLSPEEK_NEED_MORE;
+			if (b != 1)
+				return fail(out, TLSPEEK_INVALID, TLSPEEK_R_BEFORE_RETRY);
+			ccs = true;
+		} else if (ct == TLS_CT_APPDATA && early_data) {
+			/* 0-RTT data the server skips after its HelloRetryRequest. */
+			if (start + 5 + (size_t)rlen > TLSPEEK_MAX_SKIP)
+				return fail(out, TLSPEEK_TOO_LARGE, TLSPEEK_R_TOO_LARGE);
+			if (!cur_skip(&in, rlen))
+				return TLSPEEK_NEED_MORE;
+		} else {
+			return fail(out, TLSPEEK_INVALID, TLSPEEK_R_BEFORE_RETRY);
+		}
+		if (in.off > TLSPEEK_MAX_SKIP)
+			return fail(out, TLSPEEK_TOO_LARGE, TLSPEEK_R_TOO_LARGE);
+	}
+	st = tlspeek_parse(in.p + in.off, cur_left(&in), out, consumed);
+	if (st == TLSPEEK_OK)
+		*consumed += in.off;
+	return st;
+}
+
 /* Whether the hello offers proto among its (first TLSPEEK_MAX_ALPN) ALPN names. */
 bool
 tlspeek_offers_alpn(const struct tlspeek_hello *h, const char *proto)
@@ -390,8 +560,35 @@ tlspeek_reason_str(enum tlspeek_reason r)
 		return "bad_alpn";
 	case TLSPEEK_R_TOO_LARGE:
 		return "too_large";
+	case TLSPEEK_R_NOT_SERVER_HELLO:
+		return "not_server_hello";
+	case TLSPEEK_R_SERVER_HELLO:
+		return "bad_server_hello";
+	case TLSPEEK_R_BEFORE_RETRY:
+		return "bad_record_before_retry";
 	}
 	return "unknown";
+}
+
+/* Alerts that say the peer did not accept our certificate (RFC 8446 6.2). */
+const char *
+tlspeek_cert_alert_str(unsigned desc)
+{
+	switch (desc) {
+	case 42:
+		return "bad_certificate";
+	case 43:
+		return "unsupported_certificate";
+	case 44:
+		return "certificate_revoked";
+	case 45:
+		return "certificate_expired";
+	case 46:
+		return "certificate_unknown";
+	case 48:
+		return "unknown_ca";
+	}
+	return NULL;
 }
 
 /* Build a fatal alert record. */

@@ -15,10 +15,13 @@
 
 #include <netinet/in.h>
 
+#include <event2/event.h>
+
 #include "certs/ca.h"
 #include "certs/leaf.h"
 #include "egressd/common/learnmap.h"
 #include "egressd/common/log.h"
+#include "egressd/common/logagg.h"
 #include "egressd/dns/dnsproxy.h"
 #include "egressd/child/sockpool.h"
 #include "egressd/child/wchan.h"
@@ -30,6 +33,8 @@
 
 /* Marked TCP sockets kept ready per family. */
 #define WINTERCEPT_POOL 8
+/* Seconds between checks for an ended log-aggregation window. */
+#define WINTERCEPT_AGG_TICK_S 5
 
 struct wintercept {
 	struct wstate *ws;
@@ -40,6 +45,8 @@ struct wintercept {
 	struct intercept *ic;
 	bool exported;
 	struct wintercept_leafreq *leafreqs; /* asked of the parent, not answered */
+	struct logagg *agg_ca; /* client_rejected_ca: one line per host and window */
+	struct event *ev_agg;
 };
 
 /* A leaf asked of the parent for one connection. */
@@ -134,6 +141,24 @@ wintercept_count(void *arg, enum intercept_metric m, uint64_t n)
 	}
 }
 
+static int64_t
+wintercept_now_s(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (int64_t)now.tv_sec;
+}
+
+/* Summaries of windows that ended are written within a tick. */
+static void
+wintercept_agg_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct wintercept *w = arg;
+
+	logagg_flush(w->agg_ca, wintercept_now_s(), false);
+}
+
 static void
 wintercept_log(void *arg, const struct intercept_event *ev)
 {
@@ -142,7 +167,14 @@ wintercept_log(void *arg, const struct intercept_event *ev)
 	    [INTERCEPT_L_INFO] = LOG_INFO,
 	    [INTERCEPT_L_WARN] = LOG_WARN,
 	};
+	struct wintercept *w = arg;
 	struct log_line l;
+
+	/* The workload can fail handshakes at will: the first per host and window is written. */
+	if (strcmp(ev->event, "client_rejected_ca") == 0 &&
+	    logagg_note(w->agg_ca, ev->host != NULL ? ev->host : "", wintercept_now_s()) !=
+	        LOGAGG_LOG)
+		return;
 
 	log_begin(&l, lv[ev->level], "vault", ev->event);
 	log_uint(&l, "conn", ev->conn);
@@ -330,6 +362,20 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	/* The parent's sockets, in the order intercept_config wants (TLS, plain, peek). */
 	icfg.listen_fds = &cfg->listen.fd[LISTEN_TLS4];
 	icfg.upstream_store = cfg->upstream_store;
+	w->agg_ca = logagg_new("vault", "client_rejected_ca", LOG_INFO, 0, 0);
+	if (w->agg_ca == NULL) {
+		snprintf(err, errlen, "intercept: log aggregation: out of memory");
+		goto fail;
+	}
+	{
+		struct timeval tv = {WINTERCEPT_AGG_TICK_S, 0};
+
+		w->ev_agg = event_new(ws->base, -1, EV_PERSIST, wintercept_agg_cb, w);
+		if (w->ev_agg == NULL || event_add(w->ev_agg, &tv) != 0) {
+			snprintf(err, errlen, "intercept: log aggregation timer");
+			goto fail;
+		}
+	}
 	w->ic = intercept_new(ws->base,
 	    ca_can_sign(w->ca) ? &wintercept_ops_local : &wintercept_ops, w, &icfg, err, errlen);
 	if (w->ic == NULL)
@@ -366,6 +412,9 @@ wintercept_free(struct wintercept *w)
 		free(r);
 	}
 	intercept_free(w->ic);
+	if (w->ev_agg != NULL)
+		event_free(w->ev_agg);
+	logagg_free(w->agg_ca); /* writes the summaries still pending */
 	leaf_cache_free(w->leaves);
 	if (w->own_ca)
 		ca_free(w->ca);

@@ -4,7 +4,8 @@
  * original port, the status codes of refused heads, and the request head
  * rewrite of a credentialed request (every case variant and duplicate of
  * the injected header dropped, identity encoding, no Range) against the
- * byte-exact pass-through of an unmatched one.
+ * byte-exact pass-through of an unmatched one; the rule for a second
+ * ClientHello after a HelloRetryRequest (EX-086b).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -263,6 +264,43 @@ test_peek_classify(void **state)
 		    intercept_peek_classify((const uint8_t *)t[i].in, t[i].len), t[i].want);
 }
 
+static void
+test_retry_refusal(void **state)
+{
+	(void)state;
+	/* the same host: the handshake goes on */
+	assert_null(intercept_retry_refusal("api.allowed.test", "api.allowed.test", 16, false));
+	/* another host, an allowed one included: the fronting trick */
+	assert_string_equal(
+	    intercept_retry_refusal("api.allowed.test", "evil.test", 9, false), "hrr_sni_changed");
+	assert_string_equal(
+	    intercept_retry_refusal("front.allowed.test", "cotenant.evil.test", 18, false),
+	    "hrr_sni_changed");
+	assert_string_equal(
+	    intercept_retry_refusal("api.allowed.test", "other.allowed.test", 18, false),
+	    "hrr_sni_changed");
+	/* a suffix or prefix of the name is another name */
+	assert_string_equal(
+	    intercept_retry_refusal("api.allowed.test", "api.allowed.tes", 15, false),
+	    "hrr_sni_changed");
+	assert_string_equal(
+	    intercept_retry_refusal("api.allowed.test", "api.allowed.test.evil", 21, false),
+	    "hrr_sni_changed");
+	/* the length counts, not a NUL inside */
+	assert_string_equal(
+	    intercept_retry_refusal("api.allowed.test", "api.allowed.test\0x", 18, false),
+	    "hrr_sni_invalid");
+	/* none, or not a name */
+	assert_string_equal(
+	    intercept_retry_refusal("api.allowed.test", NULL, 0, false), "hrr_no_sni");
+	assert_string_equal(
+	    intercept_retry_refusal("api.allowed.test", "a..test", 7, false), "hrr_sni_invalid");
+	/* ECH would hide the real name from this check */
+	assert_string_equal(
+	    intercept_retry_refusal("api.allowed.test", "api.allowed.test", 16, true),
+	    "hrr_ech_refused");
+}
+
 int
 main(void)
 {
@@ -272,6 +310,7 @@ main(void)
 	    cmocka_unit_test(test_error_status),
 	    cmocka_unit_test(test_rewrite),
 	    cmocka_unit_test(test_peek_classify),
+	    cmocka_unit_test(test_retry_refusal),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,10 @@
 /*
  * Unit tests of vault/tlspeek: a real OpenSSL ClientHello, every prefix of
  * it, record fragmentation, and one synthetic hello per malformed SNI,
- * ALPN or extension layout of catalogue EX-085..089.
+ * ALPN or extension layout of catalogue EX-085..089; the server's first
+ * message (ServerHello or HelloRetryRequest, EX-086b), the client's
+ * records up to its second hello, a server_name extension body as OpenSSL
+ * hands it over, and the names of certificate alerts (EX-096b).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -145,7 +148,7 @@ records(struct buf *out, const uint8_t *hs, size_t n, size_t frag)
 	}
 }
 
-static struct buf ebuf, hsbuf, wire;
+static struct buf ebuf, hsbuf, wire, skip;
 
 static enum tlspeek_status
 parse_ext(const struct buf *e, size_t *consumed)
@@ -484,6 +487,245 @@ test_alert(void **state)
 	assert_string_equal(tlspeek_reason_str(TLSPEEK_R_SNI_COUNT), "sni_count");
 }
 
+/* RFC 8446 4.1.3 */
+static const uint8_t hrr_rand[32] = {0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d,
+    0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91, 0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e, 0x07, 0x9e,
+    0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c};
+
+/* A ServerHello handshake message (version, random, session id, suite, no extensions...). */
+static void
+server_hello(struct buf *hs, const uint8_t *random, unsigned hs_type)
+{
+	static const uint8_t tail[] = {
+	    0x00, 0x13, 0x01, 0x00, 0x00, 0x06, 0x00, 0x2b, 0x00, 0x02, 0x03, 0x04};
+	size_t body = 2 + 32 + sizeof(tail);
+
+	hs->n = 0;
+	put8(hs, hs_type);
+	put8(hs, (unsigned)(body >> 16));
+	put16(hs, (unsigned)(body & 0xffff));
+	put16(hs, 0x0303);
+	putmem(hs, random, 32);
+	putmem(hs, tail, sizeof(tail));
+}
+
+static enum tlspeek_status
+first(const struct buf *b, size_t n, enum tlspeek_server *kind, enum tlspeek_reason *r)
+{
+	return tlspeek_server_first(b->b, n, kind, r);
+}
+
+static void
+test_server_first(void **state)
+{
+	static const uint8_t plain[32] = {1, 2, 3};
+	static const uint8_t alert[] = {21, 3, 3, 0, 2, 2, 40};
+	enum tlspeek_server kind;
+	enum tlspeek_reason r;
+
+	/* a ServerHello: decided once its random is in, every shorter prefix waits */
+	server_hello(&hsbuf, plain, 2);
+	records(&wire, hsbuf.b, hsbuf.n, 16384);
+	assert_int_equal(first(&wire, wire.n, &kind, &r), TLSPEEK_OK);
+	assert_int_equal(kind, TLSPEEK_SERVER_HELLO);
+	assert_int_equal(first(&wire, 5 + 38, &kind, &r), TLSPEEK_OK);
+	for (size_t n = 0; n < 5 + 38; n++)
+		assert_int_equal(first(&wire, n, &kind, &r), TLSPEEK_NEED_MORE);
+	/* the HelloRetryRequest random */
+	server_hello(&hsbuf, hrr_rand, 2);
+	records(&wire, hsbuf.b, hsbuf.n, 16384);
+	assert_int_equal(first(&wire, wire.n, &kind, &r), TLSPEEK_OK);
+	assert_int_equal(kind, TLSPEEK_SERVER_HRR);
+	/* one byte of the random changed: an ordinary ServerHello */
+	wire.b[5 + 6 + 31] ^= 1;
+	assert_int_equal(first(&wire, wire.n, &kind, &r), TLSPEEK_OK);
+	assert_int_equal(kind, TLSPEEK_SERVER_HELLO);
+	/* fragmented over records: the same answer, every prefix waits */
+	records(&wire, hsbuf.b, hsbuf.n, 5);
+	assert_int_equal(first(&wire, wire.n, &kind, &r), TLSPEEK_OK);
+	assert_int_equal(kind, TLSPEEK_SERVER_HRR);
+	for (size_t n = 0; n < 7 * 10 + 5 + 3; n++)
+		assert_int_equal(first(&wire, n, &kind, &r), TLSPEEK_NEED_MORE);
+	/* too finely cut to tell within TLSPEEK_MAX_RECORDS records, and never waits past the bound */
+	records(&wire, hsbuf.b, hsbuf.n, 1);
+	assert_true(wire.n >= TLSPEEK_SERVER_FIRST_MAX);
+	assert_int_equal(first(&wire, wire.n, &kind, &r), TLSPEEK_TOO_LARGE);
+	assert_int_equal(first(&wire, TLSPEEK_SERVER_FIRST_MAX, &kind, &r), TLSPEEK_TOO_LARGE);
+	/* an alert: the server refused the hello */
+	memcpy(wire.b, alert, sizeof(alert));
+	assert_int_equal(first(&wire, sizeof(alert), &kind, &r), TLSPEEK_OK);
+	assert_int_equal(kind, TLSPEEK_SERVER_ALERT);
+	wire.b[4] = 3; /* an alert record is 2 bytes */
+	assert_int_equal(first(&wire, sizeof(alert), &kind, &r), TLSPEEK_INVALID);
+	/* not TLS: judged on the first byte */
+	memcpy(wire.b, "HTTP/1.1 400", 12);
+	assert_int_equal(first(&wire, 1, &kind, &r), TLSPEEK_INVALID);
+	assert_int_equal(r, TLSPEEK_R_NOT_TLS);
+	/* a change_cipher_spec or application data first is no answer to a hello */
+	static const uint8_t ccs[] = {20, 3, 3, 0, 1, 1};
+	memcpy(wire.b, ccs, sizeof(ccs));
+	assert_int_equal(first(&wire, sizeof(ccs), &kind, &r), TLSPEEK_INVALID);
+	/* another handshake message first */
+	server_hello(&hsbuf, hrr_rand, 11);
+	records(&wire, hsbuf.b, hsbuf.n, 16384);
+	assert_int_equal(first(&wire, 6, &kind, &r), TLSPEEK_INVALID);
+	assert_int_equal(r, TLSPEEK_R_NOT_SERVER_HELLO);
+	/* a ServerHello too short for its random */
+	server_hello(&hsbuf, hrr_rand, 2);
+	hsbuf.b[1] = hsbuf.b[2] = 0;
+	hsbuf.b[3] = 20;
+	records(&wire, hsbuf.b, hsbuf.n, 16384);
+	assert_int_equal(first(&wire, wire.n, &kind, &r), TLSPEEK_INVALID);
+	assert_int_equal(r, TLSPEEK_R_SERVER_HELLO);
+	/* an alert after a handshake record */
+	server_hello(&hsbuf, hrr_rand, 2);
+	records(&wire, hsbuf.b, 3, 16384);
+	memcpy(wire.b + wire.n, alert, sizeof(alert));
+	assert_int_equal(first(&wire, wire.n + sizeof(alert), &kind, &r), TLSPEEK_INVALID);
+	assert_int_equal(r, TLSPEEK_R_RECORD);
+	assert_string_equal(tlspeek_reason_str(TLSPEEK_R_NOT_SERVER_HELLO), "not_server_hello");
+}
+
+/* The client's second flight: optional records, then the real hello. */
+static void
+retry_wire(struct buf *b, const uint8_t *pre, size_t npre)
+{
+	b->n = 0;
+	putmem(b, pre, npre);
+	putmem(b, real_hello, real_hello_len);
+}
+
+static void
+test_parse_retry(void **state)
+{
+	static const uint8_t ccs[] = {20, 3, 3, 0, 1, 1};
+	static const uint8_t ccs2[] = {20, 3, 3, 0, 1, 1, 20, 3, 3, 0, 1, 1};
+	static const uint8_t badccs[] = {20, 3, 3, 0, 1, 2};
+	static const uint8_t longccs[] = {20, 3, 3, 0, 2, 1, 1};
+	static const uint8_t early[] = {23, 3, 3, 0, 4, 9, 9, 9, 9, 20, 3, 3, 0, 1, 1};
+	static const uint8_t alert[] = {21, 3, 3, 0, 2, 2, 48};
+	size_t c;
+
+	/* the second hello alone, and after one change_cipher_spec */
+	retry_wire(&wire, NULL, 0);
+	assert_int_equal(tlspeek_parse_retry(wire.b, wire.n, false, &hello, &c), TLSPEEK_OK);
+	assert_int_equal(c, real_hello_len);
+	assert_string_equal(hello.sni, "api.allowed.test");
+	retry_wire(&wire, ccs, sizeof(ccs));
+	assert_int_equal(tlspeek_parse_retry(wire.b, wire.n, false, &hello, &c), TLSPEEK_OK);
+	assert_int_equal(c, sizeof(ccs) + real_hello_len);
+	assert_string_equal(hello.sni, "api.allowed.test");
+	for (size_t n = 0; n < wire.n; n++) {
+		assert_int_equal(
+		    tlspeek_parse_retry(wire.b, n, false, &hello, &c), TLSPEEK_NEED_MORE);
+		assert_int_equal(c, 0);
+	}
+	/* bytes after the hello are not consumed */
+	put8(&wire, 23);
+	assert_int_equal(tlspeek_parse_retry(wire.b, wire.n, false, &hello, &c), TLSPEEK_OK);
+	assert_int_equal(c, wire.n - 1);
+	/* the second hello gets every check of the first */
+	retry_wire(&wire, ccs, sizeof(ccs));
+	wire.b[sizeof(ccs) + 5] = 2; /* not a ClientHello */
+	assert_int_equal(tlspeek_parse_retry(wire.b, wire.n, false, &hello, &c), TLSPEEK_INVALID);
+	assert_int_equal(hello.reason, TLSPEEK_R_NOT_HELLO);
+	/* two change_cipher_spec, another value, another length: refused */
+	retry_wire(&wire, ccs2, sizeof(ccs2));
+	assert_int_equal(tlspeek_parse_retry(wire.b, wire.n, false, &hello, &c), TLSPEEK_INVALID);
+	assert_int_equal(hello.reason, TLSPEEK_R_BEFORE_RETRY);
+	retry_wire(&wire, badccs, sizeof(badccs));
+	assert_int_equal(tlspeek_parse_retry(wire.b, wire.n, false, &hello, &c), TLSPEEK_INVALID);
+	retry_wire(&wire, longccs, sizeof(longccs));
+	assert_int_equal(tlspeek_parse_retry(wire.b, wire.n, false, &hello, &c), TLSPEEK_INVALID);
+	/* an alert (the client gave up) is no hello */
+	retry_wire(&wire, alert, sizeof(alert));
+	assert_int_equal(tlspeek_parse_retry(wire.b, wire.n, false, &hello, &c), TLSPEEK_INVALID);
+	/* rejected 0-RTT data is skipped only when the first hello offered early data */
+	retry_wire(&wire, early, sizeof(early));
+	assert_int_equal(tlspeek_parse_retry(wire.b, wire.n, false, &hello, &c), TLSPEEK_INVALID);
+	assert_int_equal(hello.reason, TLSPEEK_R_BEFORE_RETRY);
+	assert_int_equal(tlspeek_parse_retry(wire.b, wire.n, true, &hello, &c), TLSPEEK_OK);
+	assert_int_equal(c, sizeof(early) + real_hello_len);
+	assert_string_equal(hello.sni, "api.allowed.test");
+	/* ... and at most TLSPEEK_MAX_SKIP bytes of it */
+	skip.n = 0;
+	while (skip.n + 5 + 1000 <= TLSPEEK_MAX_SKIP) {
+		put8(&skip, 23);
+		put16(&skip, 0x0303);
+		put16(&skip, 1000);
+		memset(skip.b + skip.n, 7, 1000);
+		skip.n += 1000;
+	}
+	putmem(&skip, real_hello, real_hello_len);
+	assert_int_equal(tlspeek_parse_retry(skip.b, skip.n, true, &hello, &c), TLSPEEK_OK);
+	skip.n -= real_hello_len;
+	put8(&skip, 23);
+	put16(&skip, 0x0303);
+	put16(&skip, 1000);
+	memset(skip.b + skip.n, 7, 1000);
+	skip.n += 1000;
+	putmem(&skip, real_hello, real_hello_len);
+	assert_int_equal(tlspeek_parse_retry(skip.b, skip.n, true, &hello, &c), TLSPEEK_TOO_LARGE);
+}
+
+static void
+test_sni_ext(void **state)
+{
+	char name[TLSPEEK_MAX_HOSTNAME + 1];
+	size_t n = 99;
+	static struct buf e;
+
+	/* the body of the real hello's server_name extension */
+	static const uint8_t body[] = {0x00, 0x13, 0x00, 0x00, 0x10, 'A', 'p', 'i', '.', 'a', 'l',
+	    'l', 'o', 'w', 'e', 'd', '.', 't', 'e', 's', 't'};
+	assert_int_equal(tlspeek_sni_ext(body, sizeof(body), name, &n), TLSPEEK_R_NONE);
+	assert_string_equal(name, "api.allowed.test");
+	assert_int_equal(n, 16);
+	/* the same rules as in tlspeek_parse */
+	assert_int_equal(
+	    tlspeek_sni_ext(body, sizeof(body) - 1, name, &n), TLSPEEK_R_SNI_MALFORMED);
+	assert_string_equal(name, "");
+	assert_int_equal(n, 0);
+	assert_int_equal(tlspeek_sni_ext(NULL, 0, name, &n), TLSPEEK_R_SNI_MALFORMED);
+	e.n = 0;
+	put16(&e, 0);
+	assert_int_equal(tlspeek_sni_ext(e.b, e.n, name, &n), TLSPEEK_R_SNI_COUNT);
+	e.n = 0;
+	put16(&e, 2 * (3 + 4));
+	for (int i = 0; i < 2; i++) {
+		put8(&e, 0);
+		put16(&e, 4);
+		putmem(&e, "a.te", 4);
+	}
+	assert_int_equal(tlspeek_sni_ext(e.b, e.n, name, &n), TLSPEEK_R_SNI_COUNT);
+	e.n = 0;
+	put16(&e, 3 + 8);
+	put8(&e, 0);
+	put16(&e, 8);
+	putmem(&e, "10.0.0.1", 8);
+	assert_int_equal(tlspeek_sni_ext(e.b, e.n, name, &n), TLSPEEK_R_SNI_IP_LITERAL);
+	assert_string_equal(name, "");
+	e.n = 0;
+	put16(&e, 3 + 11);
+	put8(&e, 0);
+	put16(&e, 11);
+	putmem(&e, "a.test\0evil", 11);
+	assert_int_equal(tlspeek_sni_ext(e.b, e.n, name, &n), TLSPEEK_R_SNI_NAME);
+}
+
+static void
+test_cert_alerts(void **state)
+{
+	assert_string_equal(tlspeek_cert_alert_str(48), "unknown_ca");
+	assert_string_equal(tlspeek_cert_alert_str(42), "bad_certificate");
+	assert_string_equal(tlspeek_cert_alert_str(46), "certificate_unknown");
+	assert_string_equal(tlspeek_cert_alert_str(45), "certificate_expired");
+	assert_null(tlspeek_cert_alert_str(40));  /* handshake_failure */
+	assert_null(tlspeek_cert_alert_str(47));  /* illegal_parameter */
+	assert_null(tlspeek_cert_alert_str(120)); /* no_application_protocol */
+	assert_null(tlspeek_cert_alert_str(0));
+}
+
 int
 main(void)
 {
@@ -502,6 +744,10 @@ main(void)
 	    cmocka_unit_test(test_extension_layout),
 	    cmocka_unit_test(test_trailing_and_size),
 	    cmocka_unit_test(test_alert),
+	    cmocka_unit_test(test_server_first),
+	    cmocka_unit_test(test_parse_retry),
+	    cmocka_unit_test(test_sni_ext),
+	    cmocka_unit_test(test_cert_alerts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,7 +8,8 @@ workload. One request per run:
       [--method POST] [--path /] [--authority NAME] [--header k:v ...]
       [--data TEXT | --data-hex HEX] [--data2 TEXT] [--trailer k:v ...]
 
-It prints "alpn=<protocol>" (and exits 3 unless that is h2), then one line
+It prints "alpn=<protocol>" (or "alpn=refused (<reason>)" when the
+handshake fails, and exits 3 unless that is h2), then one line
 per event: "status=N", "header k: v", "data <len> <bytes, escaped>",
 "trailer k: v", "reset=<error code>", "goaway=<error code>", "end". Every
 wait is bounded (5 s per read, 40 reads at most).
@@ -50,7 +51,11 @@ def main():
     ctx = ssl.create_default_context(cafile=a.cafile)
     ctx.set_alpn_protocols(["h2"])
     raw = socket.create_connection((host.strip("[]"), int(port)), timeout=5)
-    s = ctx.wrap_socket(raw, server_hostname=a.sni)
+    try:
+        s = ctx.wrap_socket(raw, server_hostname=a.sni)
+    except ssl.SSLError as e:  # an offer egressd does not speak: alert 120
+        print("alpn=refused (%s)" % (e.reason or str(e))[:120], flush=True)
+        return 3
     proto = s.selected_alpn_protocol()
     print("alpn=%s" % proto, flush=True)
     if proto != "h2":

@@ -6,7 +6,8 @@ coalescing), with python3-h2.
 Who runs it: exfil cases, as the workload. It offers ALPN h2 and speaks h2
 even when the server selected nothing (prior knowledge), so it also shows
 what a server that does not speak h2 does with it. Prints
-"alpn: <selected>", then one line per stream: "stream N AUTHORITY: status S"
+"alpn: <selected>" (or "alpn: refused (<reason>)" when the handshake
+fails, exit 3), then one line per stream: "stream N AUTHORITY: status S"
 (or "reset"/"no answer") and the first 300 bytes of each body. Bounded: 8 s
 in all, 1 MB read.
 """
@@ -26,7 +27,11 @@ def main():
     ctx = ssl.create_default_context(cafile=cafile)
     ctx.set_alpn_protocols(["h2"])
     raw = socket.create_connection((host, port), timeout=4)
-    s = ctx.wrap_socket(raw, server_hostname=sni)
+    try:
+        s = ctx.wrap_socket(raw, server_hostname=sni)
+    except ssl.SSLError as e:  # an offer egressd does not speak: alert 120
+        print("alpn: refused (%s)" % (e.reason or str(e))[:120])
+        return 3
     print("alpn: %s" % s.selected_alpn_protocol())
     conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
     conn.initiate_connection()

@@ -25,7 +25,11 @@ same decision as an unsplit one.
     --alpn P[,P]             ALPN offers
     --hrr-then NAME          offer no key share (the server must answer a
                              HelloRetryRequest), then send a second hello
-                             whose SNI is NAME; the result is the answer to it
+                             whose SNI is NAME (- for none); the result is
+                             the answer to it
+    --hrr-eager              with --hrr-then: send the second hello with
+                             the first (one write), before the
+                             HelloRetryRequest
 
 Prints one line "RESULT: SERVERHELLO|ALERT <desc>|CLOSED|TIMEOUT", then with
 --request "HANDSHAKE: ok|failed ..." and the reply. Exit status 0 when a
@@ -170,8 +174,17 @@ def recv_some(s, end):
         return None
 
 
-def classify(s, end):
-    buf = b""
+def skip_record(s, end, buf):
+    """The bytes after buf's first record, read to its end first."""
+    while len(buf) < 5 or len(buf) < 5 + struct.unpack("!H", buf[3:5])[0]:
+        d = recv_some(s, end)
+        if not d:
+            return b""
+        buf += d
+    return buf[5 + struct.unpack("!H", buf[3:5])[0]:]
+
+
+def classify(s, end, buf=b""):
     while len(buf) < 6:
         d = recv_some(s, end)
         if d is None:
@@ -202,6 +215,7 @@ def main():
     ap.add_argument("--request")
     ap.add_argument("--alpn")
     ap.add_argument("--hrr-then")
+    ap.add_argument("--hrr-eager", action="store_true")
     a = ap.parse_args()
     alpn = a.alpn.split(",") if a.alpn else None
     obj, inc, out, rec = real_hello(a.sni, alpn, a.cafile)
@@ -211,6 +225,12 @@ def main():
     if modified:
         hs = rewrite(hs, a)
     wire = frame(hs, ver, a.records)
+    second = b""
+    if a.hrr_then:
+        _, _, _, rec2 = real_hello(
+            None if a.hrr_then == "-" else a.hrr_then, alpn, None)
+        hs2, _ = split_hello(rec2)
+        second = b"\x14\x03\x03\x00\x01\x01" + frame(hs2, b"\x03\x03", 1)
     end = time.time() + DEADLINE
     s = socket.create_connection((a.host, a.port), timeout=4)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -221,7 +241,8 @@ def main():
                 time.sleep(a.byte_delay / 1000.0)
             end = time.time() + DEADLINE
         else:
-            s.sendall(wire)
+            # --hrr-eager: both hellos in one write, so in one read of the peer
+            s.sendall(wire + second if a.hrr_eager else wire)
     except OSError as e:
         print("RESULT: CLOSED (send: %s)" % e)
         return 1
@@ -231,10 +252,13 @@ def main():
             print("RESULT: NO-HRR %s" % res)
             return 1
         print("HRR: received")
-        _, _, _, rec2 = real_hello(a.hrr_then, alpn, None)
-        hs2, _ = split_hello(rec2)
-        s.sendall(b"\x14\x03\x03\x00\x01\x01" + frame(hs2, b"\x03\x03", 1))
-        res, buf = classify(s, end)
+        # What comes after the HRR record (and the server's CCS) is the answer.
+        rest = skip_record(s, end, buf)
+        while rest and rest[0] == 20:
+            rest = skip_record(s, end, rest)
+        if not a.hrr_eager:
+            s.sendall(second)
+        res, buf = classify(s, end, rest)
     print("RESULT: %s (hello %d bytes in %d records)" % (
         res, len(hs), nrec(wire)))
     if a.request is None or modified or res != "SERVERHELLO":
