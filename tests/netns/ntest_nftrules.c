@@ -20,10 +20,13 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <time.h>
+#include <linux/netlink.h>
 
 #include <cmocka.h>
 
 #include "egressd/priv/nftrules.h"
+#include "egressd/priv/nftrules_internal.h"
 
 #define GUARD_MS 5000 /* bound on waits for replies that are due at once */
 
@@ -181,6 +184,9 @@ test_install(void **state)
 	assert_has(out, "icmpv6 type nd-neighbor-solicit ip6 daddr fe80::/10 accept");
 	assert_has(out, "icmpv6 type nd-neighbor-advert ip6 daddr ff00::/8 accept");
 	assert_has(out, "icmpv6 type nd-router-solicit ip6 daddr fe80::/10 accept");
+	assert_has(out, "\t\toif \"lo\" accept\n\t\ticmpv6 type nd-router-solicit limit rate "
+	                "over 1/second burst 10 packets drop\n\t\ticmpv6 type nd-router-solicit "
+	                "ip6 daddr fe80::/10 accept\n");
 	assert_lacks(out, "icmpv6 type nd-neighbor-solicit accept");
 	assert_has(out, "udp dport 53 accept");
 	assert_has(out, "meta l4proto tcp ip daddr @deny4 reject with tcp reset");
@@ -452,6 +458,57 @@ test_nd_link_only(void **state)
 	assert_int_equal(system("ip link del egnd0"), 0);
 }
 
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * A router-solicitation flood (EX-013b) is rate-limited: of 200 RS sent
+ * to ff02::2 at once, at most the burst plus what the rate refilled while
+ * they were sent leave (the kernel's own RS share the bucket, so fewer may);
+ * the rest are dropped (EPERM at the sender).
+ */
+static void
+test_rs_rate_limited(void **state)
+{
+	struct ctx *c = *state;
+	unsigned ifi;
+	int ok = 0, refused = 0;
+	double t0, elapsed;
+
+	install(c, NFTRULES_ALLOW);
+	assert_int_equal(system("ip link add egrs0 type veth peer name egrs1 && "
+	                        "ip link set egrs0 up && ip link set egrs1 up && "
+	                        "ip -6 addr add fd00:7::1/64 dev egrs0 nodad"),
+	    0);
+	ifi = if_nametoindex("egrs0");
+	assert_true(ifi > 0);
+	t0 = now_s();
+	for (int i = 0; i < 200; i++) {
+		int err = nd_send(133, "ff02::2", ifi);
+
+		if (err == 0)
+			ok++;
+		else {
+			assert_int_equal(err, EPERM);
+			refused++;
+		}
+	}
+	elapsed = now_s() - t0;
+	assert_true(ok >= 1);
+	assert_true((double)ok <= NFTRULES_RS_BURST + NFTRULES_RS_RATE * elapsed + 1);
+	assert_int_equal(ok + refused, 200);
+	/* Neighbour solicitations are not under that limit. */
+	for (int i = 0; i < 50; i++)
+		assert_int_equal(nd_send(135, "ff02::1:ff00:2", ifi), 0);
+	assert_int_equal(system("ip link del egrs0"), 0);
+}
+
 static void
 test_remove_and_errors(void **state)
 {
@@ -490,6 +547,7 @@ main(void)
 	    cmocka_unit_test(test_update_keeps_learned),
 	    cmocka_unit_test(test_forget),
 	    cmocka_unit_test(test_nd_link_only),
+	    cmocka_unit_test(test_rs_rate_limited),
 	    cmocka_unit_test(test_remove_and_errors),
 	};
 

@@ -472,6 +472,88 @@ test_default_action(void **state)
 	nftrules_batch_deinit(&b);
 }
 
+/*
+ * Router solicitations are rate-limited (EX-013b): one filter rule matches
+ * ICMPv6 type 133 whatever its destination, with limit rate over
+ * NFTRULES_RS_RATE/second burst NFTRULES_RS_BURST packets and a drop, and
+ * it comes before the rules that accept neighbour discovery on the link
+ * (a bitwise on the 16-byte destination), so no RS is accepted unlimited.
+ */
+static void
+test_rs_rate_limited(void **state)
+{
+	struct nftrules_config cfg;
+	struct nftrules_batch b;
+	struct nftrules_static st = {NULL, 0, NFTRULES_ALLOW};
+	const struct nlmsghdr *nlh;
+	int len, idx = 0, limit_at = -1, first_nd = -1, nlimits = 0;
+
+	nftrules_config_default(&cfg);
+	nftrules_batch_init(&b, SEQ0);
+	assert_int_equal(nftrules_build_install(&b, &cfg, &st), 0);
+	nlh = (const struct nlmsghdr *)b.buf;
+	len = (int)b.len;
+	for (; mnl_nlmsg_ok(nlh, len); nlh = mnl_nlmsg_next(nlh, &len)) {
+		struct nftnl_rule *r;
+		struct nftnl_expr_iter *it;
+		struct nftnl_expr *e;
+		bool limit = false, rs = false, nd = false;
+		int verdict = 0;
+
+		if (nlh->nlmsg_type >> 8 != NFNL_SUBSYS_NFTABLES || cmd_of(nlh) != NFT_MSG_NEWRULE)
+			continue;
+		r = nftnl_rule_alloc();
+		assert_int_equal(nftnl_rule_nlmsg_parse(nlh, r), 0);
+		if (strcmp(nftnl_rule_get_str(r, NFTNL_RULE_CHAIN), "filter") != 0) {
+			nftnl_rule_free(r);
+			continue;
+		}
+		it = nftnl_expr_iter_create(r);
+		while ((e = nftnl_expr_iter_next(it)) != NULL) {
+			const char *name = nftnl_expr_get_str(e, NFTNL_EXPR_NAME);
+			uint32_t dl = 0;
+
+			if (strcmp(name, "cmp") == 0) {
+				const uint8_t *d = nftnl_expr_get(e, NFTNL_EXPR_CMP_DATA, &dl);
+
+				rs |= dl == 1 && d[0] == 133;
+			} else if (strcmp(name, "bitwise") == 0) {
+				nd |= nftnl_expr_get_u32(e, NFTNL_EXPR_BITWISE_LEN) == 16;
+			} else if (strcmp(name, "limit") == 0) {
+				limit = true;
+				assert_int_equal(
+				    nftnl_expr_get_u64(e, NFTNL_EXPR_LIMIT_RATE), NFTRULES_RS_RATE);
+				assert_int_equal(nftnl_expr_get_u64(e, NFTNL_EXPR_LIMIT_UNIT), 1);
+				assert_int_equal(nftnl_expr_get_u32(e, NFTNL_EXPR_LIMIT_BURST),
+				    NFTRULES_RS_BURST);
+				assert_int_equal(
+				    nftnl_expr_get_u32(e, NFTNL_EXPR_LIMIT_TYPE), NFT_LIMIT_PKTS);
+				assert_int_equal(
+				    nftnl_expr_get_u32(e, NFTNL_EXPR_LIMIT_FLAGS), NFT_LIMIT_F_INV);
+			} else if (strcmp(name, "immediate") == 0) {
+				verdict = (int)nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_VERDICT);
+			}
+		}
+		nftnl_expr_iter_destroy(it);
+		if (limit) {
+			/* The limit is on RS, and what passes it is dropped. */
+			assert_true(rs);
+			assert_false(nd);
+			assert_int_equal(verdict, NF_DROP);
+			limit_at = idx;
+			nlimits++;
+		}
+		if (nd && first_nd < 0)
+			first_nd = idx;
+		idx++;
+		nftnl_rule_free(r);
+	}
+	assert_int_equal(nlimits, 1);
+	assert_true(first_nd >= 0);
+	assert_true(limit_at >= 0 && limit_at < first_nd);
+	nftrules_batch_deinit(&b);
+}
+
 static void
 test_static_elements(void **state)
 {
@@ -966,6 +1048,7 @@ main(void)
 	    cmocka_unit_test(test_install_framing_and_objects),
 	    cmocka_unit_test(test_mark_is_scoped),
 	    cmocka_unit_test(test_default_action),
+	    cmocka_unit_test(test_rs_rate_limited),
 	    cmocka_unit_test(test_static_elements),
 	    cmocka_unit_test(test_port_ranges_disjoint),
 	    cmocka_unit_test(test_static_invalid),
