@@ -27,6 +27,7 @@
 
 #include "egressd/priv/nftrules.h"
 #include "egressd/priv/nftrules_internal.h"
+#include "policy/addrclass.h"
 
 #define GUARD_MS 5000 /* bound on waits for replies that are due at once */
 
@@ -142,6 +143,7 @@ install(struct ctx *c, enum nftrules_action def)
 
 	st.rules = base_rules(&st.nrules);
 	st.default_action = def;
+	st.own = NULL;
 	if (nftrules_install(c->n, &st) != 0)
 		fail_msg("install: %s", nftrules_error(c->n));
 }
@@ -315,6 +317,44 @@ test_reject(void **state)
 }
 
 /* Marked and unmarked UDP to port 53: redirected to the proxy or not. */
+/*
+ * The sandbox's own networks are denied with the inner ranges: under
+ * allow-all with 0.0.0.0/0 allowed, the on-link subnet of eg0
+ * (test_reject) is refused, in the deny sets with its IPv6 spellings,
+ * and an address outside it is not.
+ */
+static void
+test_own_denied(void **state)
+{
+	struct ctx *c = *state;
+	struct nftrules_rule r[] = {rule(NFTRULES_ALLOW, AF_INET, "0.0.0.0", 0, 0, 0)};
+	struct addrclass_own own;
+	struct nftrules_static st = {r, 1, NFTRULES_ALLOW, &own};
+	uint8_t a[4] = {172, 16, 0, 1};
+	char *out;
+	int rc;
+
+	memset(&own, 0, sizeof(own));
+	assert_int_equal(addrclass_own_add(&own, AF_INET, a, 24), 0);
+	if (nftrules_install(c->n, &st) != 0)
+		fail_msg("install: %s", nftrules_error(c->n));
+	out = nft_out("list table inet egressd", &rc);
+	assert_int_equal(rc, 0);
+	assert_has(out, "172.16.0.0/24");
+	assert_has(out, "64:ff9b::ac10:0/120");
+	assert_has(out, "2002:ac10::/40");
+	free(out);
+	assert_int_equal(connect_result("172.16.0.2", 80), ECONNREFUSED);
+	/* Without the own networks the same policy lets it out (the SYN is lost on eg0). */
+	st.own = NULL;
+	if (nftrules_update_static(c->n, &st) != 0)
+		fail_msg("update: %s", nftrules_error(c->n));
+	out = nft_out("list table inet egressd", &rc);
+	assert_lacks(out, "172.16.0.0/24");
+	free(out);
+	install(c, NFTRULES_DENY);
+}
+
 static void
 test_dns_redirect_and_mark(void **state)
 {
@@ -363,7 +403,7 @@ test_update_keeps_learned(void **state)
 	struct ctx *c = *state;
 	struct nftrules_rule r[] = {rule(NFTRULES_ALLOW, AF_INET, "203.0.113.0", 24, 0, 0),
 	    rule(NFTRULES_DENY, AF_INET, "203.0.113.9", 32, 0, 0)};
-	struct nftrules_static st = {r, 2, NFTRULES_ALLOW};
+	struct nftrules_static st = {r, 2, NFTRULES_ALLOW, NULL};
 	char *out;
 	int rc;
 
@@ -513,7 +553,7 @@ static void
 test_remove_and_errors(void **state)
 {
 	struct ctx *c = *state;
-	struct nftrules_static st = {NULL, 0, NFTRULES_DENY};
+	struct nftrules_static st = {NULL, 0, NFTRULES_DENY, NULL};
 	uint8_t a4[4] = {192, 0, 2, 1};
 	char *out;
 	int rc;
@@ -546,6 +586,7 @@ main(void)
 	    cmocka_unit_test(test_dns_redirect_and_mark),
 	    cmocka_unit_test(test_update_keeps_learned),
 	    cmocka_unit_test(test_forget),
+	    cmocka_unit_test(test_own_denied),
 	    cmocka_unit_test(test_nd_link_only),
 	    cmocka_unit_test(test_rs_rate_limited),
 	    cmocka_unit_test(test_remove_and_errors),
