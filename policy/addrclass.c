@@ -102,12 +102,27 @@ addrclass_lookup(int family, const uint8_t *addr, const char **why)
 	return ADDRCLASS_PUBLIC;
 }
 
+/* The IPv4 address an IPv6 address embeds, if it has one of the embeddings. */
+static bool
+addrclass_embedded(const uint8_t *a6, uint8_t v4[4])
+{
+	for (size_t i = 0; i < ADDRCLASS_NEMBED; i++) {
+		if (!addrclass_match(a6, addrclass_embed[i].prefix, addrclass_embed[i].len))
+			continue;
+		for (size_t k = 0; k < 4; k++)
+			v4[k] = a6[addrclass_embed[i].at[k]];
+		return true;
+	}
+	return false;
+}
+
 /* Classify an address (see addrclass.h). */
 enum addrclass
 addrclass_of(int family, const uint8_t *addr, const char **why)
 {
 	const char *w = "public";
 	enum addrclass c;
+	uint8_t v4[4];
 
 	if (why == NULL)
 		why = &w;
@@ -121,27 +136,115 @@ addrclass_of(int family, const uint8_t *addr, const char **why)
 	c = addrclass_lookup(AF_INET6, addr, why);
 	if (c != ADDRCLASS_PUBLIC)
 		return c;
-	for (size_t i = 0; i < ADDRCLASS_NEMBED; i++) {
-		uint8_t v4[4];
-
-		if (!addrclass_match(addr, addrclass_embed[i].prefix, addrclass_embed[i].len))
-			continue;
-		for (size_t k = 0; k < 4; k++)
-			v4[k] = addr[addrclass_embed[i].at[k]];
-		/* An embedded inner address is as inner as the address itself. */
+	/* An embedded inner address is as inner as the address itself. */
+	if (addrclass_embedded(addr, v4))
 		return addrclass_lookup(AF_INET, v4, why);
-	}
 	return ADDRCLASS_PUBLIC;
+}
+
+static unsigned
+addrclass_bits(int family)
+{
+	return family == AF_INET ? 32 : 128;
+}
+
+/* Add a prefix to the own networks (see addrclass.h). */
+int
+addrclass_own_add(struct addrclass_own *own, int family, const uint8_t *addr, unsigned prefix)
+{
+	struct policy_addr a;
+	size_t alen = family == AF_INET ? 4 : 16, keep = 0;
+
+	if ((family != AF_INET && family != AF_INET6) || prefix > addrclass_bits(family))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.family = family;
+	a.prefix = (uint8_t)prefix;
+	for (size_t by = 0; by < alen; by++) {
+		int bits = (int)prefix - (int)by * 8;
+
+		a.bytes[by] = addr[by] & (bits >= 8 ? 0xff : bits <= 0 ? 0 : 0xff << (8 - bits));
+	}
+	for (size_t i = 0; i < own->n; i++)
+		if (policy_addr_in(&own->net[i], &a))
+			return 0;
+	/* Those inside the new prefix go; the rest keep their order. */
+	for (size_t i = 0; i < own->n; i++)
+		if (!policy_addr_in(&a, &own->net[i]))
+			own->net[keep++] = own->net[i];
+	if (keep >= ADDRCLASS_MAX_OWN)
+		return -1;
+	own->n = keep;
+	own->net[own->n++] = a;
+	return 0;
+}
+
+/* Whether two own lists hold the same prefixes (see addrclass.h). */
+bool
+addrclass_own_equal(const struct addrclass_own *a, const struct addrclass_own *b)
+{
+	size_t na = a != NULL ? a->n : 0, nb = b != NULL ? b->n : 0;
+
+	if (na != nb)
+		return false;
+	/* Neither holds duplicates (addrclass_own_add): same size, a in b, equal. */
+	for (size_t i = 0; i < na; i++) {
+		bool found = false;
+
+		for (size_t k = 0; k < nb && !found; k++)
+			found = a->net[i].family == b->net[k].family &&
+			        a->net[i].prefix == b->net[k].prefix &&
+			        memcmp(a->net[i].bytes, b->net[k].bytes, 16) == 0;
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
+static bool
+addrclass_own_match(const struct addrclass_own *own, int family, const uint8_t *addr)
+{
+	struct policy_addr a;
+
+	memset(&a, 0, sizeof(a));
+	a.family = family;
+	memcpy(a.bytes, addr, family == AF_INET ? 4 : 16);
+	a.prefix = (uint8_t)addrclass_bits(family);
+	for (size_t i = 0; i < own->n; i++)
+		if (policy_addr_in(&own->net[i], &a))
+			return true;
+	return false;
+}
+
+/* Whether an address is in the sandbox's own networks (see addrclass.h). */
+bool
+addrclass_is_own(const struct addrclass_own *own, int family, const uint8_t *addr, const char **why)
+{
+	uint8_t v4[4];
+	bool hit;
+
+	if (own == NULL || (family != AF_INET && family != AF_INET6))
+		return false;
+	hit = addrclass_own_match(own, family, addr) ||
+	      (family == AF_INET6 && addrclass_embedded(addr, v4) &&
+	          addrclass_own_match(own, AF_INET, v4));
+	if (hit && why != NULL)
+		*why = "the sandbox's own network (an on-link prefix, address or gateway)";
+	return hit;
 }
 
 /* Whether an answer or destination must be refused (see addrclass.h). */
 bool
-addrclass_refused(int family, const uint8_t *addr, bool block_private, const char **why)
+addrclass_refused(const struct addrclass_own *own, int family, const uint8_t *addr,
+    bool block_private, const char **why)
 {
 	enum addrclass c = addrclass_of(family, addr, why);
 
-	return c == ADDRCLASS_INNER || c == ADDRCLASS_LOOPBACK ||
-	       (block_private && c == ADDRCLASS_PRIVATE);
+	if (c == ADDRCLASS_INNER || c == ADDRCLASS_LOOPBACK)
+		return true;
+	if (addrclass_is_own(own, family, addr, why))
+		return true;
+	return block_private && c == ADDRCLASS_PRIVATE;
 }
 
 /* Append one prefix if there is room; count it either way. */
@@ -160,9 +263,41 @@ addrclass_put(struct policy_addr *out, size_t cap, size_t *n, int family, const 
 	(*n)++;
 }
 
+/* One prefix, and an IPv4 one again in each on-wire IPv6 spelling. */
+static void
+addrclass_put_spellings(struct policy_addr *out, size_t cap, size_t *n, int family,
+    const uint8_t *addr, unsigned prefix)
+{
+	addrclass_put(out, cap, n, family, addr, prefix);
+	if (family != AF_INET)
+		return;
+	for (size_t e = 0; e < ADDRCLASS_NEMBED; e++) {
+		uint8_t v6[16];
+		unsigned bits = addrclass_embed[e].len;
+
+		if (!addrclass_embed[e].on_wire)
+			continue;
+		memcpy(v6, addrclass_embed[e].prefix, 16);
+		for (size_t k = 0; k < 4; k++)
+			v6[addrclass_embed[e].at[k]] = addr[k];
+		/*
+		 * The IPv4 prefix continues the IPv6 one; where the
+		 * embedding skips an octet (NAT64 /48), a prefix that
+		 * reaches past it covers the skipped octet whole.
+		 */
+		if (addrclass_embed[e].at[3] - addrclass_embed[e].at[0] == 3)
+			bits += prefix;
+		else if (prefix <= 16)
+			bits += prefix;
+		else
+			bits += 8 + prefix;
+		addrclass_put(out, cap, n, AF_INET6, v6, bits);
+	}
+}
+
 /* The always-denied prefixes and their embedded spellings (see addrclass.h). */
 size_t
-addrclass_deny_prefixes(struct policy_addr *out, size_t cap)
+addrclass_deny_prefixes(const struct addrclass_own *own, struct policy_addr *out, size_t cap)
 {
 	size_t n = 0;
 
@@ -171,31 +306,10 @@ addrclass_deny_prefixes(struct policy_addr *out, size_t cap)
 
 		if (r->cls != ADDRCLASS_INNER && r->cls != ADDRCLASS_LOOPBACK)
 			continue;
-		addrclass_put(out, cap, &n, r->family, r->addr, r->prefix);
-		if (r->family != AF_INET)
-			continue;
-		for (size_t e = 0; e < ADDRCLASS_NEMBED; e++) {
-			uint8_t v6[16];
-			unsigned bits = addrclass_embed[e].len;
-
-			if (!addrclass_embed[e].on_wire)
-				continue;
-			memcpy(v6, addrclass_embed[e].prefix, 16);
-			for (size_t k = 0; k < 4; k++)
-				v6[addrclass_embed[e].at[k]] = r->addr[k];
-			/*
-			 * The IPv4 prefix continues the IPv6 one; where the
-			 * embedding skips an octet (NAT64 /48), a prefix that
-			 * reaches past it covers the skipped octet whole.
-			 */
-			if (addrclass_embed[e].at[3] - addrclass_embed[e].at[0] == 3)
-				bits += r->prefix;
-			else if (r->prefix <= 16)
-				bits += r->prefix;
-			else
-				bits += 8 + r->prefix;
-			addrclass_put(out, cap, &n, AF_INET6, v6, bits);
-		}
+		addrclass_put_spellings(out, cap, &n, r->family, r->addr, r->prefix);
 	}
+	for (size_t i = 0; own != NULL && i < own->n && i < ADDRCLASS_MAX_OWN; i++)
+		addrclass_put_spellings(
+		    out, cap, &n, own->net[i].family, own->net[i].bytes, own->net[i].prefix);
 	return n;
 }

@@ -13,7 +13,6 @@
 #include <arpa/inet.h>
 #include <ares.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,12 +34,12 @@
 #include "egressd/common/log.h"
 #include "egressd/common/logagg.h"
 #include "egressd/child/sockpool.h"
+#include "egressd/common/ownnet.h"
 #include "egressd/child/wchan.h"
 #include "egressd/child/wstate.h"
 #include "policy/addrclass.h"
 #include "policy/policy.h"
 
-#define DNSPROXY_MAX_LOCAL 32
 #define DNSPROXY_MAX_ARES_FDS 64
 #define DNSPROXY_UDP_BURST 64
 
@@ -113,8 +112,9 @@ struct dnsproxy {
 	struct event *ev_udp[2];
 	struct evconnlistener *tcp[2];
 	struct sockpool *pool[2]; /* [stream]: marked sockets, UDP and TCP */
-	struct policy_addr local[DNSPROXY_MAX_LOCAL];
-	size_t nlocal;
+	struct addrclass_own own; /* the sandbox's own networks, read again on change */
+	int ownfd;                /* told about address and route changes, or -1 */
+	struct event *ev_own;
 	size_t inflight;
 	size_t ntcp;
 	/* Deny-type log lines, aggregated per name and window (logagg.c). */
@@ -154,44 +154,43 @@ dnsproxy_now_s(void)
 /*
  * Whether an answer address may be learned: policy/addrclass.c decides
  * what is inner (the same table as the kernel's deny sets), and the
- * sidecar's own addresses are never handed out.
+ * sandbox's own networks (its subnets, addresses and gateways, in any
+ * spelling) are never handed out either.
  */
 bool
 dnsproxy_addr_ok(
     const struct dnsproxy *d, int family, const unsigned char *addr, bool block_private)
 {
-	struct policy_addr pa;
+	return !addrclass_refused(d != NULL ? &d->own : NULL, family, addr, block_private, NULL);
+}
 
-	if (addrclass_refused(family, addr, block_private, NULL))
-		return false;
-	policy_addr_from_bytes(family, addr, &pa);
-	for (size_t i = 0; d != NULL && i < d->nlocal; i++)
-		if (d->local[i].family == pa.family &&
-		    memcmp(d->local[i].bytes, pa.bytes, pa.family == AF_INET ? 4 : 16) == 0)
-			return false;
-	return true;
+/*
+ * The own networks, at start and again whenever addresses or routes
+ * change. The kernel's deny sets (the parent follows the same changes)
+ * are the enforcement and the parent refuses to learn them; this is the
+ * first filter, so a failure is logged and the previous list is kept.
+ */
+static void
+dnsproxy_own_networks(struct dnsproxy *d)
+{
+	struct addrclass_own own;
+	char err[256];
+
+	if (ownnet_scan(&own, err, sizeof(err)) != 0) {
+		log_msg(LOG_WARN, "dns", "own_networks_error",
+		    "own networks not read (the parent still refuses them): %s", err);
+		return;
+	}
+	d->own = own;
 }
 
 static void
-dnsproxy_local_addrs(struct dnsproxy *d)
+dnsproxy_own_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct ifaddrs *ifa, *i;
+	struct dnsproxy *d = arg;
 
-	if (getifaddrs(&ifa) != 0)
-		return;
-	for (i = ifa; i != NULL && d->nlocal < DNSPROXY_MAX_LOCAL; i = i->ifa_next) {
-		if (i->ifa_addr == NULL)
-			continue;
-		if (i->ifa_addr->sa_family == AF_INET)
-			policy_addr_from_bytes(AF_INET,
-			    (const uint8_t *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr,
-			    &d->local[d->nlocal++]);
-		else if (i->ifa_addr->sa_family == AF_INET6)
-			policy_addr_from_bytes(AF_INET6,
-			    (const uint8_t *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
-			    &d->local[d->nlocal++]);
-	}
-	freeifaddrs(ifa);
+	if (ownnet_watch_drain(d->ownfd))
+		dnsproxy_own_networks(d);
 }
 
 /* --- Marked socket pool ----------------------------------------------- */
@@ -1079,7 +1078,19 @@ dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg, char *er
 	d->udp[0] = d->udp[1] = -1;
 	for (int i = 0; i < DNSPROXY_MAX_ARES_FDS; i++)
 		d->afds[i].fd = -1;
-	dnsproxy_local_addrs(d);
+	/* The watch first, so that no change after the scan goes unseen. */
+	d->ownfd = ownnet_watch_open();
+	if (d->ownfd >= 0) {
+		d->ev_own = event_new(ws->base, d->ownfd, EV_READ | EV_PERSIST, dnsproxy_own_cb, d);
+		if (d->ev_own == NULL || event_add(d->ev_own, NULL) != 0) {
+			snprintf(err, errlen, "own networks watch");
+			goto fail;
+		}
+	} else
+		log_msg(LOG_WARN, "dns", "own_networks_error",
+		    "address changes not watched (the parent still follows them): %s",
+		    strerror(errno));
+	dnsproxy_own_networks(d);
 	if ((d->tunnel = dnstunnel_new()) == NULL) {
 		snprintf(err, errlen, "DNS tunnel counter: no random key or memory");
 		goto fail;
@@ -1190,6 +1201,10 @@ dnsproxy_free(struct dnsproxy *d)
 	dnstunnel_free(d->tunnel);
 	if (d->ev_agg != NULL)
 		event_free(d->ev_agg);
+	if (d->ev_own != NULL)
+		event_free(d->ev_own);
+	if (d->ownfd >= 0)
+		close(d->ownfd);
 	/* Pending summaries are written, so counts survive a shutdown. */
 	logagg_free(d->agg_deny);
 	logagg_free(d->agg_nodata);

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "egressd/priv/enforce.h"
+#include "policy/addrclass.h"
 #include "policy/policy.h"
 #include "egressd/priv/nftrules.h"
 
@@ -20,6 +21,8 @@ struct enforce {
 	struct nftrules_rule *last; /* the static rules in force, for repair */
 	size_t nlast;
 	enum nftrules_action last_default;
+	struct addrclass_own own; /* the sandbox's own networks, always denied */
+	bool installed;           /* the table is in place (enforce_install) */
 };
 
 /* Remember the generation our change produced; a later one is not ours. */
@@ -144,6 +147,7 @@ enforce_install(struct enforce *e, char *err, size_t errlen)
 	    .rules = NULL,
 	    .nrules = 0,
 	    .default_action = e->dns_only ? NFTRULES_ALLOW : NFTRULES_DENY,
+	    .own = &e->own,
 	};
 
 	if (nftrules_install(e->nft, &st) != 0) {
@@ -151,7 +155,40 @@ enforce_install(struct enforce *e, char *err, size_t errlen)
 		return -1;
 	}
 	e->last_default = st.default_action;
+	e->installed = true;
 	enforce_mark(e);
+	return 0;
+}
+
+const struct addrclass_own *
+enforce_own(const struct enforce *e)
+{
+	return e != NULL ? &e->own : NULL;
+}
+
+int
+enforce_set_own(
+    struct enforce *e, const struct addrclass_own *own, bool *changed, char *err, size_t errlen)
+{
+	struct nftrules_static st = {
+	    .rules = e->last,
+	    .nrules = e->nlast,
+	    .default_action = e->last_default,
+	    .own = own,
+	};
+
+	*changed = false;
+	if (addrclass_own_equal(&e->own, own))
+		return 0;
+	/* The static sets again with the new own prefixes; learned sets kept. */
+	if (e->installed && nftrules_update_static(e->nft, &st) != 0) {
+		snprintf(err, errlen, "%s", nftrules_error(e->nft));
+		return -1;
+	}
+	e->own = *own;
+	*changed = true;
+	if (e->installed)
+		enforce_mark(e);
 	return 0;
 }
 
@@ -215,6 +252,7 @@ enforce_policy(struct enforce *e, const struct policy *p, size_t *nrules, char *
 	st.rules = rs.v;
 	st.nrules = rs.n;
 	st.default_action = default_allow ? NFTRULES_ALLOW : NFTRULES_DENY;
+	st.own = &e->own;
 	rc = nftrules_update_static(e->nft, &st);
 	if (rc != 0) {
 		snprintf(err, errlen, "%s", nftrules_error(e->nft));
@@ -294,6 +332,7 @@ enforce_repair(struct enforce *e, char *err, size_t errlen)
 	    .rules = e->last,
 	    .nrules = e->nlast,
 	    .default_action = e->last_default,
+	    .own = &e->own,
 	};
 
 	/* The learned sets are lost: clients resolve again; until then, no egress. */

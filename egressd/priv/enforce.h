@@ -25,6 +25,20 @@ struct enforce *enforce_open(const struct config *cfg, char *err, size_t errlen)
 int enforce_install(struct enforce *e, char *err, size_t errlen)
     __attribute__((warn_unused_result));
 
+struct addrclass_own;
+
+/* The sandbox's own networks in force (borrowed from e; NULL when e is NULL). */
+const struct addrclass_own *enforce_own(const struct enforce *e);
+
+/*
+ * Set the sandbox's own networks (copied). Before enforce_install they are
+ * only kept for it; after, a different set re-creates the static sets
+ * with it in one batch (learned sets kept) and *changed is true. On error
+ * the previous networks stay in force, in the kernel and here.
+ */
+int enforce_set_own(struct enforce *e, const struct addrclass_own *own, bool *changed, char *err,
+    size_t errlen) __attribute__((warn_unused_result));
+
 /*
  * Replace the static IP/CIDR sets and the default action with those of
  * policy p, in one batch; *nrules gets the count of nft rules written.

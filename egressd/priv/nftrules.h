@@ -35,11 +35,17 @@ struct nftrules_rule {
 	uint16_t port_hi;
 };
 
-/* The static part of the policy: IP rules and the default action. */
+struct addrclass_own;
+
+/*
+ * The static part of the policy: IP rules and the default action, and
+ * the sandbox's own networks, denied with the inner ranges.
+ */
 struct nftrules_static {
 	const struct nftrules_rule *rules; /* borrowed for the call */
 	size_t nrules;
 	enum nftrules_action default_action;
+	const struct addrclass_own *own; /* borrowed for the call; NULL: none */
 };
 
 /* A TCP destination port redirected to a local listener port. */

@@ -87,6 +87,9 @@ int nftrules_build_remove_table(struct nftrules_batch *b, const struct nftrules_
 #define NFTRULES_ICMPV6_RS 133
 #define NFTRULES_ICMPV6_NS 135
 #define NFTRULES_ICMPV6_NA 136
+/* Router solicitations: at most RATE a second once a burst of BURST is spent. */
+#define NFTRULES_RS_RATE 1
+#define NFTRULES_RS_BURST 10
 #define NFTRULES_PORT_DNS 53
 #define NFTRULES_PORT_DOT 853
 

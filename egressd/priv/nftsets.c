@@ -426,12 +426,14 @@ nftrules_static_elems(
 	}
 	/*
 	 * Destinations no rule can open (policy/addrclass.c): link-local
-	 * and metadata, loopback, multicast, reserved, and their IPv6
-	 * spellings. Always in the deny sets, whatever the policy says
-	 * (0.0.0.0/0 included). The sidecar's own marked traffic is accepted
-	 * before, so a link-local resolver still works for egressd.
+	 * and metadata, loopback, multicast, reserved, the sandbox's own
+	 * networks (its subnets, addresses and gateways: the pod subnet and
+	 * the node), and their IPv6 spellings. Always in the deny sets,
+	 * whatever the policy says (0.0.0.0/0 included). The sidecar's DNS
+	 * to its resolvers is accepted before, so a link-local or on-link
+	 * resolver still works for egressd.
 	 */
-	ninner = addrclass_deny_prefixes(inner, ADDRCLASS_MAX_DENY);
+	ninner = addrclass_deny_prefixes(st->own, inner, ADDRCLASS_MAX_DENY);
 	if (ninner > ADDRCLASS_MAX_DENY) {
 		nftrules_batch_fail(b, "too many inner prefixes");
 		return;

@@ -402,11 +402,46 @@ rule_nd(
 }
 
 /*
+ * icmpv6 type nd-router-solicit limit rate over RATE/second burst BURST
+ * packets drop: router solicitations are bounded whatever their
+ * destination, so a workload with CAP_NET_RAW cannot flood the link (and
+ * the node's router) with them. One rule, so one bucket for every RS the
+ * namespace sends, the kernel's own included (it sends three at link up).
+ */
+static void
+rule_rs_limit(struct nftrules_batch *b, const struct nftrules_config *cfg)
+{
+	struct nftnl_rule *r = rule_new(cfg, NFTRULES_CHAIN_FILTER);
+	bool oom = r == NULL;
+	uint8_t t = NFTRULES_ICMPV6_RS;
+
+	if (r != NULL) {
+		struct nftnl_expr *e;
+
+		ex_meta_eq8(r, NFT_META_NFPROTO, NFPROTO_IPV6, &oom);
+		ex_meta_eq8(r, NFT_META_L4PROTO, IPPROTO_ICMPV6, &oom);
+		ex_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 1, NFT_REG32_00, &oom);
+		ex_cmp(r, NFT_CMP_EQ, &t, 1, &oom);
+		e = ex(r, "limit", &oom);
+		if (e != NULL) {
+			nftnl_expr_set_u64(e, NFTNL_EXPR_LIMIT_RATE, NFTRULES_RS_RATE);
+			nftnl_expr_set_u64(e, NFTNL_EXPR_LIMIT_UNIT, 1); /* per second */
+			nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_BURST, NFTRULES_RS_BURST);
+			nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_TYPE, NFT_LIMIT_PKTS);
+			nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_FLAGS, NFT_LIMIT_F_INV);
+		}
+		ex_verdict(r, NF_DROP, &oom);
+	}
+	msg_rule(b, r, oom, NFTRULES_CHAIN_FILTER);
+}
+
+/*
  * The filter chain, in order: established/related accept, the sidecar's
  * DNS to its resolvers accept and to anyone else reject, loopback
- * accept, IPv6 ND on the link accept, DNS accept (the NAT chain redirects
- * it), DoH 443 reject (when configured), deny sets reject, port-scoped
- * allow/learned accept, DoT reject, allow and
+ * accept, router solicitations past their rate drop, IPv6 ND on the link
+ * accept, DNS accept (the NAT chain redirects it), DoH 443 reject (when
+ * configured), deny sets reject, port-scoped allow/learned accept, DoT
+ * reject, allow and
  * learned accept, then reject (deny) or accept (allow). Deny comes before
  * every allow so that defaultAction allow still enforces deny rules.
  */
@@ -463,8 +498,10 @@ chain_filter_rules(
 	 * IPv6 needs neighbour discovery to reach even allowed hosts, but
 	 * only on the link: RS/NS/NA to a link-local (fe80::/10) or
 	 * multicast (ff00::/8) destination. Sent to a routed address they
-	 * would carry data (target, options) past the policy.
+	 * would carry data (target, options) past the policy. Router
+	 * solicitations are rate-limited first (rule_rs_limit).
 	 */
+	rule_rs_limit(b, cfg);
 	for (size_t i = 0; i < sizeof(nd); i++)
 		for (size_t k = 0; k < sizeof(nd_dst) / sizeof(nd_dst[0]); k++)
 			rule_nd(b, cfg, nd[i], &nd_dst[k]);

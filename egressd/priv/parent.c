@@ -29,6 +29,7 @@
 #include "certs/leaf.h"
 #include "certs/trust.h"
 #include "egressd/common/chan.h"
+#include "egressd/common/ownnet.h"
 #include "egressd/priv/enforce.h"
 #include "egressd/priv/listen.h"
 #include "egressd/common/log.h"
@@ -70,6 +71,9 @@ struct parent {
 	struct event *ev_kill;
 	struct event *ev_watch;
 	unsigned tampers;
+	int ownfd; /* told about address and route changes */
+	struct event *ev_own;
+	bool own_dirty; /* the own networks changed and are not applied yet */
 	bool stopping;
 	bool ready;
 	bool ever_ready;           /* a worker reached READY since start */
@@ -374,6 +378,54 @@ parent_chan_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* Log the own networks in force. */
+static void
+parent_own_log(const struct addrclass_own *own, const char *event)
+{
+	char txt[ADDRCLASS_MAX_OWN * 24];
+	struct log_line l;
+
+	ownnet_format(own, txt, sizeof(txt));
+	log_begin(&l, LOG_INFO, "nft", event);
+	log_uint(&l, "count", own->n);
+	log_str(&l, "prefixes", txt);
+	log_end(&l);
+}
+
+/*
+ * Read the own networks again and put them in the deny sets if they
+ * changed. A failure leaves the previous ones in force and is retried at
+ * the next change or watchdog tick.
+ */
+static void
+parent_own_refresh(struct parent *p)
+{
+	struct addrclass_own own;
+	char err[256];
+	bool changed;
+
+	if (ownnet_scan(&own, err, sizeof(err)) != 0 ||
+	    enforce_set_own(p->enf, &own, &changed, err, sizeof(err)) != 0) {
+		log_msg(LOG_ERROR, "nft", "own_networks_error",
+		    "own networks not updated (the previous ones stay denied): %s", err);
+		return;
+	}
+	p->own_dirty = false;
+	if (changed)
+		parent_own_log(&own, "own_networks_change");
+}
+
+static void
+parent_own_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct parent *p = arg;
+
+	if (ownnet_watch_drain(p->ownfd)) {
+		p->own_dirty = true;
+		parent_own_refresh(p);
+	}
+}
+
 /*
  * Watchdog: only a process with CAP_NET_ADMIN can change the ruleset. If
  * the generation moved without us, the workload was given NET_ADMIN (a
@@ -388,6 +440,8 @@ parent_watch_cb(evutil_socket_t fd, short what, void *arg)
 	struct log_line l;
 
 	ppolicy_expire(p->pp);
+	if (p->own_dirty)
+		parent_own_refresh(p);
 	if (!enforce_tampered(p->enf))
 		return;
 	p->tampers++;
@@ -683,6 +737,7 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 	p.cfg = cfg;
 	p.worker_fn = worker;
 	p.chanfd = -1;
+	p.ownfd = -1;
 	p.worker = -1;
 	p.backoff_ms = PARENT_BACKOFF_MIN_MS;
 
@@ -764,14 +819,43 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 		listen_close(&cfg->listen);
 		return 1;
 	}
-	/* Fail closed: nothing runs until the table is in place. */
-	p.enf = enforce_open(cfg, err, sizeof(err));
-	if (p.enf == NULL || enforce_install(p.enf, err, sizeof(err)) != 0) {
-		log_msg(LOG_ERROR, "nft", "nft_error", "cannot install enforcement: %s", err);
-		if (p.enf != NULL)
-			enforce_close(p.enf);
+	/*
+	 * The sandbox's own networks (its subnets, addresses and gateways)
+	 * are denied from the start: they are read, and watched for changes,
+	 * before the table goes in.
+	 */
+	p.ownfd = ownnet_watch_open();
+	if (p.ownfd < 0) {
+		log_msg(LOG_ERROR, "nft", "own_networks_error",
+		    "cannot watch the sandbox's addresses and routes: %s", strerror(errno));
 		listen_close(&cfg->listen);
 		return 1;
+	}
+	{
+		struct addrclass_own own;
+		bool changed;
+
+		if (ownnet_scan(&own, err, sizeof(err)) != 0) {
+			log_msg(LOG_ERROR, "nft", "own_networks_error",
+			    "cannot read the sandbox's own networks: %s", err);
+			close(p.ownfd);
+			listen_close(&cfg->listen);
+			return 1;
+		}
+		/* Fail closed: nothing runs until the table is in place. */
+		p.enf = enforce_open(cfg, err, sizeof(err));
+		if (p.enf == NULL ||
+		    enforce_set_own(p.enf, &own, &changed, err, sizeof(err)) != 0 ||
+		    enforce_install(p.enf, err, sizeof(err)) != 0) {
+			log_msg(
+			    LOG_ERROR, "nft", "nft_error", "cannot install enforcement: %s", err);
+			if (p.enf != NULL)
+				enforce_close(p.enf);
+			close(p.ownfd);
+			listen_close(&cfg->listen);
+			return 1;
+		}
+		parent_own_log(&own, "own_networks");
 	}
 	log_msg(LOG_INFO, "nft", "nft_install", "table inet %s installed (%s)", cfg->table,
 	    config_mode_name(cfg->mode));
@@ -779,6 +863,7 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 	if (p.pp == NULL) {
 		log_msg(LOG_ERROR, "proc", "startup", "out of memory");
 		enforce_close(p.enf);
+		close(p.ownfd);
 		listen_close(&cfg->listen);
 		return 1;
 	}
@@ -788,11 +873,16 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 	if (p.base == NULL) {
 		log_msg(LOG_ERROR, "proc", "startup", "event_base_new failed");
 		enforce_close(p.enf);
+		close(p.ownfd);
 		return 1;
 	}
 	p.ev_restart = evtimer_new(p.base, parent_restart_cb, &p);
 	p.ev_kill = evtimer_new(p.base, parent_kill_cb, &p);
 	p.ev_watch = event_new(p.base, -1, EV_PERSIST, parent_watch_cb, &p);
+	p.ev_own = event_new(p.base, p.ownfd, EV_READ | EV_PERSIST, parent_own_cb, &p);
+	event_add(p.ev_own, NULL);
+	/* A change between the scan above and now is not lost: look once more. */
+	parent_own_refresh(&p);
 	{
 		struct timeval wt = {PARENT_WATCHDOG_MS / 1000, (PARENT_WATCHDOG_MS % 1000) * 1000};
 		event_add(p.ev_watch, &wt);
@@ -829,6 +919,8 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 	event_free(p.ev_restart);
 	event_free(p.ev_kill);
 	event_free(p.ev_watch);
+	event_free(p.ev_own);
+	close(p.ownfd);
 	if (p.ev_chan != NULL)
 		event_free(p.ev_chan);
 	if (p.chanfd >= 0)

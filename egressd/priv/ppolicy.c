@@ -109,7 +109,7 @@ ppolicy_learn_check(struct ppolicy *pp, struct chan_learn *l, const char **why)
 
 	if (!ppolicy_allows(pp->policy, l->name, l->port, why))
 		return EPERM;
-	if (addrclass_refused(l->family, l->addr, pd->filter_private, why))
+	if (addrclass_refused(enforce_own(pp->enf), l->family, l->addr, pd->filter_private, why))
 		return EPERM;
 	if (l->timeout_s > pd->ttl_max)
 		l->timeout_s = pd->ttl_max;

@@ -2,8 +2,9 @@
 # DNS proxy and nft enforcement (issue 4): denied names never reach the
 # upstream, allowed names are learned before the answer, direct IPs,
 # other ports, UDP and IPv6 are refused, inner answers are filtered,
-# learned entries survive policy updates and expire, and a root workload
-# without CAP_NET_ADMIN cannot take the sidecar's mark exemption.
+# learned entries survive policy updates and expire, a root workload
+# without CAP_NET_ADMIN cannot take the sidecar's mark exemption, and the
+# sandbox's own networks are in the deny sets and followed when they change.
 . "$(dirname "$0")/nslib.sh"
 ns_up
 mkdir -p "$TMP/always"
@@ -13,7 +14,8 @@ ns_dns --address=/api.allowed.test/203.0.113.10 --address=/api.allowed.test/2001
 	--host-record=rebind.allowed.test,127.0.0.1 \
 	--host-record=meta.allowed.test,169.254.169.254 \
 	--host-record=mixed.allowed.test,203.0.113.11 \
-	--address=/short.allowed.test/198.51.100.7 --address=/wild.allowed.test/198.51.100.7
+	--address=/short.allowed.test/198.51.100.7 --address=/wild.allowed.test/198.51.100.7 \
+	--address=/own.allowed.test/192.0.2.5
 for a in 203.0.113.10 203.0.113.11 203.0.113.20 198.51.100.7; do
 	ns_tcp_server "$a" 443
 	ns_tcp_server "$a" 8080
@@ -35,6 +37,7 @@ cat >"$TMP/policy.json" <<'J'
  {"action":"allow","target":"rebind.allowed.test"},
  {"action":"allow","target":"meta.allowed.test"},
  {"action":"allow","target":"short.allowed.test"},
+ {"action":"allow","target":"own.allowed.test"},
  {"action":"allow","target":"*.wild.allowed.test"}]}
 J
 ns_egressd OPENSANDBOX_EGRESS_RULES="$(cat "$TMP/policy.json")"
@@ -142,4 +145,41 @@ refute "uid switching does not help (uid 999, the worker's)" \
 	bash -c "ip netns exec $SBX setpriv --reuid 999 --regid 999 --clear-groups --inh-caps=-all --bounding-set=-all -- socat -T3 - TCP:203.0.113.20:443,connect-timeout=3 </dev/null | grep -q hello"
 out=$(api GET /policy)
 check "GET /policy reports dns+nft" grep -q '"enforcementMode":"dns+nft"' <<<"$out"
+
+# The sandbox's own networks (the veth's subnets, the gateway inside them)
+# are in the deny sets from the start, and followed: an address added
+# later puts its subnet there, a removed one takes it out; the learned
+# sets are kept across the update.
+nft_wait() { # has|lacks set element: bounded wait for the parent's update
+	local i
+	for i in $(seq 1 50); do
+		if nft_has "$2" "$3"; then [ "$1" = has ] && return 0; else [ "$1" = lacks ] && return 0; fi
+		sleep 0.1
+	done
+	return 1
+}
+check "the sandbox's own subnet is in deny4" nft_has deny4 10.200.0.0/24
+check "its IPv6 subnet is in deny6" nft_has deny6 fd00:200::/64
+check "and its NAT64 spelling" nft_has deny6 64:ff9b::ac8:0/120
+check "own_networks is logged at start" grep -q '"event":"own_networks".*10.200.0.0/24' "$TMP/egressd.log"
+wdig @203.0.113.53 api.allowed.test A >/dev/null
+ip -n "$SBX" addr add 10.77.0.2/24 dev "s$NS_ID"
+check "an address added later puts its subnet in deny4" nft_wait has deny4 10.77.0.0/24
+check "own_networks_change is logged" grep -q '"event":"own_networks_change".*10.77.0.0/24' "$TMP/egressd.log"
+check "learned entries are kept across that update" nft_has learned4 203.0.113.10
+ip -n "$SBX" addr del 10.77.0.2/24 dev "s$NS_ID"
+check "a removed address takes its subnet out again" nft_wait lacks deny4 10.77.0.0/24
+check "the sandbox's own subnet stays" nft_has deny4 10.200.0.0/24
+# The DNS filter follows too: once 192.0.2.0/24 (public, so filterPrivate
+# plays no part) is the sandbox's own, an answer in it is removed by the
+# worker (dns_filter) rather than refused by the parent (learn_refused).
+ip -n "$SBX" addr add 192.0.2.2/24 dev "s$NS_ID"
+check "a public subnet added later is in deny4" nft_wait has deny4 192.0.2.0/24
+ans=$(wdig @203.0.113.53 own.allowed.test A)
+check "an answer in it gets an empty NOERROR" \
+	bash -c 'grep -q "status: NOERROR" <<<"$1" && ! grep -q "192.0.2.5" <<<"$1"' _ "$ans"
+check "the worker's filter removed it" grep -q '"event":"dns_filter".*"addr":"192.0.2.5"' "$TMP/egressd.log"
+refute "the parent did not have to refuse it" grep -q '"event":"learn_refused"' "$TMP/egressd.log"
+refute "it is not learned" nft_has learned4 192.0.2.5
+ip -n "$SBX" addr del 192.0.2.2/24 dev "s$NS_ID"
 ns_finish

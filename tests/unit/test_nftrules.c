@@ -26,6 +26,7 @@
 
 #include "egressd/priv/nftrules.h"
 #include "egressd/priv/nftrules_internal.h"
+#include "policy/addrclass.h"
 
 #define SEQ0 1000
 
@@ -84,13 +85,15 @@ check_framing(const struct nftrules_batch *b)
 }
 
 /* Elements of the NEWSETELEM messages for set name, keys concatenated. */
+#define ELEMS_MAX 256
+
 struct elems {
 	size_t n;
-	uint8_t key[64][20];
-	uint8_t key_end[64][20];
-	uint32_t klen[64];
-	uint32_t flags[64];
-	uint64_t timeout[64];
+	uint8_t key[ELEMS_MAX][20];
+	uint8_t key_end[ELEMS_MAX][20];
+	uint32_t klen[ELEMS_MAX];
+	uint32_t flags[ELEMS_MAX];
+	uint64_t timeout[ELEMS_MAX];
 };
 
 static void
@@ -133,7 +136,7 @@ parse_elems(const struct nlmsghdr *nlh, const char *set, struct elems *out)
 		{
 			size_t i = out->n++;
 
-			assert_true(i < 64);
+			assert_true(i < ELEMS_MAX);
 			mnl_attr_for_each_nested(f, el)
 			{
 				uint32_t l = 0;
@@ -221,7 +224,7 @@ test_install_framing_and_objects(void **state)
 {
 	struct nftrules_config cfg;
 	struct nftrules_batch b;
-	struct nftrules_static st = {NULL, 0, NFTRULES_DENY};
+	struct nftrules_static st = {NULL, 0, NFTRULES_DENY, NULL};
 	const struct nlmsghdr *nlh;
 	int len;
 	size_t nsets = 0, nchains = 0, ntables = 0;
@@ -344,7 +347,7 @@ test_mark_is_scoped(void **state)
 {
 	struct nftrules_config cfg;
 	struct nftrules_batch b;
-	struct nftrules_static st = {NULL, 0, NFTRULES_DENY};
+	struct nftrules_static st = {NULL, 0, NFTRULES_DENY, NULL};
 	const struct nlmsghdr *nlh;
 	int len;
 	bool nat_first = false, nat_seen = false;
@@ -453,7 +456,7 @@ test_default_action(void **state)
 {
 	struct nftrules_config cfg;
 	struct nftrules_batch b;
-	struct nftrules_static st = {NULL, 0, NFTRULES_DENY};
+	struct nftrules_static st = {NULL, 0, NFTRULES_DENY, NULL};
 	size_t deny_rules;
 
 	nftrules_config_default(&cfg);
@@ -472,6 +475,88 @@ test_default_action(void **state)
 	nftrules_batch_deinit(&b);
 }
 
+/*
+ * Router solicitations are rate-limited (EX-013b): one filter rule matches
+ * ICMPv6 type 133 whatever its destination, with limit rate over
+ * NFTRULES_RS_RATE/second burst NFTRULES_RS_BURST packets and a drop, and
+ * it comes before the rules that accept neighbour discovery on the link
+ * (a bitwise on the 16-byte destination), so no RS is accepted unlimited.
+ */
+static void
+test_rs_rate_limited(void **state)
+{
+	struct nftrules_config cfg;
+	struct nftrules_batch b;
+	struct nftrules_static st = {NULL, 0, NFTRULES_ALLOW, NULL};
+	const struct nlmsghdr *nlh;
+	int len, idx = 0, limit_at = -1, first_nd = -1, nlimits = 0;
+
+	nftrules_config_default(&cfg);
+	nftrules_batch_init(&b, SEQ0);
+	assert_int_equal(nftrules_build_install(&b, &cfg, &st), 0);
+	nlh = (const struct nlmsghdr *)b.buf;
+	len = (int)b.len;
+	for (; mnl_nlmsg_ok(nlh, len); nlh = mnl_nlmsg_next(nlh, &len)) {
+		struct nftnl_rule *r;
+		struct nftnl_expr_iter *it;
+		struct nftnl_expr *e;
+		bool limit = false, rs = false, nd = false;
+		int verdict = 0;
+
+		if (nlh->nlmsg_type >> 8 != NFNL_SUBSYS_NFTABLES || cmd_of(nlh) != NFT_MSG_NEWRULE)
+			continue;
+		r = nftnl_rule_alloc();
+		assert_int_equal(nftnl_rule_nlmsg_parse(nlh, r), 0);
+		if (strcmp(nftnl_rule_get_str(r, NFTNL_RULE_CHAIN), "filter") != 0) {
+			nftnl_rule_free(r);
+			continue;
+		}
+		it = nftnl_expr_iter_create(r);
+		while ((e = nftnl_expr_iter_next(it)) != NULL) {
+			const char *name = nftnl_expr_get_str(e, NFTNL_EXPR_NAME);
+			uint32_t dl = 0;
+
+			if (strcmp(name, "cmp") == 0) {
+				const uint8_t *d = nftnl_expr_get(e, NFTNL_EXPR_CMP_DATA, &dl);
+
+				rs |= dl == 1 && d[0] == 133;
+			} else if (strcmp(name, "bitwise") == 0) {
+				nd |= nftnl_expr_get_u32(e, NFTNL_EXPR_BITWISE_LEN) == 16;
+			} else if (strcmp(name, "limit") == 0) {
+				limit = true;
+				assert_int_equal(
+				    nftnl_expr_get_u64(e, NFTNL_EXPR_LIMIT_RATE), NFTRULES_RS_RATE);
+				assert_int_equal(nftnl_expr_get_u64(e, NFTNL_EXPR_LIMIT_UNIT), 1);
+				assert_int_equal(nftnl_expr_get_u32(e, NFTNL_EXPR_LIMIT_BURST),
+				    NFTRULES_RS_BURST);
+				assert_int_equal(
+				    nftnl_expr_get_u32(e, NFTNL_EXPR_LIMIT_TYPE), NFT_LIMIT_PKTS);
+				assert_int_equal(
+				    nftnl_expr_get_u32(e, NFTNL_EXPR_LIMIT_FLAGS), NFT_LIMIT_F_INV);
+			} else if (strcmp(name, "immediate") == 0) {
+				verdict = (int)nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_VERDICT);
+			}
+		}
+		nftnl_expr_iter_destroy(it);
+		if (limit) {
+			/* The limit is on RS, and what passes it is dropped. */
+			assert_true(rs);
+			assert_false(nd);
+			assert_int_equal(verdict, NF_DROP);
+			limit_at = idx;
+			nlimits++;
+		}
+		if (nd && first_nd < 0)
+			first_nd = idx;
+		idx++;
+		nftnl_rule_free(r);
+	}
+	assert_int_equal(nlimits, 1);
+	assert_true(first_nd >= 0);
+	assert_true(limit_at >= 0 && limit_at < first_nd);
+	nftrules_batch_deinit(&b);
+}
+
 static void
 test_static_elements(void **state)
 {
@@ -484,7 +569,7 @@ test_static_elements(void **state)
 	    rule(NFTRULES_ALLOW, AF_INET, "198.51.100.0", 24, 443, 443),
 	    rule(NFTRULES_DENY, AF_INET6, "2001:db8::", 32, 22, 23),
 	};
-	struct nftrules_static st = {rules, sizeof(rules) / sizeof(rules[0]), NFTRULES_DENY};
+	struct nftrules_static st = {rules, sizeof(rules) / sizeof(rules[0]), NFTRULES_DENY, NULL};
 	struct nftrules_config cfg;
 	struct nftrules_batch b;
 	struct elems el;
@@ -529,6 +614,66 @@ test_static_elements(void **state)
 }
 
 /* Overlapping port-scoped rules become disjoint elements (EEXIST otherwise). */
+/*
+ * The sandbox's own networks go into the deny sets with the inner
+ * ranges, each IPv4 one with its IPv6 spellings, on install and on every
+ * static update, so that no allow rule (0.0.0.0/0 included) opens them.
+ */
+static void
+test_own_in_deny_sets(void **state)
+{
+	struct nftrules_rule rules[] = {
+	    rule(NFTRULES_ALLOW, AF_INET, "0.0.0.0", 0, 0, 0),
+	    rule(NFTRULES_ALLOW, AF_INET6, "::", 0, 0, 0),
+	};
+	struct addrclass_own own;
+	struct nftrules_static st = {rules, 2, NFTRULES_ALLOW, NULL};
+	struct nftrules_config cfg;
+	struct nftrules_batch b;
+	struct elems without4, without6, el;
+	static const uint8_t net4[] = {10, 200, 0, 0}, end4[] = {10, 200, 1, 0};
+	static const uint8_t net6[] = {0xfd, 0x00, 0x02, 0x00, [15] = 0};
+	static const uint8_t nat64[] = {0, 0x64, 0xff, 0x9b, [12] = 10, 200, 0, 0};
+	uint8_t a[16];
+	bool has4 = false, has6 = false, has_nat64 = false;
+
+	nftrules_config_default(&cfg);
+	nftrules_batch_init(&b, SEQ0);
+	assert_int_equal(nftrules_build_install(&b, &cfg, &st), 0);
+	collect(&b, NFT_MSG_NEWSETELEM, "deny4", &without4);
+	collect(&b, NFT_MSG_NEWSETELEM, "deny6", &without6);
+	nftrules_batch_deinit(&b);
+
+	memset(&own, 0, sizeof(own));
+	assert_int_equal(inet_pton(AF_INET, "10.200.0.2", a), 1);
+	assert_int_equal(addrclass_own_add(&own, AF_INET, a, 24), 0);
+	assert_int_equal(inet_pton(AF_INET6, "fd00:200::2", a), 1);
+	assert_int_equal(addrclass_own_add(&own, AF_INET6, a, 64), 0);
+	st.own = &own;
+	for (int update = 0; update < 2; update++) {
+		nftrules_batch_init(&b, SEQ0);
+		assert_int_equal(update ? nftrules_build_update_static(&b, &cfg, &st)
+		                        : nftrules_build_install(&b, &cfg, &st),
+		    0);
+		collect(&b, NFT_MSG_NEWSETELEM, "deny4", &el);
+		/* One more interval: a start and an end element. */
+		assert_int_equal(el.n, without4.n + 2);
+		for (size_t i = 0; i + 1 < el.n; i++)
+			has4 |= memcmp(el.key[i], net4, 4) == 0 && el.flags[i] == 0 &&
+			        memcmp(el.key[i + 1], end4, 4) == 0 &&
+			        el.flags[i + 1] == NFT_SET_ELEM_INTERVAL_END;
+		collect(&b, NFT_MSG_NEWSETELEM, "deny6", &el);
+		assert_true(el.n > without6.n);
+		for (size_t i = 0; i < el.n; i++) {
+			has6 |= memcmp(el.key[i], net6, 16) == 0 && el.flags[i] == 0;
+			has_nat64 |= memcmp(el.key[i], nat64, 16) == 0 && el.flags[i] == 0;
+		}
+		assert_true(has4 && has6 && has_nat64);
+		has4 = has6 = has_nat64 = false;
+		nftrules_batch_deinit(&b);
+	}
+}
+
 static void
 test_port_ranges_disjoint(void **state)
 {
@@ -540,7 +685,7 @@ test_port_ranges_disjoint(void **state)
 	    rule(NFTRULES_DENY, AF_INET, "198.51.100.0", 24, 80, 80),
 	    rule(NFTRULES_DENY, AF_INET, "198.51.100.0", 24, 81, 81),
 	};
-	struct nftrules_static st = {rules, sizeof(rules) / sizeof(rules[0]), NFTRULES_DENY};
+	struct nftrules_static st = {rules, sizeof(rules) / sizeof(rules[0]), NFTRULES_DENY, NULL};
 	struct nftrules_config cfg;
 	struct nftrules_batch b;
 	struct elems el;
@@ -576,7 +721,7 @@ test_static_invalid(void **state)
 	struct nftrules_rule bad[] = {
 	    rule(NFTRULES_ALLOW, AF_INET, "10.0.0.0", 33, 0, 0),
 	};
-	struct nftrules_static st = {bad, 1, NFTRULES_DENY};
+	struct nftrules_static st = {bad, 1, NFTRULES_DENY, NULL};
 	struct nftrules_config cfg;
 	struct nftrules_batch b;
 
@@ -611,7 +756,7 @@ test_update_keeps_learned(void **state)
 	struct nftrules_rule rules[] = {
 	    rule(NFTRULES_ALLOW, AF_INET6, "2001:db8::1", 128, 0, 0),
 	};
-	struct nftrules_static st = {rules, 1, NFTRULES_ALLOW};
+	struct nftrules_static st = {rules, 1, NFTRULES_ALLOW, NULL};
 	struct nftrules_config cfg;
 	struct nftrules_batch b;
 	static const char *const learned[] = {"learned4", "learned6", "learnedp4", "learnedp6"};
@@ -696,7 +841,7 @@ test_large_static_chunks(void **state)
 {
 	size_t n = 3000;
 	struct nftrules_rule *rules = calloc(n, sizeof(*rules));
-	struct nftrules_static st = {rules, n, NFTRULES_DENY};
+	struct nftrules_static st = {rules, n, NFTRULES_DENY, NULL};
 	struct nftrules_config cfg;
 	struct nftrules_batch b;
 
@@ -966,7 +1111,9 @@ main(void)
 	    cmocka_unit_test(test_install_framing_and_objects),
 	    cmocka_unit_test(test_mark_is_scoped),
 	    cmocka_unit_test(test_default_action),
+	    cmocka_unit_test(test_rs_rate_limited),
 	    cmocka_unit_test(test_static_elements),
+	    cmocka_unit_test(test_own_in_deny_sets),
 	    cmocka_unit_test(test_port_ranges_disjoint),
 	    cmocka_unit_test(test_static_invalid),
 	    cmocka_unit_test(test_update_keeps_learned),
