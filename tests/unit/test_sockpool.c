@@ -1,7 +1,7 @@
 /*
  * Unit tests of egressd/sockpool (the interceptor's source of marked
- * upstream sockets) against an in-process fake parent on a real seqpacket
- * channel: callbacks run from the loop and never inside sockpool_get(),
+ * upstream sockets) against the in-process fake parent of tests/lib on a
+ * real seqpacket channel: callbacks run from the loop and never inside sockpool_get(),
  * the pool refills to its size per family, a parent error reaches the
  * caller, and freeing the pool with requests in flight runs no callback.
  */
@@ -22,15 +22,10 @@
 #include "egressd/common/chan.h"
 #include "egressd/child/sockpool.h"
 #include "egressd/child/wchan.h"
+#include "fakeparent.h"
 
-struct fake {
-	struct event_base *base;
-	int pfd; /* the parent's end */
-	struct event *ev;
-	int fail_errno; /* answer requests with this errno when non-zero */
-	unsigned served;
-	struct wchan *wc;
-};
+/* The fake parent of tests/lib. */
+#define fake fakeparent
 
 struct got {
 	int calls;
@@ -38,41 +33,6 @@ struct got {
 	int err;
 	int family;
 };
-
-static void
-fake_parent_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct fake *f = arg;
-
-	for (;;) {
-		union chan_msg m;
-		struct chan_socket_rep rep;
-		int passfd = -1, s = -1;
-		const char *why;
-
-		if (chan_recv(f->pfd, &m, CHAN_TO_PARENT, &passfd, &why) != CHAN_OK)
-			return;
-		assert_int_equal(m.hdr.type, CHAN_SOCKET_REQ);
-		memset(&rep, 0, sizeof(rep));
-		rep.hdr.type = CHAN_SOCKET_REP;
-		rep.hdr.id = m.hdr.id;
-		if (f->fail_errno != 0)
-			rep.err = f->fail_errno;
-		else
-			s = socket(m.socket_req.family, m.socket_req.socktype | SOCK_CLOEXEC, 0);
-		assert_true(f->fail_errno != 0 || s >= 0);
-		assert_int_equal(chan_send(f->pfd, &rep, s), 0);
-		if (s >= 0)
-			close(s);
-		f->served++;
-	}
-}
-
-static void
-dead_cb(const char *why, void *arg)
-{
-	fail_msg("channel died: %s", why);
-}
 
 static void
 got_cb(int fd, int err, void *arg)
@@ -102,26 +62,20 @@ called(void *arg)
 static void
 fake_init(struct fake *f)
 {
-	int sv[2];
+	struct event_base *base = event_base_new();
 
-	memset(f, 0, sizeof(*f));
-	f->base = event_base_new();
-	assert_non_null(f->base);
-	assert_int_equal(chan_pair(sv), 0);
-	f->pfd = sv[1];
-	f->wc = wchan_new(f->base, sv[0], dead_cb, NULL);
-	assert_non_null(f->wc);
-	f->ev = event_new(f->base, f->pfd, EV_READ | EV_PERSIST, fake_parent_cb, f);
-	assert_int_equal(event_add(f->ev, NULL), 0);
+	assert_non_null(base);
+	assert_int_equal(fakeparent_init(f, base), 0);
 }
 
 static void
 fake_fini(struct fake *f)
 {
-	wchan_free(f->wc);
-	event_free(f->ev);
-	close(f->pfd);
-	event_base_free(f->base);
+	struct event_base *base = f->base;
+
+	assert_int_equal(f->invalid, 0);
+	fakeparent_fini(f);
+	event_base_free(base);
 }
 
 static int
