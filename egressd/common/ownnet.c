@@ -28,6 +28,14 @@ struct ownnet_acc {
 };
 
 /* Add addr/prefix; a single inner or loopback address (fe80::1) is denied anyway. */
+/* NLMSG_OK without its signed/unsigned comparison (clang -Wsign-compare). */
+static bool
+ownnet_msg_ok(const struct nlmsghdr *nh, int len)
+{
+	return len >= (int)sizeof(*nh) && nh->nlmsg_len >= sizeof(*nh) &&
+	       nh->nlmsg_len <= (unsigned)len;
+}
+
 static void
 ownnet_add(struct ownnet_acc *acc, int family, const void *addr, size_t alen, unsigned prefix)
 {
@@ -160,7 +168,7 @@ ownnet_dump(int fd, uint16_t type, uint32_t seq, struct ownnet_acc *acc, uint8_t
 		if (flen < sizeof(from) || from.nl_pid != 0)
 			continue; /* not from the kernel */
 		len = (int)r;
-		for (nh = (const struct nlmsghdr *)buf; NLMSG_OK(nh, len);
+		for (nh = (const struct nlmsghdr *)buf; ownnet_msg_ok(nh, len);
 		     nh = NLMSG_NEXT(nh, len)) {
 			if (nh->nlmsg_seq != seq)
 				continue;
@@ -280,7 +288,7 @@ ownnet_watch_drain(int fd)
 			continue;
 		}
 		len = (int)r;
-		for (nh = (const struct nlmsghdr *)buf; NLMSG_OK(nh, len); nh = NLMSG_NEXT(nh, len))
+		for (nh = (const struct nlmsghdr *)buf; ownnet_msg_ok(nh, len); nh = NLMSG_NEXT(nh, len))
 			if (nh->nlmsg_type == RTM_NEWADDR || nh->nlmsg_type == RTM_DELADDR ||
 			    nh->nlmsg_type == RTM_NEWROUTE || nh->nlmsg_type == RTM_DELROUTE)
 				changed = true;
