@@ -18,7 +18,9 @@
 
 /* What this build implements, for scripts and the exfil suite. */
 #define EGRESSD_FEATURES                                                                           \
-	"dns nft api intercept vault dnsratelimit watchdog embedded4 hrrsni alpnalert clientcalog"
+	"dns nft api intercept vault dnsratelimit watchdog embedded4 hrrsni alpnalert "            \
+	"clientcalog "                                                                             \
+	"policyhmac"
 
 /* A variable that is set but not implemented: said at every start. */
 static void

@@ -218,6 +218,25 @@ wstate_with_always(struct wstate *ws, const struct policy *user, char *err, size
 	return p;
 }
 
+/* Whether buf (the persisted policy file) carries the tag written beside it. */
+static bool
+wstate_policy_file_tag_ok(const struct config *cfg, const char *buf, size_t n)
+{
+	char path[PATH_MAX + 8], *tag = NULL, ferr[512];
+	size_t tlen = 0;
+	bool ok;
+
+	/* Without a token (insecure mode) there is no key: nothing to check with. */
+	if (cfg->token[0] == '\0')
+		return true;
+	snprintf(path, sizeof(path), "%s.hmac", cfg->os_policy_file);
+	if (safefile_read(path, SAFEFILE_TAG_HEX + 2, &tag, &tlen, ferr, sizeof(ferr)) != 0)
+		return false;
+	ok = safefile_tag_ok(cfg->token, buf, n, tag, tlen);
+	free(tag);
+	return ok;
+}
+
 /* The user policy from the configured sources, in OpenSandbox order. */
 static struct policy *
 wstate_load_user(struct wstate *ws, bool at_start, char *err, size_t errlen)
@@ -262,6 +281,21 @@ wstate_load_user(struct wstate *ws, bool at_start, char *err, size_t errlen)
 		if (rc < 0)
 			log_msg(LOG_ERROR, "policy", "policy_file_refused",
 			    "not loading the policy file: %s", ferr);
+		/*
+		 * And only with the tag the sidecar wrote beside it, keyed with
+		 * the token: a file changed by anyone else (root included) that
+		 * does not hold the token is refused.
+		 */
+		if (rc == 0 && n > 0 && !wstate_policy_file_tag_ok(cfg, buf, n)) {
+			log_msg(LOG_ERROR, "policy", "policy_file_refused",
+			    "not loading the policy file %s: its integrity tag (%s.hmac) is "
+			    "missing "
+			    "or does not match (written by someone without the API token, or by "
+			    "another token); falling back to the environment's policy",
+			    cfg->os_policy_file, cfg->os_policy_file);
+			free(buf);
+			rc = -1;
+		}
 		if (rc == 0 && n > 0) {
 			p = policy_from_json(buf, n, NULL, &pe);
 			free(buf);

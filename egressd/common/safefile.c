@@ -12,6 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+
 #include "egressd/common/safefile.h"
 
 /* Owned by root or by us, and writable by neither group nor others. */
@@ -116,4 +120,54 @@ out:
 	free(b);
 	close(fd);
 	return rc;
+}
+
+/* The label in front of the bytes: a tag of one kind of file is no tag of another. */
+#define SAFEFILE_TAG_LABEL "egressd persisted policy v1\n"
+
+int
+safefile_tag(const char *key, const void *data, size_t len, char hex[SAFEFILE_TAG_HEX + 1])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	size_t mdlen = 0;
+	EVP_MAC *mac;
+	EVP_MAC_CTX *ctx = NULL;
+	OSSL_PARAM params[2];
+	int rc = -1;
+
+	if (key == NULL || key[0] == '\0')
+		return -1;
+	if ((mac = EVP_MAC_fetch(NULL, "HMAC", NULL)) == NULL)
+		return -1;
+	params[0] = OSSL_PARAM_construct_utf8_string("digest", (char *)"SHA256", 0);
+	params[1] = OSSL_PARAM_construct_end();
+	if ((ctx = EVP_MAC_CTX_new(mac)) != NULL &&
+	    EVP_MAC_init(ctx, (const unsigned char *)key, strlen(key), params) == 1 &&
+	    EVP_MAC_update(ctx, (const unsigned char *)SAFEFILE_TAG_LABEL,
+	        sizeof(SAFEFILE_TAG_LABEL) - 1) == 1 &&
+	    EVP_MAC_update(ctx, data, len) == 1 &&
+	    EVP_MAC_final(ctx, md, &mdlen, sizeof(md)) == 1 && mdlen * 2 == SAFEFILE_TAG_HEX) {
+		for (size_t i = 0; i < mdlen; i++)
+			snprintf(hex + 2 * i, 3, "%02x", md[i]);
+		rc = 0;
+	}
+	EVP_MAC_CTX_free(ctx);
+	EVP_MAC_free(mac);
+	OPENSSL_cleanse(md, sizeof(md));
+	return rc;
+}
+
+bool
+safefile_tag_ok(const char *key, const void *data, size_t len, const char *tag, size_t taglen)
+{
+	char want[SAFEFILE_TAG_HEX + 1];
+	bool ok;
+
+	if (taglen == SAFEFILE_TAG_HEX + 1 && tag[SAFEFILE_TAG_HEX] == '\n')
+		taglen--;
+	if (taglen != SAFEFILE_TAG_HEX || safefile_tag(key, data, len, want) != 0)
+		return false;
+	ok = CRYPTO_memcmp(want, tag, SAFEFILE_TAG_HEX) == 0;
+	OPENSSL_cleanse(want, sizeof(want));
+	return ok;
 }

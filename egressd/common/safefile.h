@@ -9,6 +9,7 @@
 #ifndef EGRESSD_SAFEFILE_H
 #define EGRESSD_SAFEFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /*
@@ -28,5 +29,21 @@ int safefile_dir_open(const char *path, const char **base, char *err, size_t err
  */
 int safefile_read(const char *path, size_t max, char **buf, size_t *len, char *err, size_t errlen)
     __attribute__((warn_unused_result));
+
+/* Hex digits of a safefile_tag() (HMAC-SHA256), without the NUL. */
+#define SAFEFILE_TAG_HEX 64
+
+/*
+ * The integrity tag of a state file's contents: HMAC-SHA256 keyed with
+ * key (the control API's token, which only the control plane and the
+ * sidecar hold), over a label and the bytes, as lowercase hex with a NUL.
+ * A file whose tag does not match was not written by a sidecar that held
+ * the token. 0, or -1 (empty key or a crypto error).
+ */
+int safefile_tag(const char *key, const void *data, size_t len, char hex[SAFEFILE_TAG_HEX + 1])
+    __attribute__((warn_unused_result));
+
+/* Whether tag (hex, optionally followed by a newline) is data's tag under key; constant time. */
+bool safefile_tag_ok(const char *key, const void *data, size_t len, const char *tag, size_t taglen);
 
 #endif

@@ -644,69 +644,31 @@ api_pending_closed_cb(struct evhttp_connection *conn, void *arg)
 	pd->orphaned = true;
 }
 
-/*
- * Write the user policy to OPENSANDBOX_EGRESS_POLICY_FILE: a new file of
- * a random name in the target's directory (O_CREAT|O_EXCL|O_NOFOLLOW,
- * 0600), fsync, then rename over the target. A fixed "<file>.tmp" opened
- * with fopen() would follow a symlink planted there and write wherever it
- * points. The directory must belong to root or to us and must not be
- * writable by group or others, so nobody else can plant or swap entries.
- */
+/* Write data to base in dfd: a fresh temporary file, fsync'd, renamed over base. */
 static int
-api_persist(struct api *a, const struct policy *p, char *err, size_t errlen)
+api_write_state(
+    int dfd, const char *base, const char *data, size_t len, mode_t mode, char *err, size_t errlen)
 {
-	const char *path = a->ws->cfg->os_policy_file;
 	char tmp[NAME_MAX + 1];
-	const char *base;
 	unsigned char rnd[8];
-	struct stat sb;
-	mode_t mode = 0600;
-	char *s = NULL;
-	json_t *j;
-	int dfd = -1, fd = -1, rc = -1;
-	size_t len, off = 0;
+	int fd = -1;
+	size_t off = 0;
 
-	if (path[0] == '\0')
-		return 0;
-	dfd = safefile_dir_open(path, &base, err, errlen);
-	if (dfd < 0) {
-		size_t n = strlen(err);
-
-		/* "failed to persist policy: " before the reason. */
-		if (n + 27 < errlen) {
-			memmove(err + 26, err, n + 1);
-			memcpy(err, "failed to persist policy: ", 26);
-		}
-		goto out;
-	}
-	/* Keep the mode of an existing regular file (never follow a link to learn it). */
-	if (fstatat(dfd, base, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode))
-		mode = sb.st_mode & 0777;
 	for (int tries = 0; fd < 0 && tries < 8; tries++) {
 		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 			break;
-		snprintf(tmp, sizeof(tmp), ".%s.%02x%02x%02x%02x%02x%02x%02x%02x.tmp", base, rnd[0],
-		    rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+		snprintf(tmp, sizeof(tmp), ".%.200s.%02x%02x%02x%02x%02x%02x%02x%02x.tmp", base,
+		    rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
 		fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0 && errno != EEXIST)
 			break;
 	}
 	if (fd < 0) {
 		snprintf(err, errlen, "failed to persist policy: %s", strerror(errno));
-		goto out;
+		return -1;
 	}
-	j = policy_to_json(p);
-	if (j != NULL)
-		s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-	json_decref(j);
-	if (s == NULL) {
-		snprintf(err, errlen, "failed to persist policy: out of memory");
-		goto fail;
-	}
-	len = strlen(s);
-	s[len++] = '\n'; /* json_dumps' NUL becomes the final newline */
 	while (off < len) {
-		ssize_t w = write(fd, s + off, len - off);
+		ssize_t w = write(fd, data + off, len - off);
 
 		if (w < 0 && errno == EINTR)
 			continue;
@@ -724,18 +686,84 @@ api_persist(struct api *a, const struct policy *p, char *err, size_t errlen)
 	if (renameat(dfd, tmp, dfd, base) != 0)
 		goto ioerr;
 	(void)fsync(dfd); /* the rename itself */
-	rc = 0;
-	goto out;
+	return 0;
 ioerr:
 	snprintf(err, errlen, "failed to persist policy: %s", strerror(errno));
-fail:
 	if (fd >= 0)
 		close(fd);
-	fd = -1;
 	unlinkat(dfd, tmp, 0);
+	return -1;
+}
+
+/*
+ * Write the user policy to OPENSANDBOX_EGRESS_POLICY_FILE: a new file of
+ * a random name in the target's directory (O_CREAT|O_EXCL|O_NOFOLLOW,
+ * 0600), fsync, then rename over the target. A fixed "<file>.tmp" opened
+ * with fopen() would follow a symlink planted there and write wherever it
+ * points. The directory must belong to root or to us and must not be
+ * writable by group or others, so nobody else can plant or swap entries.
+ * Beside it, <file>.hmac holds its integrity tag (safefile_tag, keyed with
+ * the API token), which the next start checks before it loads the file.
+ */
+static int
+api_persist(struct api *a, const struct policy *p, char *err, size_t errlen)
+{
+	const char *path = a->ws->cfg->os_policy_file;
+	const char *base;
+	char tagname[NAME_MAX + 1], tag[SAFEFILE_TAG_HEX + 2];
+	struct stat sb;
+	mode_t mode = 0600;
+	char *s = NULL;
+	json_t *j;
+	int dfd = -1, rc = -1;
+	size_t len;
+
+	if (path[0] == '\0')
+		return 0;
+	dfd = safefile_dir_open(path, &base, err, errlen);
+	if (dfd < 0) {
+		size_t n = strlen(err);
+
+		/* "failed to persist policy: " before the reason. */
+		if (n + 27 < errlen) {
+			memmove(err + 26, err, n + 1);
+			memcpy(err, "failed to persist policy: ", 26);
+		}
+		goto out;
+	}
+	/* Keep the mode of an existing regular file (never follow a link to learn it). */
+	if (fstatat(dfd, base, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode))
+		mode = sb.st_mode & 0777;
+	j = policy_to_json(p);
+	if (j != NULL)
+		s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(j);
+	if (s == NULL) {
+		snprintf(err, errlen, "failed to persist policy: out of memory");
+		goto out;
+	}
+	len = strlen(s);
+	s[len++] = '\n'; /* json_dumps' NUL becomes the final newline */
+	/*
+	 * The integrity tag first (keyed with the token), then the policy: a
+	 * crash between the two leaves a pair that does not match, which the
+	 * next start refuses (the control plane sends the policy again).
+	 */
+	snprintf(tagname, sizeof(tagname), "%.200s.hmac", base);
+	if (a->ws->cfg->token[0] != '\0') {
+		if (safefile_tag(a->ws->cfg->token, s, len, tag) != 0) {
+			snprintf(err, errlen, "failed to persist policy: cannot compute its tag");
+			goto out;
+		}
+		tag[SAFEFILE_TAG_HEX] = '\n';
+		if (api_write_state(dfd, tagname, tag, SAFEFILE_TAG_HEX + 1, 0600, err, errlen) !=
+		    0)
+			goto out;
+	}
+	if (api_write_state(dfd, base, s, len, mode, err, errlen) != 0)
+		goto out;
+	rc = 0;
 out:
-	if (fd >= 0)
-		close(fd);
 	if (dfd >= 0)
 		close(dfd);
 	free(s);
