@@ -20,7 +20,7 @@
 #define EGRESSD_FEATURES                                                                           \
 	"dns nft api intercept vault dnsratelimit watchdog embedded4 hrrsni alpnalert "            \
 	"clientcalog "                                                                             \
-	"policyhmac"
+	"policyhmac capcheck"
 
 /* A variable that is set but not implemented: said at every start. */
 static void

@@ -30,6 +30,7 @@
 #include "certs/trust.h"
 #include "egressd/common/chan.h"
 #include "egressd/common/ownnet.h"
+#include "egressd/priv/capwatch.h"
 #include "egressd/priv/enforce.h"
 #include "egressd/priv/listen.h"
 #include "egressd/common/log.h"
@@ -85,6 +86,9 @@ struct parent {
 
 	/* Mints the worker's leaves: the CA private key stays here. */
 	struct leaf_cache *minter;
+
+	/* Workload processes with NET_ADMIN or NET_RAW, reported once each. */
+	struct capwatch *capwatch;
 
 	/* Learned addresses being batched; one refused makes the batch refused. */
 	struct chan_learn learns[CHAN_MAX_BATCH];
@@ -440,6 +444,7 @@ parent_watch_cb(evutil_socket_t fd, short what, void *arg)
 	struct log_line l;
 
 	ppolicy_expire(p->pp);
+	capwatch_scan(p->capwatch, getpid(), p->worker);
 	if (p->own_dirty)
 		parent_own_refresh(p);
 	if (!enforce_tampered(p->enf))
@@ -859,6 +864,7 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 	}
 	log_msg(LOG_INFO, "nft", "nft_install", "table inet %s installed (%s)", cfg->table,
 	    config_mode_name(cfg->mode));
+	p.capwatch = capwatch_new();
 	p.pp = ppolicy_new(cfg, p.enf);
 	if (p.pp == NULL) {
 		log_msg(LOG_ERROR, "proc", "startup", "out of memory");
@@ -927,6 +933,7 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 		close(p.chanfd);
 	ppolicy_free(p.pp);
 	leaf_cache_free(p.minter);
+	capwatch_free(p.capwatch);
 	event_base_free(p.base);
 	enforce_close(p.enf);
 	listen_close(&cfg->listen);
