@@ -44,8 +44,9 @@ struct wintercept {
 	struct sockpool *pool;
 	struct intercept *ic;
 	bool exported;
+	struct intercept_ops ops;            /* wintercept_ops, for this CA */
 	struct wintercept_leafreq *leafreqs; /* asked of the parent, not answered */
-	struct logagg *agg_ca; /* client_rejected_ca: one line per host and window */
+	struct logagg *agg_ca;               /* client_rejected_ca: one line per host and window */
 	struct event *ev_agg;
 };
 
@@ -279,7 +280,7 @@ wintercept_get_leaf(void *arg, const char *host, intercept_leaf_cb cb, void *cba
 	return 0;
 }
 
-/* The parent's CA: leaves come from the parent. */
+/* Leaves come from the parent (get_leaf is cleared for a CA of the worker's own). */
 static const struct intercept_ops wintercept_ops = {
     .sni_allowed = wintercept_sni_allowed,
     .dst_ok = wintercept_dst_ok,
@@ -289,17 +290,6 @@ static const struct intercept_ops wintercept_ops = {
     .log = wintercept_log,
     .terminate_all = wintercept_terminate_all,
     .get_leaf = wintercept_get_leaf,
-};
-
-/* A CA of the worker's own (it holds the key): the cache mints. */
-static const struct intercept_ops wintercept_ops_local = {
-    .sni_allowed = wintercept_sni_allowed,
-    .dst_ok = wintercept_dst_ok,
-    .get_upstream_socket = wintercept_socket,
-    .snapshot = wintercept_snapshot,
-    .count = wintercept_count,
-    .log = wintercept_log,
-    .terminate_all = wintercept_terminate_all,
 };
 
 /* Start interception (see wintercept.h). */
@@ -376,8 +366,11 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 			goto fail;
 		}
 	}
-	w->ic = intercept_new(ws->base,
-	    ca_can_sign(w->ca) ? &wintercept_ops_local : &wintercept_ops, w, &icfg, err, errlen);
+	/* A CA of the worker's own (it holds the key): the cache mints. */
+	w->ops = wintercept_ops;
+	if (ca_can_sign(w->ca))
+		w->ops.get_leaf = NULL;
+	w->ic = intercept_new(ws->base, &w->ops, w, &icfg, err, errlen);
 	if (w->ic == NULL)
 		goto fail;
 	{
