@@ -10,6 +10,7 @@
 
 #include "egressd/common/config.h"
 #include "egressd/common/log.h"
+#include "egressd/common/wipe.h"
 #include "egressd/child/worker.h"
 #include "egressd/priv/parent.h"
 #include "egressd/priv/privsep.h"
@@ -42,6 +43,11 @@ main(int argc, char **argv)
 	char err[1024];
 	int rc;
 
+	/* Before OpenSSL allocates anything: its freed memory is wiped. */
+	if (wipe_install() != 0) {
+		fprintf(stderr, "egressd: cannot install OpenSSL's wiping allocator\n");
+		return 1;
+	}
 	if (argc >= 2 && (strcmp(argv[1], "check") == 0 || strcmp(argv[1], "explain") == 0 ||
 	                     strcmp(argv[1], "test") == 0)) {
 		log_init("cli", LOG_WARN, 2);

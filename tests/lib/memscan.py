@@ -15,20 +15,31 @@ def main():
         return 2
     found = False
     regions = 0
+    chunk = 64 << 20
+    keep = len(needle) - 1
     with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
         for line in maps:
             m = re.match(r"([0-9a-f]+)-([0-9a-f]+) (\S+)", line)
             if not m or m.group(3)[0] != "r" or "[vvar]" in line or "[vsyscall]" in line:
                 continue
             lo, hi = int(m.group(1), 16), int(m.group(2), 16)
-            try:
-                mem.seek(lo)
-                data = mem.read(hi - lo)
-            except OSError:
+            # A sanitizer's shadow (terabytes reserved, never a heap) is skipped.
+            if hi - lo > (4 << 30):
                 continue
             regions += 1
-            if needle in data or needle[::-1] in data:
-                found = True
+            tail = b""
+            for at in range(lo, hi, chunk):
+                try:
+                    mem.seek(at)
+                    data = tail + mem.read(min(chunk, hi - at))
+                except OSError:
+                    tail = b""
+                    continue
+                if needle in data or needle[::-1] in data:
+                    found = True
+                    break
+                tail = data[-keep:]
+            if found:
                 break
     if regions == 0:
         print("memscan: no readable region", file=sys.stderr)

@@ -11,6 +11,9 @@
 # on fresh and on kept-alive or pipelined connections.
 HERE="$(cd "$(dirname "$0")" && pwd)"
 . "$HERE/nslib.sh"
+# The client runs as the workload's uid, which cannot read a checkout under
+# /root: it gets a copy of its own.
+install -m 644 "$HERE/api_refused.py" "$TMP/api_refused.py"
 ns_up
 mkdir -p "$TMP/always"
 URL=http://127.0.0.1:18080
@@ -153,7 +156,7 @@ refused() {
 	shift 3
 	case "$exp" in "="*) codes=${exp%% *}; codes=${codes#=}; exp=${exp#* } ;; esac
 	before=$(nrec)
-	ans=$(ws $PY "$HERE/api_refused.py" "$src" "$1" "$RTOK" "$CANARY" "${@:2}" 2>&1)
+	ans=$(ws $PY "$TMP/api_refused.py" "$src" "$1" "$RTOK" "$CANARY" "${@:2}" 2>&1)
 	out=$($PY - "$LOG" "$before" "$src" "$exp" "${LAST[policy]:-}" "${LAST[vault]:-}" "$ans" "$codes" <<'PY'
 import json, re, sys
 log, before, src, exp, lastp, lastv, ans, codes = sys.argv[1:9]
@@ -267,7 +270,7 @@ audit "the right token while throttled is applied: 200" 200 right policy +1 -- P
 # --- egressd stops with API connections open: nothing dangles -----------------
 # (under an ASan build a use after free or a double free shows in this log;
 # LeakSanitizer cannot run in the non-dumpable worker)
-ws $PY "$HERE/api_refused.py" 127.0.6.30 hold "$TOKEN" "$CANARY" >"$TMP/hold.out" 2>&1 &
+ws $PY "$TMP/api_refused.py" 127.0.6.30 hold "$TOKEN" "$CANARY" >"$TMP/hold.out" 2>&1 &
 HOLD=$!
 for i in $(seq 1 100); do grep -q '^held' "$TMP/hold.out" && break; sleep 0.1; done
 check "four API connections are open (idle, inside a head, inside a body, after an answer)" grep -q '^held' "$TMP/hold.out"
