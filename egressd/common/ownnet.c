@@ -288,7 +288,8 @@ ownnet_watch_drain(int fd)
 			continue;
 		}
 		len = (int)r;
-		for (nh = (const struct nlmsghdr *)buf; ownnet_msg_ok(nh, len); nh = NLMSG_NEXT(nh, len))
+		for (nh = (const struct nlmsghdr *)buf; ownnet_msg_ok(nh, len);
+		     nh = NLMSG_NEXT(nh, len))
 			if (nh->nlmsg_type == RTM_NEWADDR || nh->nlmsg_type == RTM_DELADDR ||
 			    nh->nlmsg_type == RTM_NEWROUTE || nh->nlmsg_type == RTM_DELROUTE)
 				changed = true;
