@@ -279,6 +279,8 @@ check "four API connections are open (idle, inside a head, inside a body, after 
 kill "$EGRESSD_PID"; wait "$EGRESSD_PID" 2>/dev/null
 check "the worker stopped cleanly with them open" grep -q '"event":"worker_exit".*"status":0' "$LOG"
 refute "no sanitizer report" grep -qE 'AddressSanitizer|LeakSanitizer|runtime error:' "$LOG"
+# $HOLD is the subshell of the ws function; the client is its child.
+pkill -TERM -P "$HOLD" 2>/dev/null
 kill "$HOLD" 2>/dev/null
 wait "$HOLD" 2>/dev/null
 cat "$LOG" >>"$TMP/all.log"
