@@ -239,6 +239,12 @@ void policy_decide_addr(const struct policy *p, int family, const uint8_t *addr,
 /* True if port is in ranges (nports 0 = all ports). */
 bool policy_ports_contain(const struct policy_port_range *ports, size_t nports, uint16_t port);
 
+/*
+ * Whether p allows a learned destination of canon on a port scope (0: all
+ * ports, only when the deciding rule has none). NULL, or why not (static).
+ */
+const char *policy_learn_refusal(const struct policy *p, const char *canon, uint16_t port);
+
 /* Number of rules of one origin list. */
 size_t policy_rule_count(const struct policy *p, enum policy_origin origin);
 

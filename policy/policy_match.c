@@ -206,3 +206,17 @@ policy_decide_addr(const struct policy *p, int family, const uint8_t *addr, uint
 		    port_miss ? "an allow rule covers the address but not this port: defaultAction"
 		              : "no address rule matched: defaultAction");
 }
+
+/* Learned port scope; see policy.h. */
+const char *
+policy_learn_refusal(const struct policy *p, const char *canon, uint16_t port)
+{
+	struct policy_decision dec;
+
+	policy_decide_name(p, canon, &dec);
+	if (dec.action != POLICY_ALLOW)
+		return "name not allowed by the policy in force";
+	if (port == 0 ? dec.nports != 0 : !policy_ports_contain(dec.ports, dec.nports, port))
+		return "port scope not allowed for the name";
+	return NULL;
+}

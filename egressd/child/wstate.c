@@ -61,15 +61,7 @@ struct wstate_prune {
 static bool
 wstate_keep_learned(const struct learnmap_entry *e, void *arg)
 {
-	const struct policy *newp = ((struct wstate_prune *)arg)->newp;
-	struct policy_decision dec;
-
-	policy_decide_name(newp, e->name, &dec);
-	if (dec.action != POLICY_ALLOW)
-		return false;
-	if (e->port == 0)
-		return dec.nports == 0;
-	return policy_ports_contain(dec.ports, dec.nports, e->port);
+	return policy_learn_refusal(((struct wstate_prune *)arg)->newp, e->name, e->port) == NULL;
 }
 
 static void

@@ -79,18 +79,8 @@ ppolicy_free(struct ppolicy *pp)
 static bool
 ppolicy_allows(const struct policy *p, const char *name, uint16_t port, const char **why)
 {
-	struct policy_decision dec;
-
-	policy_decide_name(p, name, &dec);
-	if (dec.action != POLICY_ALLOW) {
-		*why = "name not allowed by the policy in force";
-		return false;
-	}
-	if (port == 0 ? dec.nports != 0 : !policy_ports_contain(dec.ports, dec.nports, port)) {
-		*why = "port scope not allowed for the name";
-		return false;
-	}
-	return true;
+	*why = policy_learn_refusal(p, name, port);
+	return *why == NULL;
 }
 
 bool
