@@ -75,14 +75,6 @@ ppolicy_free(struct ppolicy *pp)
 	free(pp);
 }
 
-/* Whether policy p allows name on a learned port scope (0: all ports). */
-static bool
-ppolicy_allows(const struct policy *p, const char *name, uint16_t port, const char **why)
-{
-	*why = policy_learn_refusal(p, name, port);
-	return *why == NULL;
-}
-
 bool
 ppolicy_name_allowed(struct ppolicy *pp, const char *name)
 {
@@ -97,7 +89,7 @@ ppolicy_learn_check(struct ppolicy *pp, struct chan_learn *l, const char **why)
 {
 	const struct policy_dns *pd = policy_dns(pp->policy);
 
-	if (!ppolicy_allows(pp->policy, l->name, l->port, why))
+	if ((*why = policy_learn_refusal(pp->policy, l->name, l->port)) != NULL)
 		return EPERM;
 	if (addrclass_refused(enforce_own(pp->enf), l->family, l->addr, pd->filter_private, why))
 		return EPERM;
@@ -143,9 +135,8 @@ static bool
 ppolicy_keep_cb(const struct learnmap_entry *e, void *arg)
 {
 	struct ppolicy_revoke *rv = arg;
-	const char *why;
 
-	return ppolicy_allows(rv->newp, e->name, e->port, &why);
+	return policy_learn_refusal(rv->newp, e->name, e->port) == NULL;
 }
 
 static struct ctflush_target *
