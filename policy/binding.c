@@ -1386,3 +1386,24 @@ binding_set_to_tree(const struct binding_set *bs)
 	json_object_set_new(o, "bindings", bl);
 	return o;
 }
+
+/* CreateRequest shape with placeholder values; see binding.h. */
+json_t *
+binding_set_to_wire(const struct binding_set *bs)
+{
+	json_t *o = binding_set_to_tree(bs), *c;
+	size_t i;
+
+	if (o == NULL)
+		return NULL;
+	json_array_foreach(json_object_get(o, "credentials"), i, c)
+	{
+		json_t *src = json_pack("{s:s,s:s}", "type", "inline", "value", "-");
+
+		if (src == NULL || json_object_set_new(c, "source", src) != 0) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
+}

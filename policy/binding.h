@@ -129,4 +129,12 @@ int binding_credential_reveal(
 /* Sanitized view (names, match, auth type, apiKey name; never values or refs). */
 json_t *binding_set_to_json(const struct binding_set *bs);
 
+/*
+ * The set in the API's CreateRequest shape, every credential an inline
+ * source whose value is the placeholder "-": what vault/vwire.c carries
+ * to the intercept, beside the values, so that the receiver parses it
+ * with the API's own parser (binding_set_from_json). Owned; NULL on ENOMEM.
+ */
+json_t *binding_set_to_wire(const struct binding_set *bs);
+
 #endif

@@ -175,6 +175,12 @@ vault_snap_bindings(const struct vault_snap *s)
 	return s->bs;
 }
 
+const struct secret *
+vault_snap_secret(const struct vault_snap *s, size_t i)
+{
+	return i < s->nsecrets ? s->secrets[i] : NULL;
+}
+
 bool
 vault_snap_host_bound(const struct vault_snap *s, const char *host)
 {

@@ -34,6 +34,9 @@ uint64_t vault_snap_revision(const struct vault_snap *s);
 /* The bindings (borrowed for the life of the snapshot). */
 const struct binding_set *vault_snap_bindings(const struct vault_snap *s);
 
+/* The value of credential i (borrowed), or NULL past the end. */
+const struct secret *vault_snap_secret(const struct vault_snap *s, size_t i);
+
 /* True if some binding could apply to this canonical host. */
 bool vault_snap_host_bound(const struct vault_snap *s, const char *host);
 

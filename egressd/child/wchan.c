@@ -1,8 +1,9 @@
 /*
- * Worker side of the parent channel (worker process). Replies are matched
+ * A child's side of its parent channel (child processes). Replies are matched
  * to requests by id in a small open-addressing table; a reply that matches
  * nothing, or any invalid message, means the channel cannot be trusted and
- * the worker exits (the parent restarts it).
+ * the child exits (the parent restarts it). What the parent pushes on its
+ * own (ids with CHAN_ID_PARENT) goes to the push handler.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -30,6 +31,8 @@ struct wchan {
 	struct wchan_slot slots[WCHAN_SLOTS];
 	wchan_dead_cb dead;
 	void *dead_arg;
+	wchan_push_cb push;
+	void *push_arg;
 	bool broken;
 };
 
@@ -86,6 +89,18 @@ wchan_read_cb(evutil_socket_t fd, short what, void *arg)
 		case CHAN_OK:
 			break;
 		}
+		if ((m.hdr.id & CHAN_ID_PARENT) != 0) {
+			/* chan_validate let through only a pushed document or learn. */
+			if (w->push == NULL) {
+				wchan_break(
+				    w, "the parent pushed to a process that takes no pushes");
+				return;
+			}
+			w->push(&m, w->push_arg);
+			if (m.hdr.type == CHAN_VAULT)
+				explicit_bzero(&m, sizeof(m));
+			continue;
+		}
 		s = wchan_find(w, m.hdr.id);
 		if (s == NULL) {
 			if (passfd >= 0)
@@ -139,13 +154,20 @@ wchan_free(struct wchan *w)
 	free(w);
 }
 
-/* Next request id, skipping 0. */
+void
+wchan_on_push(struct wchan *w, wchan_push_cb cb, void *arg)
+{
+	w->push = cb;
+	w->push_arg = arg;
+}
+
+/* Next request id, skipping 0 and staying below the parent's ids. */
 uint32_t
 wchan_id(struct wchan *w)
 {
 	uint32_t id = w->next_id++;
 
-	if (w->next_id == 0)
+	if (w->next_id >= CHAN_ID_PARENT)
 		w->next_id = 1;
 	return id;
 }

@@ -19,11 +19,20 @@ typedef void (*wchan_reply_cb)(const union chan_msg *reply, int fd, void *arg);
 /* Called when the channel breaks: the worker must exit. */
 typedef void (*wchan_dead_cb)(const char *why, void *arg);
 
+/*
+ * A document chunk or learn the parent pushed (id with CHAN_ID_PARENT);
+ * borrowed for the call. The handler answers with CHAN_ACK when whole.
+ */
+typedef void (*wchan_push_cb)(const union chan_msg *m, void *arg);
+
 /* Pending requests at most; more is a worker bug and is refused. */
 #define WCHAN_MAX_PENDING 4096
 
 struct wchan *wchan_new(struct event_base *base, int fd, wchan_dead_cb dead, void *arg);
 void wchan_free(struct wchan *w);
+
+/* Take the parent's pushes; without a handler, a push breaks the channel. */
+void wchan_on_push(struct wchan *w, wchan_push_cb cb, void *arg);
 
 /* A fresh non-zero request id. */
 uint32_t wchan_id(struct wchan *w);

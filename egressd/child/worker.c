@@ -1,8 +1,9 @@
 /*
- * The unprivileged worker process: it holds no capability and runs under
- * its own uid. It owns every piece of network input (DNS, the control API,
- * intercepted connections) and asks the parent, over the channel, for
- * marked sockets and for nft changes. It never touches netlink.
+ * The unprivileged children (one per role: control, dns, intercept): each
+ * holds no capability and runs under the worker uid. Each owns one kind
+ * of network input (the control API, DNS, intercepted connections) and
+ * asks the parent, over its channel, for what its role may ask. None
+ * touches netlink.
  */
 #include <errno.h>
 #include <poll.h>
@@ -16,6 +17,7 @@
 #include <event2/event.h>
 
 #include "egressd/common/log.h"
+#include "egressd/common/shstat.h"
 #include "egressd/child/wchan.h"
 #include "egressd/child/worker.h"
 #include "egressd/child/wstate.h"
@@ -35,7 +37,7 @@ worker_sigterm_cb(evutil_socket_t sig, short what, void *arg)
 {
 	struct wstate *ws = arg;
 
-	log_msg(LOG_INFO, "proc", "stop", "worker stopping");
+	log_msg(LOG_INFO, "proc", "stop", "%s stopping", chan_role_name(ws->role));
 	event_base_loopbreak(ws->base);
 }
 
@@ -44,7 +46,8 @@ worker_sighup_cb(evutil_socket_t sig, short what, void *arg)
 {
 	struct wstate *ws = arg;
 
-	wstate_reload(ws, "SIGHUP");
+	if (ws->role == CHAN_ROLE_CONTROL)
+		wstate_reload(ws, "SIGHUP");
 }
 
 /* Seconds the parent has to hand over the policy in force. */
@@ -52,7 +55,8 @@ worker_sighup_cb(evutil_socket_t sig, short what, void *arg)
 
 /*
  * The parent's first message(s): the policy in force (CHAN_POLICY chunks
- * of id 1; total 0 when there is none yet). Read before anything else.
+ * of CHAN_ID_HANDOVER; total 0 when there is none yet). Read before
+ * anything else.
  */
 static int
 worker_inherit(int chanfd, char **doc, size_t *len)
@@ -79,7 +83,7 @@ worker_inherit(int chanfd, char **doc, size_t *len)
 		st = chan_recv(chanfd, m, CHAN_TO_WORKER, &passfd, &why);
 		if (st == CHAN_AGAIN)
 			continue;
-		if (st != CHAN_OK || m->hdr.type != CHAN_POLICY || m->hdr.id != 1 ||
+		if (st != CHAN_OK || m->hdr.type != CHAN_POLICY || m->hdr.id != CHAN_ID_HANDOVER ||
 		    m->policy.offset != have || (have > 0 && m->policy.total != *len)) {
 			if (passfd >= 0)
 				close(passfd);
@@ -111,7 +115,7 @@ worker_inherit(int chanfd, char **doc, size_t *len)
 }
 
 int
-worker_main(const struct config *cfg, int chanfd)
+worker_main(const struct config *cfg, int chanfd, enum chan_role role)
 {
 	struct wstate ws;
 	struct event *ev_term, *ev_int, *ev_hup;
@@ -119,6 +123,8 @@ worker_main(const struct config *cfg, int chanfd)
 	signal(SIGPIPE, SIG_IGN);
 	memset(&ws, 0, sizeof(ws));
 	ws.cfg = cfg;
+	ws.role = role;
+	ws.metrics = shstat_view()->own != NULL ? shstat_view()->own : &ws.metrics_local;
 	if (worker_inherit(chanfd, &ws.inherit, &ws.inherit_len) != 0)
 		return 71;
 	ws.base = event_base_new();

@@ -1,10 +1,11 @@
 /*
- * Worker state and policy lifecycle (worker process). A policy change is
- * compiled into static IP/CIDR elements, sent to the parent as one set and
- * applied by it in one nft batch; the worker swaps to the new policy only
- * when the parent says it is in force, so the DNS proxy never answers
- * under a policy the kernel does not enforce. An invalid source leaves the
- * previous policy in force.
+ * Child state and policy lifecycle (child processes). In control, a
+ * policy change is handed to the parent as one policy_wire document; the
+ * parent puts it in the kernel and pushes it to dns and intercept, and
+ * answers only once they acknowledged, so no process answers under a
+ * policy the kernel does not enforce, and an API answer means every
+ * process decides on the new one. An invalid source leaves the previous
+ * policy in force. dns and intercept take what the parent pushes here.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,11 +20,15 @@
 #include "egressd/common/learnmap.h"
 #include "egressd/common/log.h"
 #include "egressd/common/safefile.h"
+#include "egressd/common/shstat.h"
 #include "egressd/control/vaultapi.h"
 #include "egressd/child/wchan.h"
 #include "egressd/intercept/wintercept.h"
 #include "egressd/child/wstate.h"
+#include "policy/binding.h"
 #include "policy/policy.h"
+#include "vault/snap.h"
+#include "vault/vwire.h"
 
 /* How often the policy and always files are checked for changes. */
 #define WSTATE_WATCH_S 2
@@ -85,8 +90,8 @@ wstate_policy_cb(const union chan_msg *reply, int fd, void *arg)
 	struct wstate_prune pr = {.newp = a->p};
 
 	if (reply->result.err != 0) {
-		ws->metrics.policy_failures++;
-		ws->metrics.nft_errors++;
+		ws->metrics->policy_failures++;
+		ws->metrics->nft_errors++;
 		log_begin(&l, LOG_ERROR, "policy", "policy_reject");
 		log_str(&l, "why", reply->result.msg);
 		log_end(&l);
@@ -96,9 +101,10 @@ wstate_policy_cb(const union chan_msg *reply, int fd, void *arg)
 	old = ws->policy;
 	ws->policy = policy_ref(a->p);
 	ws->revision++;
-	ws->metrics.policy_applies++;
+	ws->metrics->policy_applies++;
 	vaultapi_policy_changed(ws);
-	learnmap_prune(ws->learned, wstate_keep_learned, wstate_forgotten_cb, &pr);
+	if (ws->learned != NULL)
+		learnmap_prune(ws->learned, wstate_keep_learned, wstate_forgotten_cb, &pr);
 	policy_free(old);
 	log_begin(&l, LOG_INFO, "policy", "policy_apply");
 	log_uint(&l, "revision", ws->revision);
@@ -332,14 +338,14 @@ wstate_reload(struct wstate *ws, const char *why)
 	else
 		user = policy_ref(ws->policy);
 	if (user == NULL) {
-		ws->metrics.policy_failures++;
+		ws->metrics->policy_failures++;
 		log_msg(LOG_ERROR, "policy", "policy_invalid", "previous policy stays: %s", err);
 		return;
 	}
 	eff = wstate_with_always(ws, user, err, sizeof(err));
 	policy_free(user);
 	if (eff == NULL) {
-		ws->metrics.policy_failures++;
+		ws->metrics->policy_failures++;
 		log_msg(LOG_ERROR, "policy", "policy_invalid", "previous policy stays: %s", err);
 		return;
 	}
@@ -384,35 +390,40 @@ wstate_watch_cb(evutil_socket_t fd, short what, void *arg)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	learnmap_expire(ws->learned, ts.tv_sec);
+	if (ws->learned != NULL)
+		learnmap_expire(ws->learned, ts.tv_sec);
+	if (ws->role != CHAN_ROLE_CONTROL)
+		return;
 	vaultapi_rotate_files(ws);
 	if (wstate_stamps(ws))
 		wstate_reload(ws, "file changed");
 }
 
+/* Tell the parent this process serves. */
 static void
-wstate_dns_ready_cb(void *arg)
+wstate_ready(struct wstate *ws, const char *what)
 {
-	struct wstate *ws = arg;
 	struct chan_ready r;
 
-	/* READY only once interception (when on) is in place too. */
-	if (ws->cfg->intercept && !wintercept_ready(ws->icpt))
-		return;
 	memset(&r, 0, sizeof(r));
 	r.hdr.type = CHAN_READY;
 	r.hdr.id = wchan_id(ws->chan);
 	if (wchan_send(ws->chan, &r) != 0)
 		return;
 	ws->ready = true;
-	log_msg(LOG_INFO, "proc", "worker_ready", "enforcement and DNS proxy in place");
+	log_msg(LOG_INFO, "proc", "child_ready", "%s in place", what);
+}
+
+static void
+wstate_dns_ready_cb(void *arg)
+{
+	wstate_ready(arg, "DNS proxy");
 }
 
 static void
 wstate_first_cb(int err, const char *msg, void *arg)
 {
 	struct wstate *ws = arg;
-	char e[512];
 
 	if (err != 0) {
 		log_msg(
@@ -421,35 +432,271 @@ wstate_first_cb(int err, const char *msg, void *arg)
 		event_base_loopbreak(ws->base);
 		return;
 	}
-	if (ws->cfg->intercept) {
-		ws->icpt = wintercept_new(ws, e, sizeof(e));
-		if (ws->icpt == NULL) {
-			log_msg(LOG_ERROR, "vault", "intercept_error", "%s", e);
-			ws->exit_code = 1;
-			event_base_loopbreak(ws->base);
-			return;
-		}
-	}
-	ws->dns = dnsproxy_new(ws, wstate_dns_ready_cb, ws, e, sizeof(e));
-	if (ws->dns == NULL) {
-		log_msg(LOG_ERROR, "dns", "dns_error", "%s", e);
-		ws->exit_code = 1;
-		event_base_loopbreak(ws->base);
-		return;
-	}
+	wstate_ready(ws, "policy and control API");
 }
 
-int
-wstate_start(struct wstate *ws)
+/* ---- what the parent pushes (dns, intercept) ---- */
+
+static void
+wstate_ack(struct wstate *ws, uint32_t id, int err)
+{
+	struct chan_ack a;
+
+	memset(&a, 0, sizeof(a));
+	a.hdr.type = CHAN_ACK;
+	a.hdr.id = id;
+	a.err = err;
+	if (wchan_send(ws->chan, &a) != 0)
+		log_msg(LOG_ERROR, "proc", "chan_send", "acknowledgement failed");
+}
+
+/* The policy in force changed: swap, and forget learned entries it no longer allows. */
+static int
+wstate_take_policy(struct wstate *ws, const char *doc, size_t len)
+{
+	struct policy_err pe;
+	struct policy *p, *old;
+	struct wstate_prune pr;
+	struct log_line l;
+
+	memset(&pe, 0, sizeof(pe));
+	p = policy_wire_decode(doc ? doc : "", len, &pe);
+	if (p == NULL) {
+		log_msg(LOG_ERROR, "policy", "policy_reject", "the parent's policy: %s", pe.msg);
+		return EINVAL;
+	}
+	pr.newp = p;
+	pr.forgotten = 0;
+	old = ws->policy;
+	ws->policy = p;
+	ws->revision++;
+	if (ws->learned != NULL)
+		learnmap_prune(ws->learned, wstate_keep_learned, wstate_forgotten_cb, &pr);
+	policy_free(old);
+	log_begin(&l, LOG_INFO, "policy", "policy_apply");
+	log_uint(&l, "revision", ws->revision);
+	log_str(&l, "default", policy_action_str(policy_default_action(p)));
+	log_uint(&l, "rules", policy_rule_count(p, POLICY_ORIGIN_USER));
+	log_uint(&l, "forgotten", pr.forgotten);
+	log_end(&l);
+	return 0;
+}
+
+/* The vault in force changed (intercept): requests in flight keep theirs. */
+static int
+wstate_take_vault(struct wstate *ws, const char *doc, size_t len)
+{
+	struct vault_snap *snap;
+	char err[256];
+
+	if (ws->role != CHAN_ROLE_INTERCEPT)
+		return EPERM;
+	if (vault_wire_decode(doc, len, &snap, err, sizeof(err)) != 0) {
+		log_msg(LOG_ERROR, "vault", "vault_error", "the vault pushed is refused: %s", err);
+		return EINVAL;
+	}
+	vault_snap_unref(ws->vault);
+	ws->vault = snap;
+	log_msg(LOG_INFO, "vault", "vault_in_force", "revision %llu, %zu bindings",
+	    (unsigned long long)(snap ? vault_snap_revision(snap) : 0),
+	    snap ? binding_set_count(vault_snap_bindings(snap)) : (size_t)0);
+	return 0;
+}
+
+static void
+wstate_push_cb(const union chan_msg *m, void *arg)
+{
+	struct wstate *ws = arg;
+	struct timespec ts;
+	char *doc;
+	size_t len;
+	int err;
+
+	switch (m->hdr.type) {
+	case CHAN_LEARN:
+		/* The intercept checks SNI against the names the DNS proxy learned. */
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		if (ws->learned != NULL && ws->role == CHAN_ROLE_INTERCEPT &&
+		    learnmap_add(ws->learned, m->learn.name, m->learn.family, m->learn.addr,
+		        m->learn.port, ts.tv_sec + m->learn.timeout_s) != 0)
+			ws->push_err = ENOSPC;
+		if ((m->learn.hdr.flags & CHAN_LEARN_MORE) == 0) {
+			wstate_ack(
+			    ws, m->hdr.id, ws->role == CHAN_ROLE_INTERCEPT ? ws->push_err : EPERM);
+			ws->push_err = 0;
+		}
+		return;
+	case CHAN_POLICY:
+	case CHAN_VAULT:
+		break;
+	default:
+		return; /* chan_validate() lets no other type through with a parent id */
+	}
+	switch (chan_doc_feed(&ws->push_rx, m)) {
+	case CHAN_DOC_MORE:
+		return;
+	case CHAN_DOC_BAD:
+		log_msg(LOG_ERROR, "proc", "chan_lost", "the parent's document is out of sequence");
+		ws->exit_code = 71;
+		event_base_loopbreak(ws->base);
+		return;
+	case CHAN_DOC_NOMEM:
+		wstate_ack(ws, m->hdr.id, ENOMEM);
+		return;
+	case CHAN_DOC_DONE:
+		break;
+	}
+	doc = chan_doc_take(&ws->push_rx, &len);
+	err = m->hdr.type == CHAN_POLICY ? wstate_take_policy(ws, doc, len)
+	                                 : wstate_take_vault(ws, doc, len);
+	vault_wire_free(doc, len);
+	wstate_ack(ws, m->hdr.id, err);
+}
+
+/* ---- control: the vault to the intercept ---- */
+
+struct wstate_vpub {
+	wstate_applied_cb cb;
+	void *arg;
+};
+
+static void
+wstate_vault_cb(const union chan_msg *reply, int fd, void *arg)
+{
+	struct wstate_vpub *v = arg;
+
+	if (v->cb != NULL)
+		v->cb(reply->result.err, reply->result.msg, v->arg);
+	free(v);
+}
+
+void
+wstate_publish_vault(struct wstate *ws, wstate_applied_cb cb, void *arg)
+{
+	struct wstate_vpub *v;
+	char *doc;
+	size_t len, off = 0;
+	int err;
+	uint32_t id;
+
+	if (ws->chan == NULL || !ws->cfg->intercept) {
+		if (cb != NULL)
+			cb(0, "", arg);
+		return;
+	}
+	doc = vault_wire_encode(ws->vault, &len, &err);
+	if ((doc == NULL && err != 0) || len > CHAN_MAX_VAULT_BYTES ||
+	    (v = calloc(1, sizeof(*v))) == NULL) {
+		vault_wire_free(doc, len);
+		if (cb != NULL)
+			cb(err ? err : E2BIG, "the vault does not fit the channel", arg);
+		return;
+	}
+	v->cb = cb;
+	v->arg = arg;
+	id = wchan_id(ws->chan);
+	do {
+		union chan_msg *c = calloc(1, sizeof(*c));
+		size_t n = len - off > CHAN_POLICY_CHUNK ? CHAN_POLICY_CHUNK : len - off;
+		int rc;
+
+		if (c == NULL) {
+			rc = -1;
+		} else {
+			c->vault.hdr.type = CHAN_VAULT;
+			c->vault.hdr.id = id;
+			c->vault.total = (uint32_t)len;
+			c->vault.offset = (uint32_t)off;
+			c->vault.len = (uint32_t)n;
+			if (n > 0)
+				memcpy(c->vault.data, doc + off, n);
+			off += n;
+			if (off < len) {
+				c->vault.hdr.flags = CHAN_POLICY_MORE;
+				rc = wchan_send(ws->chan, c);
+			} else
+				rc = wchan_request(ws->chan, c, wstate_vault_cb, v);
+			explicit_bzero(c, sizeof(*c));
+			free(c);
+		}
+		if (rc != 0) {
+			vault_wire_free(doc, len);
+			if (cb != NULL)
+				cb(EPIPE, "channel to the parent is broken", arg);
+			free(v);
+			return;
+		}
+	} while (off < len);
+	vault_wire_free(doc, len);
+}
+
+/* ---- control: the others' status ---- */
+
+bool
+wstate_all_ready(const struct wstate *ws)
+{
+	const volatile struct shstat_status *st = shstat_view()->status;
+
+	if (st == NULL)
+		return ws->ready;
+	return ws->ready && st->ready == st->present;
+}
+
+bool
+wstate_intercept_ready(const struct wstate *ws)
+{
+	const volatile struct shstat_status *st = shstat_view()->status;
+
+	return ws->cfg->intercept && st != NULL && (st->ready & (1u << CHAN_ROLE_INTERCEPT)) != 0;
+}
+
+void
+wstate_metrics_sum(const struct wstate *ws, struct metrics *out)
+{
+	const struct shstat_view *v = shstat_view();
+
+	memset(out, 0, sizeof(*out));
+	if (v->status == NULL) {
+		metrics_add(out, ws->metrics);
+		return;
+	}
+	for (int r = 0; r < CHAN_ROLE_MAX; r++)
+		if (v->role[r] != NULL)
+			metrics_add(out, v->role[r]);
+}
+
+uint64_t
+wstate_learned_count(const struct wstate *ws)
+{
+	const volatile struct shstat_status *st = shstat_view()->status;
+
+	if (st != NULL)
+		return st->learned;
+	return ws->learned != NULL ? learnmap_count(ws->learned) : 0;
+}
+
+/* dns and intercept start from the policy the parent handed over (deny-all if none yet). */
+static struct policy *
+wstate_inherited(struct wstate *ws)
+{
+	struct policy_err pe;
+	struct policy *p = NULL;
+
+	memset(&pe, 0, sizeof(pe));
+	if (ws->inherit != NULL &&
+	    (p = policy_wire_decode(ws->inherit, ws->inherit_len, &pe)) == NULL)
+		log_msg(LOG_ERROR, "policy", "policy_inherit",
+		    "the parent's policy does not decode (%s): deny-all until the next", pe.msg);
+	return p != NULL ? p : policy_new_deny_all();
+}
+
+static int
+wstate_start_control(struct wstate *ws)
 {
 	char err[512] = "";
 	struct policy *user, *eff;
-	struct timeval tv = {WSTATE_WATCH_S, 0};
 
-	vaultapi_init();
-	ws->learned = learnmap_new();
-	if (ws->learned == NULL)
-		return -1;
+	vault_json_wipe_init();
 	/* Bad initial configuration is fatal: egressd must not run half-configured. */
 	user = wstate_load_user(ws, true, err, sizeof(err));
 	if (user == NULL) {
@@ -464,8 +711,6 @@ wstate_start(struct wstate *ws)
 	}
 	ws->policy = policy_new_deny_all();
 	wstate_stamps(ws);
-	ws->ev_watch = event_new(ws->base, -1, EV_PERSIST, wstate_watch_cb, ws);
-	event_add(ws->ev_watch, &tv);
 	ws->api = api_new(ws, err, sizeof(err));
 	if (ws->api == NULL) {
 		log_msg(LOG_ERROR, "api", "api_error", "%s", err);
@@ -474,6 +719,48 @@ wstate_start(struct wstate *ws)
 	}
 	wstate_apply(ws, eff, wstate_first_cb, ws);
 	return 0;
+}
+
+static int
+wstate_start_data(struct wstate *ws)
+{
+	char e[512];
+
+	ws->learned = learnmap_new();
+	if (ws->learned == NULL)
+		return -1;
+	ws->policy = wstate_inherited(ws);
+	wchan_on_push(ws->chan, wstate_push_cb, ws);
+	if (ws->role == CHAN_ROLE_INTERCEPT) {
+		vault_json_wipe_init();
+		ws->icpt = wintercept_new(ws, e, sizeof(e));
+		if (ws->icpt == NULL) {
+			log_msg(LOG_ERROR, "vault", "intercept_error", "%s", e);
+			return -1;
+		}
+		if (wintercept_ready(ws->icpt))
+			wstate_ready(ws, "interception");
+		return 0;
+	}
+	ws->dns = dnsproxy_new(ws, wstate_dns_ready_cb, ws, e, sizeof(e));
+	if (ws->dns == NULL) {
+		log_msg(LOG_ERROR, "dns", "dns_error", "%s", e);
+		return -1;
+	}
+	return 0;
+}
+
+int
+wstate_start(struct wstate *ws)
+{
+	struct timeval tv = {WSTATE_WATCH_S, 0};
+
+	ws->ev_watch = event_new(ws->base, -1, EV_PERSIST, wstate_watch_cb, ws);
+	if (ws->ev_watch == NULL || event_add(ws->ev_watch, &tv) != 0)
+		return -1;
+	if (ws->role == CHAN_ROLE_CONTROL)
+		return wstate_start_control(ws);
+	return wstate_start_data(ws);
 }
 
 void
@@ -492,6 +779,7 @@ wstate_stop(struct wstate *ws)
 	dnsproxy_free(ws->dns);
 	if (ws->ev_watch != NULL)
 		event_free(ws->ev_watch);
+	chan_doc_reset(&ws->push_rx);
 	learnmap_free(ws->learned);
 	policy_free(ws->policy);
 }

@@ -1,8 +1,11 @@
 /*
- * The worker's shared state: the active policy, the learned-address map,
- * the services (DNS proxy, control API) and the counters. Policy changes
- * go through wstate_apply(), which pushes the static nft sets to the
- * parent and swaps the policy only once the parent has applied them.
+ * A child's state: its role, the active policy, the learned-address map,
+ * its service (control: the API and the policy sources; dns: the DNS
+ * proxy; intercept: interception and the vault's data path) and its
+ * counters. In control, policy changes go through wstate_apply(), which
+ * hands the policy to the parent and swaps only once the parent has put it
+ * in force everywhere; dns and intercept take the policy, the vault and
+ * learned addresses the parent pushes (wstate_push).
  */
 #ifndef EGRESSD_WSTATE_H
 #define EGRESSD_WSTATE_H
@@ -12,6 +15,7 @@
 
 #include <event2/event.h>
 
+#include "egressd/common/chan.h"
 #include "egressd/common/config.h"
 #include "egressd/common/metrics.h"
 
@@ -28,6 +32,7 @@ struct wstate_apply;
 
 struct wstate {
 	const struct config *cfg;
+	enum chan_role role;
 	struct event_base *base;
 	struct wchan *chan;
 	int exit_code;
@@ -46,8 +51,11 @@ struct wstate {
 	struct vault_snap *vault;   /* active Credential Vault revision, or NULL */
 	struct vault_store *vstore; /* the vault as written through the API */
 	struct wintercept *icpt;    /* TLS/HTTP interception, when enabled */
-	struct metrics metrics;
-	struct event *ev_watch; /* policy and always files */
+	struct metrics *metrics;    /* this process's page (shstat), or metrics_local */
+	struct metrics metrics_local;
+	struct chan_doc push_rx; /* a document the parent is pushing */
+	int push_err;            /* of the learn batch being pushed */
+	struct event *ev_watch;  /* policy and always files */
 	struct wstate_stamp {
 		long long mtime_ns, size, ino;
 	} stamps[3];
@@ -81,6 +89,21 @@ void wstate_apply(struct wstate *ws, struct policy *p, wstate_applied_cb cb, voi
 
 /* Re-read the policy sources (SIGHUP, file change); invalid keeps the old. */
 void wstate_reload(struct wstate *ws, const char *why);
+
+/*
+ * Control: hand the active vault (ws->vault) to the parent, for the
+ * intercept; cb gets 0 once the intercept holds it, or an errno. Without
+ * a channel or without interception, cb runs at once with 0.
+ */
+void wstate_publish_vault(struct wstate *ws, wstate_applied_cb cb, void *arg);
+
+/* Control: whether every child is ready (egressd serves), and the intercept. */
+bool wstate_all_ready(const struct wstate *ws);
+bool wstate_intercept_ready(const struct wstate *ws);
+
+/* Control: every child's counters summed into *out, and the learned entries in force. */
+void wstate_metrics_sum(const struct wstate *ws, struct metrics *out);
+uint64_t wstate_learned_count(const struct wstate *ws);
 
 /* Build the effective policy from a user policy: add the always files. */
 struct policy *wstate_with_always(

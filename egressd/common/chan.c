@@ -6,7 +6,9 @@
  * fails it is treated as a compromised worker.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -25,6 +27,8 @@ static const size_t chan_sizes[CHAN_TYPE_MAX] = {
     [CHAN_READY] = sizeof(struct chan_ready),
     [CHAN_LEAF_REQ] = sizeof(struct chan_leaf_req),
     [CHAN_LEAF_REP] = sizeof(struct chan_leaf_rep),
+    [CHAN_VAULT] = sizeof(struct chan_policy),
+    [CHAN_ACK] = sizeof(struct chan_ack),
 };
 
 static const char *const chan_names[CHAN_TYPE_MAX] = {
@@ -37,7 +41,47 @@ static const char *const chan_names[CHAN_TYPE_MAX] = {
     [CHAN_READY] = "ready",
     [CHAN_LEAF_REQ] = "leaf_req",
     [CHAN_LEAF_REP] = "leaf_rep",
+    [CHAN_VAULT] = "vault",
+    [CHAN_ACK] = "ack",
 };
+
+static const char *const chan_roles[CHAN_ROLE_MAX] = {
+    [CHAN_ROLE_CONTROL] = "control",
+    [CHAN_ROLE_DNS] = "dns",
+    [CHAN_ROLE_INTERCEPT] = "intercept",
+};
+
+const char *
+chan_role_name(enum chan_role role)
+{
+	if ((unsigned)role >= CHAN_ROLE_MAX)
+		return "unknown";
+	return chan_roles[role];
+}
+
+/* What each role may send the parent; see chan.h and docs/privsep.md. */
+bool
+chan_role_may_send(enum chan_role role, const union chan_msg *m)
+{
+	switch (role) {
+	case CHAN_ROLE_CONTROL:
+		return m->hdr.type == CHAN_POLICY || m->hdr.type == CHAN_VAULT ||
+		       m->hdr.type == CHAN_READY;
+	case CHAN_ROLE_DNS:
+		if (m->hdr.type == CHAN_SOCKET_REQ)
+			return m->socket_req.socktype == SOCK_DGRAM ||
+			       m->socket_req.socktype == SOCK_STREAM;
+		return m->hdr.type == CHAN_LEARN || m->hdr.type == CHAN_READY ||
+		       m->hdr.type == CHAN_ACK;
+	case CHAN_ROLE_INTERCEPT:
+		if (m->hdr.type == CHAN_SOCKET_REQ)
+			return m->socket_req.socktype == SOCK_STREAM;
+		return m->hdr.type == CHAN_LEAF_REQ || m->hdr.type == CHAN_READY ||
+		       m->hdr.type == CHAN_ACK;
+	default:
+		return false;
+	}
+}
 
 /* Name of a message type for logs. */
 const char *
@@ -73,7 +117,10 @@ chan_is_zero(const uint8_t *p, size_t n)
 	return acc == 0;
 }
 
-/* The worker may only send requests; the parent only replies (and hands over the policy). */
+/*
+ * A child sends requests, READY and ACK; the parent replies, and pushes
+ * documents and learns. Documents and learns travel both ways.
+ */
 static bool
 chan_side_ok(unsigned type, enum chan_side side)
 {
@@ -83,9 +130,33 @@ chan_side_ok(unsigned type, enum chan_side side)
 	case CHAN_LEAF_REP:
 		return side == CHAN_TO_WORKER;
 	case CHAN_POLICY:
+	case CHAN_VAULT:
+	case CHAN_LEARN:
 		return true;
 	default:
 		return side == CHAN_TO_PARENT;
+	}
+}
+
+/*
+ * Ids by direction (chan.h): a child's own requests stay below
+ * CHAN_ID_PARENT and so do the parent's replies to them; the parent's
+ * pushes and a child's acknowledgements of them carry it.
+ */
+static bool
+chan_id_ok(unsigned type, uint32_t id, enum chan_side side)
+{
+	bool parent_id = (id & CHAN_ID_PARENT) != 0;
+
+	switch (type) {
+	case CHAN_ACK:
+		return parent_id;
+	case CHAN_POLICY:
+	case CHAN_VAULT:
+	case CHAN_LEARN:
+		return parent_id == (side == CHAN_TO_WORKER);
+	default:
+		return !parent_id;
 	}
 }
 
@@ -135,6 +206,10 @@ chan_validate(const void *buf, size_t len, enum chan_side side, const char **why
 		*why = "message id 0";
 		return false;
 	}
+	if (!chan_id_ok(hdr.type, hdr.id, side)) {
+		*why = "message id of the wrong side";
+		return false;
+	}
 	memcpy(&m, buf, len);
 	switch (hdr.type) {
 	case CHAN_SOCKET_REQ:
@@ -169,20 +244,35 @@ chan_validate(const void *buf, size_t len, enum chan_side side, const char **why
 			return false;
 		}
 		break;
-	case CHAN_POLICY: {
+	case CHAN_POLICY:
+	case CHAN_VAULT: {
 		const struct chan_policy *c = &m.policy;
-
-		if ((hdr.flags & ~CHAN_POLICY_MORE) != 0 || c->pad != 0 ||
-		    c->total > CHAN_MAX_POLICY_BYTES || c->len > CHAN_POLICY_CHUNK ||
-		    c->offset > c->total || c->len > c->total - c->offset ||
+		uint32_t max =
+		    hdr.type == CHAN_VAULT ? CHAN_MAX_VAULT_BYTES : CHAN_MAX_POLICY_BYTES;
+		bool bad =
+		    (hdr.flags & ~CHAN_POLICY_MORE) != 0 || c->pad != 0 || c->total > max ||
+		    c->len > CHAN_POLICY_CHUNK || c->offset > c->total ||
+		    c->len > c->total - c->offset ||
 		    ((hdr.flags & CHAN_POLICY_MORE) == 0) != (c->offset + c->len == c->total) ||
 		    ((hdr.flags & CHAN_POLICY_MORE) != 0 && c->len != CHAN_POLICY_CHUNK) ||
-		    !chan_is_zero((const uint8_t *)c->data + c->len, CHAN_POLICY_CHUNK - c->len)) {
-			*why = "policy chunk out of range";
+		    !chan_is_zero((const uint8_t *)c->data + c->len, CHAN_POLICY_CHUNK - c->len);
+
+		/* A vault chunk holds secrets: no copy of it stays on this stack. */
+		if (hdr.type == CHAN_VAULT)
+			explicit_bzero(&m, sizeof(m));
+		if (bad) {
+			*why = hdr.type == CHAN_VAULT ? "vault chunk out of range"
+			                              : "policy chunk out of range";
 			return false;
 		}
 		break;
 	}
+	case CHAN_ACK:
+		if (hdr.flags != 0 || m.ack.err < 0 || m.ack.pad != 0) {
+			*why = "ack out of range";
+			return false;
+		}
+		break;
 	case CHAN_LEAF_REQ:
 		if (hdr.flags != 0 || m.leaf_req.pad != 0 || m.leaf_req.key_len == 0 ||
 		    m.leaf_req.key_len > CHAN_LEAF_KEY_MAX ||
@@ -276,12 +366,14 @@ chan_send(int fd, const void *msg, int passfd)
 	return 0;
 }
 
-enum chan_status
-chan_recv(int fd, union chan_msg *out, enum chan_side side, int *passfd, const char **why)
+/* One byte more than the largest message, to detect oversize ones. */
+#define CHAN_RECV_BUF (sizeof(union chan_msg) + 1)
+
+static enum chan_status
+chan_recv_into(
+    int fd, uint8_t *buf, union chan_msg *out, enum chan_side side, int *passfd, const char **why)
 {
-	/* One byte more than the largest message, to detect oversize ones. */
-	uint8_t buf[sizeof(union chan_msg) + 1];
-	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+	struct iovec iov = {.iov_base = buf, .iov_len = CHAN_RECV_BUF};
 	struct msghdr mh;
 	union {
 		struct cmsghdr align;
@@ -376,4 +468,125 @@ chan_recv(int fd, union chan_msg *out, enum chan_side side, int *passfd, const c
 		return CHAN_INVALID;
 	}
 	return CHAN_OK;
+}
+
+enum chan_status
+chan_recv(int fd, union chan_msg *out, enum chan_side side, int *passfd, const char **why)
+{
+	uint8_t buf[CHAN_RECV_BUF];
+	enum chan_status st;
+	uint16_t type;
+
+	buf[0] = buf[1] = 0; /* nothing received: no type */
+	st = chan_recv_into(fd, buf, out, side, passfd, why);
+
+	/* A vault chunk holds secrets: the copy in this frame goes now, valid or not. */
+	memcpy(&type, buf, sizeof(type));
+	if (type == CHAN_VAULT)
+		explicit_bzero(buf, sizeof(buf));
+	return st;
+}
+
+/* ---- chunked documents ---- */
+
+void
+chan_doc_reset(struct chan_doc *d)
+{
+	if (d->buf != NULL) {
+		explicit_bzero(d->buf, d->total);
+		free(d->buf);
+	}
+	memset(d, 0, sizeof(*d));
+}
+
+enum chan_doc_status
+chan_doc_feed(struct chan_doc *d, const union chan_msg *m)
+{
+	const struct chan_policy *c = &m->policy;
+
+	if (c->offset == 0) {
+		if (d->buf != NULL)
+			return CHAN_DOC_BAD; /* begun twice */
+		d->buf = malloc(c->total ? c->total : 1);
+		if (d->buf == NULL)
+			return CHAN_DOC_NOMEM;
+		d->total = c->total;
+		d->have = 0;
+		d->id = m->hdr.id;
+		d->type = m->hdr.type;
+	} else if (d->buf == NULL || m->hdr.id != d->id || m->hdr.type != d->type ||
+	           c->total != d->total || c->offset != d->have)
+		return CHAN_DOC_BAD;
+	memcpy(d->buf + d->have, c->data, c->len);
+	d->have += c->len;
+	return (m->hdr.flags & CHAN_POLICY_MORE) != 0 ? CHAN_DOC_MORE : CHAN_DOC_DONE;
+}
+
+char *
+chan_doc_take(struct chan_doc *d, size_t *len)
+{
+	char *buf = d->buf;
+
+	*len = d->total;
+	if (d->total == 0) {
+		free(buf);
+		buf = NULL;
+	}
+	memset(d, 0, sizeof(*d));
+	return buf;
+}
+
+/* One send, waiting for room until the deadline. */
+static int
+chan_send_wait(int fd, const void *msg, int timeout_ms)
+{
+	for (;;) {
+		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+		int rc;
+
+		if (chan_send(fd, msg, -1) == 0)
+			return 0;
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS)
+			return -1;
+		rc = poll(&pfd, 1, timeout_ms);
+		if (rc == 0) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		if (rc < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+int
+chan_doc_send(int fd, unsigned type, uint32_t id, const char *doc, size_t len, int timeout_ms)
+{
+	struct chan_policy *c = malloc(sizeof(*c));
+	size_t off = 0;
+	int rc = 0;
+
+	if (c == NULL)
+		return -1;
+	do {
+		size_t n = len - off > CHAN_POLICY_CHUNK ? CHAN_POLICY_CHUNK : len - off;
+
+		memset(c, 0, sizeof(*c));
+		c->hdr.type = (uint16_t)type;
+		c->hdr.id = id;
+		c->total = (uint32_t)len;
+		c->offset = (uint32_t)off;
+		c->len = (uint32_t)n;
+		if (n > 0)
+			memcpy(c->data, doc + off, n);
+		off += n;
+		if (off < len)
+			c->hdr.flags = CHAN_POLICY_MORE;
+		if (chan_send_wait(fd, c, timeout_ms) != 0) {
+			rc = -1;
+			break;
+		}
+	} while (off < len);
+	explicit_bzero(c, sizeof(*c));
+	free(c);
+	return rc;
 }

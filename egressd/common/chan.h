@@ -1,8 +1,10 @@
 /*
- * The parent <-> worker channel: a SOCK_SEQPACKET socketpair carrying
- * fixed-size messages. Every message starts with a chan_hdr; its total size
- * is fixed per type and checked against a table, and its fields are range
- * checked, before anything dispatches on it. File descriptors (marked
+ * The parent <-> child channels: one SOCK_SEQPACKET socketpair per child,
+ * carrying fixed-size messages. Every message starts with a chan_hdr; its
+ * total size is fixed per type and checked against a table, and its
+ * fields are range checked, before anything dispatches on it. Each channel
+ * belongs to one role (enum chan_role), and the parent accepts from it only
+ * what that role may send (chan_role_may_send). File descriptors (marked
  * sockets) travel with CHAN_SOCKET_REP by SCM_RIGHTS.
  */
 #ifndef EGRESSD_CHAN_H
@@ -22,14 +24,37 @@ enum chan_type {
 	CHAN_READY,      /* worker -> parent: listeners are up, policy applied */
 	CHAN_LEAF_REQ,   /* worker -> parent: a leaf for a host and the worker's public key */
 	CHAN_LEAF_REP,   /* parent -> worker: the leaf (DER) or an errno */
+	CHAN_VAULT,      /* either way: one chunk of the active vault (vault_wire) */
+	CHAN_ACK,        /* child -> parent: a pushed document or learn batch is in force */
 	CHAN_TYPE_MAX,
 };
+
+/*
+ * The trust levels, one process each (docs/privsep.md). What each may send
+ * the parent is chan_role_may_send()'s table; anything else kills it.
+ */
+enum chan_role {
+	CHAN_ROLE_CONTROL, /* the HTTP API and the policy sources: POLICY, VAULT, READY */
+	CHAN_ROLE_DNS,     /* the DNS proxy: LEARN, SOCKET_REQ (udp, tcp), READY, ACK */
+	CHAN_ROLE_INTERCEPT, /* TLS/HTTP and the vault's data path: LEAF_REQ, SOCKET_REQ (tcp), READY, ACK */
+	CHAN_ROLE_MAX,
+};
+
+/*
+ * Ids: a child numbers its requests below CHAN_ID_PARENT and the parent
+ * echoes them in its replies; what the parent pushes on its own (the
+ * handover, policy, vault and learns) carries ids with CHAN_ID_PARENT set,
+ * and a child's CHAN_ACK echoes one of those.
+ */
+#define CHAN_ID_PARENT 0x80000000u
+#define CHAN_ID_HANDOVER (CHAN_ID_PARENT | 1u)
 
 /* Limits of what the channel carries. */
 #define CHAN_MAX_TIMEOUT_S (7 * 24 * 3600)
 #define CHAN_NAME_LEN 256                 /* a canonical name and its NUL */
 #define CHAN_POLICY_CHUNK 8192            /* policy bytes per CHAN_POLICY message */
 #define CHAN_MAX_POLICY_BYTES (32u << 20) /* one policy document */
+#define CHAN_MAX_VAULT_BYTES (8u << 20)   /* one vault document */
 #define CHAN_LEAF_KEY_MAX 128             /* DER SubjectPublicKeyInfo of a P-256 key: 91 */
 #define CHAN_LEAF_DER_MAX 4096            /* one leaf certificate */
 #define CHAN_ERRMSG_LEN 128
@@ -82,6 +107,14 @@ struct chan_learn {
  */
 #define CHAN_POLICY_MORE 0x1
 
+/*
+ * CHAN_VAULT uses the same chunk layout (struct chan_policy, at most
+ * CHAN_MAX_VAULT_BYTES): from control, the vault to make active, answered
+ * by one CHAN_RESULT once the intercept holds it; from the parent, the
+ * vault in force (total 0: none). Its chunks carry secrets: every
+ * receiver wipes them.
+ */
+
 struct chan_policy {
 	struct chan_hdr hdr;
 	uint32_t total;  /* bytes of the whole document, <= CHAN_MAX_POLICY_BYTES */
@@ -101,6 +134,13 @@ struct chan_result {
 
 struct chan_ready {
 	struct chan_hdr hdr;
+};
+
+/* A child took what the parent pushed under hdr.id (err 0), or refused it. */
+struct chan_ack {
+	struct chan_hdr hdr;
+	int32_t err;
+	uint32_t pad;
 };
 
 /*
@@ -133,6 +173,8 @@ union chan_msg {
 	struct chan_ready ready;
 	struct chan_leaf_req leaf_req;
 	struct chan_leaf_rep leaf_rep;
+	struct chan_policy vault;
+	struct chan_ack ack;
 };
 
 enum chan_status {
@@ -174,5 +216,48 @@ enum chan_status chan_recv(int fd, union chan_msg *out, enum chan_side side, int
     const char **why) __attribute__((warn_unused_result));
 
 const char *chan_type_name(unsigned type);
+const char *chan_role_name(enum chan_role role);
+
+/*
+ * Whether a child of `role` may send this (validated) message: the type,
+ * and for a socket request its socket type (dns: udp or tcp; intercept:
+ * tcp; control: none). Pure. The parent kills a child that sends
+ * anything else.
+ */
+bool chan_role_may_send(enum chan_role role, const union chan_msg *m);
+
+/*
+ * A chunked document (CHAN_POLICY or CHAN_VAULT) being received. Its
+ * buffer is wiped before it is freed (a vault holds secrets).
+ */
+struct chan_doc {
+	char *buf;
+	uint32_t total, have, id;
+	uint16_t type;
+};
+
+enum chan_doc_status {
+	CHAN_DOC_MORE,  /* wait for the next chunk */
+	CHAN_DOC_DONE,  /* whole: chan_doc_take() */
+	CHAN_DOC_NOMEM, /* no room for it: refused, the rest of its chunks are out of sequence */
+	CHAN_DOC_BAD,   /* out of sequence or over the type's limit: the sender is broken */
+};
+
+/* Feed one validated chunk of m's type (CHAN_POLICY or CHAN_VAULT). */
+enum chan_doc_status chan_doc_feed(struct chan_doc *d, const union chan_msg *m);
+
+/* The whole document (owned by the caller; NULL for an empty one) and its length. */
+char *chan_doc_take(struct chan_doc *d, size_t *len);
+
+/* Forget (and wipe) a document being received. */
+void chan_doc_reset(struct chan_doc *d);
+
+/*
+ * Send a whole document as chunks of `type` under one id, waiting at
+ * most timeout_ms for room on a full socket. An empty document is one
+ * empty chunk. 0, or -1 with errno.
+ */
+int chan_doc_send(int fd, unsigned type, uint32_t id, const char *doc, size_t len, int timeout_ms)
+    __attribute__((warn_unused_result));
 
 #endif

@@ -201,3 +201,11 @@ learnmap_count(const struct learnmap *m)
 {
 	return m->count;
 }
+
+void
+learnmap_foreach(const struct learnmap *m, learnmap_cb fn, void *arg)
+{
+	for (size_t i = 0; i < LEARNMAP_BUCKETS; i++)
+		for (const struct learnmap_node *n = m->b[i]; n != NULL; n = n->next)
+			fn(&n->e, arg);
+}

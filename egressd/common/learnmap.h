@@ -52,4 +52,7 @@ void learnmap_prune(struct learnmap *m, bool (*keep)(const struct learnmap_entry
 
 size_t learnmap_count(const struct learnmap *m);
 
+/* Call fn for every entry (expired ones included until the next expiry pass). */
+void learnmap_foreach(const struct learnmap *m, learnmap_cb fn, void *arg);
+
 #endif

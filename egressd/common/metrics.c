@@ -3,6 +3,9 @@
  * Nothing here takes a label value from the network, so no escaping is
  * needed beyond the fixed mode string.
  */
+#include <stddef.h>
+#include <string.h>
+
 #include <event2/buffer.h>
 
 #include "egressd/common/metrics.h"
@@ -132,4 +135,29 @@ metrics_format(const struct metrics *m, const char *mode, uint64_t revision, boo
 	metrics_hist(out, "egressd_policy_apply_seconds",
 	    "Policy change to enforcement (API request to answer).", &m->api_latency);
 	return 0;
+}
+
+static void
+metrics_hist_add(struct metrics_hist *d, const struct metrics_hist *s)
+{
+	for (int i = 0; i < METRICS_NBUCKETS; i++)
+		d->buckets[i] += s->buckets[i];
+	d->count += s->count;
+	d->sum += s->sum;
+}
+
+void
+metrics_add(struct metrics *dst, const volatile struct metrics *src)
+{
+	struct metrics s;
+	uint64_t *d = (uint64_t *)dst;
+	const uint64_t *v = (const uint64_t *)&s;
+
+	/* A snapshot first: the owner goes on writing its page. */
+	memcpy(&s, (const void *)src, sizeof(s));
+	/* Every field before the histograms is a uint64_t counter. */
+	for (size_t i = 0; i < offsetof(struct metrics, dns_latency) / sizeof(uint64_t); i++)
+		d[i] += v[i];
+	metrics_hist_add(&dst->dns_latency, &s.dns_latency);
+	metrics_hist_add(&dst->api_latency, &s.api_latency);
 }

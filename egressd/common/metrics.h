@@ -47,6 +47,9 @@ struct metrics {
 	struct metrics_hist api_latency;
 };
 
+/* Add src's counters and histograms to dst (control sums the children's pages). */
+void metrics_add(struct metrics *dst, const volatile struct metrics *src);
+
 /* Record one observation in seconds. */
 void metrics_observe(struct metrics_hist *h, double seconds);
 

@@ -36,13 +36,12 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include "egressd/control/api.h"
-#include "egressd/common/learnmap.h"
+#include "certs/ca.h"
+#include "egressd/child/wstate.h"
 #include "egressd/common/log.h"
 #include "egressd/common/safefile.h"
+#include "egressd/control/api.h"
 #include "egressd/control/vaultapi.h"
-#include "egressd/intercept/wintercept.h"
-#include "egressd/child/wstate.h"
 #include "policy/binding.h"
 #include "policy/policy.h"
 #include "vault/httpwire.h"
@@ -131,13 +130,13 @@ struct api {
 	LIST_HEAD(, api_conn) conns;
 };
 
-/* One policy change waiting for the parent. */
+/* One policy change or vault mutation waiting for the parent. */
 struct api_pending {
 	struct api *api;
 	struct evhttp_request *req;
 	struct api_conn *conn; /* NULL: untracked (closecb on the connection), or closed */
 	bool orphaned;         /* the client went away */
-	int kind;              /* 0 replace, 1 reset (empty body), 2 patch, 3 delete */
+	int kind;              /* 0 replace, 1 reset (empty body), 2 patch, 3 delete, 4 vault */
 	struct timespec start;
 	bool audited; /* audit holds the record to write on completion */
 	struct api_audit audit;
@@ -551,7 +550,7 @@ api_auth(struct api *a, struct evhttp_request *req)
 
 	if (tok == API_TOK_OFF || tok == API_TOK_RIGHT)
 		return true;
-	a->ws->metrics.api_auth_failures++;
+	a->ws->metrics->api_auth_failures++;
 	if (!api_auth_take(a)) {
 		api_error(req, 429, "Too Many Requests", "too many failed authentications");
 		return false;
@@ -770,6 +769,96 @@ out:
 	return rc;
 }
 
+/*
+ * A request answered later (a policy change, a vault mutation): it keeps
+ * its audit record and learns if its client goes away meanwhile.
+ */
+static struct api_pending *
+api_pending_begin(struct api *a, struct evhttp_request *req, int kind)
+{
+	struct api_pending *pd = calloc(1, sizeof(*pd));
+
+	if (pd == NULL)
+		return NULL;
+	pd->api = a;
+	pd->req = req;
+	pd->kind = kind;
+	clock_gettime(CLOCK_MONOTONIC, &pd->start);
+	if (a->cur != NULL) {
+		/* Answered later: api_pending_end writes the audit record. */
+		pd->audit = *a->cur;
+		pd->audited = true;
+		a->cur->deferred = true;
+	}
+	if (a->conn != NULL) {
+		pd->conn = a->conn;
+		a->conn->pending = pd;
+	} else
+		evhttp_connection_set_closecb(
+		    evhttp_request_get_connection(req), api_pending_closed_cb, pd);
+	return pd;
+}
+
+/* Whether the client is still there to answer; detaches the request from its connection. */
+static bool
+api_pending_detach(struct api_pending *pd)
+{
+	if (pd->orphaned)
+		return false;
+	if (pd->conn != NULL)
+		pd->conn->pending = NULL;
+	else
+		evhttp_connection_set_closecb(evhttp_request_get_connection(pd->req), NULL, NULL);
+	return true;
+}
+
+/* The answer was sent (or its client is gone): audit, time, free. */
+static void
+api_pending_end(struct api_pending *pd, int status)
+{
+	struct api *a = pd->api;
+	struct timespec now;
+
+	if (pd->audited)
+		api_audit_write(a, &pd->audit, status, pd->orphaned);
+	/* Time from the request to the change being in force (and answered). */
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	metrics_observe(
+	    &a->ws->metrics->api_latency, (double)(now.tv_sec - pd->start.tv_sec) +
+	                                      (double)(now.tv_nsec - pd->start.tv_nsec) / 1e9);
+	free(pd);
+}
+
+struct api_later *
+api_later_begin(struct api *a, struct evhttp_request *req)
+{
+	return (struct api_later *)api_pending_begin(a, req, 4);
+}
+
+void
+api_later_json(struct api_later *l, int code, const char *reason, json_t *j)
+{
+	struct api_pending *pd = (struct api_pending *)l;
+
+	if (api_pending_detach(pd)) {
+		if (j != NULL)
+			api_json(pd->req, code, reason, j);
+		else
+			evhttp_send_reply(pd->req, code, reason, NULL);
+	}
+	api_pending_end(pd, code);
+}
+
+void
+api_later_error(struct api_later *l, int code, const char *reason, const char *msg)
+{
+	struct api_pending *pd = (struct api_pending *)l;
+
+	if (api_pending_detach(pd))
+		api_error(pd->req, code, reason, msg);
+	api_pending_end(pd, code);
+}
+
 static void
 api_applied_cb(int err, const char *msg, void *arg)
 {
@@ -788,12 +877,7 @@ api_applied_cb(int err, const char *msg, void *arg)
 	if (err)
 		log_str(&l, "error", msg);
 	log_end(&l);
-	if (!pd->orphaned) {
-		if (pd->conn != NULL)
-			pd->conn->pending = NULL;
-		else
-			evhttp_connection_set_closecb(
-			    evhttp_request_get_connection(pd->req), NULL, NULL);
+	if (api_pending_detach(pd)) {
 		if (err != 0) {
 			char buf[512];
 			snprintf(buf, sizeof(buf), "failed to apply nftables policy: %s", msg);
@@ -807,17 +891,7 @@ api_applied_cb(int err, const char *msg, void *arg)
 			json_decref(j);
 		}
 	}
-	if (pd->audited)
-		api_audit_write(a, &pd->audit, err != 0 ? 500 : 200, pd->orphaned);
-	{
-		/* Time from the request to the change being in force (and answered). */
-		struct timespec now;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		metrics_observe(&a->ws->metrics.api_latency,
-		    (double)(now.tv_sec - pd->start.tv_sec) +
-		        (double)(now.tv_nsec - pd->start.tv_nsec) / 1e9);
-	}
-	free(pd);
+	api_pending_end(pd, err != 0 ? 500 : 200);
 }
 
 /* Validate the user policy, add the always rules and hand it to wstate_apply(). */
@@ -841,28 +915,12 @@ api_commit(struct api *a, struct evhttp_request *req, struct policy *user, int k
 		api_error(req, 400, "Bad Request", buf);
 		return;
 	}
-	pd = calloc(1, sizeof(*pd));
+	pd = api_pending_begin(a, req, kind);
 	if (pd == NULL) {
 		policy_free(eff);
 		api_error(req, 500, "Internal Server Error", "out of memory");
 		return;
 	}
-	pd->api = a;
-	pd->req = req;
-	pd->kind = kind;
-	clock_gettime(CLOCK_MONOTONIC, &pd->start);
-	if (a->cur != NULL) {
-		/* Answered later: api_applied_cb writes the audit record. */
-		pd->audit = *a->cur;
-		pd->audited = true;
-		a->cur->deferred = true;
-	}
-	if (a->conn != NULL) {
-		pd->conn = a->conn;
-		a->conn->pending = pd;
-	} else
-		evhttp_connection_set_closecb(
-		    evhttp_request_get_connection(req), api_pending_closed_cb, pd);
 	wstate_apply(a->ws, eff, api_applied_cb, pd);
 }
 
@@ -970,7 +1028,7 @@ api_vault(struct api *a, struct evhttp_request *req)
 	}
 	if (!api_auth(a, req))
 		return;
-	vaultapi_handle(a->ws, req, path, a->auth, a->ws->ready && a->ws->cfg->intercept);
+	vaultapi_handle(a->ws, req, path, a->auth, a->ws->ready && wstate_intercept_ready(a->ws));
 }
 
 /*
@@ -1325,7 +1383,7 @@ api_gencb(struct evhttp_request *req, void *arg)
 	const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
 	struct api_audit au;
 
-	a->ws->metrics.api_requests++;
+	a->ws->metrics->api_requests++;
 	if ((a->conn = api_conn_of(a, req)) != NULL)
 		api_conn_dispatch(a->conn, req);
 	if (!api_is_mutation(evhttp_request_get_command(req), path)) {
@@ -1352,7 +1410,7 @@ api_route(struct api *a, struct evhttp_request *req, const char *path)
 	}
 	/* Health needs no auth and accepts any method, as in OpenSandbox. */
 	if (strcmp(path, "/healthz") == 0) {
-		if (a->ws->ready && (!a->ws->cfg->intercept || wintercept_ready(a->ws->icpt)))
+		if (wstate_all_ready(a->ws))
 			api_reply(req, 200, "OK", "text/plain; charset=utf-8", "ok", 2);
 		else
 			api_error(req, 503, "Service Unavailable", "enforcement not ready");
@@ -1361,7 +1419,9 @@ api_route(struct api *a, struct evhttp_request *req, const char *path)
 	/* The sandbox CA certificate is public: the workload installs it. */
 	if (strcmp(path, "/ca.pem") == 0) {
 		size_t n = 0;
-		const char *pem = wintercept_ca_pem(a->ws->icpt, &n);
+		const char *pem = a->ws->cfg->intercept && a->ws->cfg->ca != NULL
+		                      ? ca_pem_view(a->ws->cfg->ca, &n)
+		                      : NULL;
 
 		if (pem == NULL)
 			api_error(req, 404, "Not Found", "interception is off");
@@ -1381,12 +1441,15 @@ api_route(struct api *a, struct evhttp_request *req, const char *path)
 	}
 	if (strcmp(path, "/metrics") == 0) {
 		struct evbuffer *b = evbuffer_new();
+		struct metrics sum;
+
 		if (b == NULL) {
 			api_error(req, 500, "Internal Server Error", "out of memory");
 			return;
 		}
-		metrics_format(&a->ws->metrics, config_mode_name(a->ws->cfg->mode), a->ws->revision,
-		    a->ws->ready, learnmap_count(a->ws->learned), b);
+		wstate_metrics_sum(a->ws, &sum);
+		metrics_format(&sum, config_mode_name(a->ws->cfg->mode), a->ws->revision,
+		    wstate_all_ready(a->ws), wstate_learned_count(a->ws), b);
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
 		    "text/plain; version=0.0.4");
 		evhttp_send_reply(req, 200, "OK", b);

@@ -31,4 +31,15 @@ bool api_auth(struct api *a, struct evhttp_request *req);
 /* A NUL-terminated copy of the (size-capped) body; NULL on no memory. */
 char *api_body(struct evhttp_request *req, size_t *len);
 
+/*
+ * A request answered later (a vault mutation waits for the intercept): it
+ * keeps its audit record, and its answer is dropped if the client went
+ * away. Begin while handling it; end with exactly one of the answers (a
+ * NULL json sends an empty body). NULL when out of memory.
+ */
+struct api_later;
+struct api_later *api_later_begin(struct api *a, struct evhttp_request *req);
+void api_later_json(struct api_later *l, int code, const char *reason, json_t *j);
+void api_later_error(struct api_later *l, int code, const char *reason, const char *msg);
+
 #endif

@@ -1,13 +1,14 @@
 /*
- * The Credential Vault's control API (worker process): routing, the
+ * The Credential Vault's control API (control process): routing, the
  * OpenSandbox preconditions (412), request bodies and answers. The store
  * and its semantics (POST, PATCH, rotation, secret sources) are
- * vault/store.c; this file swaps in the snapshot a mutation returns and
- * writes the audit line. Secret values are write-only: no response, error
- * or log line carries one, nor echoes invalid input.
+ * vault/store.c; this file swaps in the snapshot a mutation returns,
+ * hands it to the intercept through the parent (wstate_publish_vault) and
+ * answers once the intercept holds it, and writes the audit line. Secret
+ * values are write-only: no response, error or log line carries one, nor
+ * echoes invalid input.
  */
 #include <errno.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,24 +27,115 @@
 #include "vault/secret.h"
 #include "vault/snap.h"
 #include "vault/store.h"
+#include "vault/vwire.h"
 
 static void vaultapi_audit(struct wstate *ws, const char *op);
 
-/* jansson memory is wiped before it is freed: it may hold inline secrets. */
+/* A vault change the intercept has not confirmed yet, and the answer it waits for. */
+struct vaultapi_answer {
+	struct wstate *ws;
+	struct evhttp_request *req;
+	struct api_later *later; /* NULL while the publish has not returned */
+	bool done;               /* published synchronously (no channel) */
+	int err;
+	int code;
+	const char *reason;
+	json_t *body; /* NULL: no content */
+};
+
+/*
+ * The intercept could not take the new vault: fail closed, with no vault
+ * anywhere rather than one in control that the intercept does not inject.
+ */
 static void
-vaultapi_json_free(void *p)
+vaultapi_drop(struct wstate *ws)
 {
-	if (p == NULL)
-		return;
-	OPENSSL_cleanse(p, malloc_usable_size(p));
-	free(p);
+	if (ws->vstore != NULL)
+		vault_store_clear(ws->vstore);
+	vault_snap_unref(ws->vault);
+	ws->vault = NULL;
+	vaultapi_audit(ws, "dropped");
+	wstate_publish_vault(ws, NULL, NULL);
 }
 
-/* Install the wiping allocator; call once at worker start. */
-void
-vaultapi_init(void)
+static void
+vaultapi_send(struct vaultapi_answer *an)
 {
-	json_set_alloc_funcs(malloc, vaultapi_json_free);
+	char msg[256];
+
+	if (an->err != 0)
+		snprintf(msg, sizeof(msg),
+		    "the credential proxy did not take the vault (%s); the vault was dropped",
+		    strerror(an->err));
+	if (an->later != NULL) {
+		if (an->err != 0)
+			api_later_error(an->later, 503, "Service Unavailable", msg);
+		else
+			api_later_json(an->later, an->code, an->reason, an->body);
+	} else if (an->err != 0)
+		api_error(an->req, 503, "Service Unavailable", msg);
+	else if (an->body != NULL)
+		api_json(an->req, an->code, an->reason, an->body);
+	else
+		evhttp_send_reply(an->req, an->code, an->reason, NULL);
+	json_decref(an->body);
+	free(an);
+}
+
+static void
+vaultapi_published_cb(int err, const char *msg, void *arg)
+{
+	struct vaultapi_answer *an = arg;
+
+	an->err = err;
+	if (err != 0) {
+		log_msg(
+		    LOG_ERROR, "vault", "vault_error", "the intercept refused the vault: %s", msg);
+		vaultapi_drop(an->ws);
+	}
+	if (an->later == NULL && an->req == NULL) {
+		json_decref(an->body); /* its request was answered with 500 already */
+		free(an);
+		return;
+	}
+	if (an->later == NULL) {
+		an->done = true; /* answered by vaultapi_answer, which is still running */
+		return;
+	}
+	vaultapi_send(an);
+}
+
+/*
+ * Answer req with code and body (taken) once the active vault is in force
+ * in the intercept; at once when there is no intercept to wait for.
+ */
+static void
+vaultapi_answer(
+    struct wstate *ws, struct evhttp_request *req, int code, const char *reason, json_t *body)
+{
+	struct vaultapi_answer *an = calloc(1, sizeof(*an));
+
+	if (an == NULL) {
+		json_decref(body);
+		api_error(req, 500, "Internal Server Error", "out of memory");
+		return;
+	}
+	an->ws = ws;
+	an->req = req;
+	an->code = code;
+	an->reason = reason;
+	an->body = body;
+	wstate_publish_vault(ws, vaultapi_published_cb, an);
+	if (an->done) {
+		vaultapi_send(an);
+		return;
+	}
+	an->later = api_later_begin(ws->api, req);
+	if (an->later == NULL) {
+		/* The answer comes when the intercept confirms; without memory for it, say so now. */
+		an->req = NULL;
+		api_error(req, 500, "Internal Server Error", "out of memory");
+	}
 }
 
 static struct vault_store *
@@ -64,6 +156,15 @@ vaultapi_free(struct wstate *ws)
 	ws->vstore = NULL;
 }
 
+/* A change no request waits for (policy file bindings, a rotated file). */
+static void
+vaultapi_logged_cb(int err, const char *msg, void *arg)
+{
+	if (err != 0)
+		log_msg(LOG_ERROR, "vault", "vault_error",
+		    "the intercept did not take the vault: %s; it keeps the previous one", msg);
+}
+
 /*
  * Bindings from the YAML policy file (file and env sources only) become
  * the active vault while no vault was written through the API.
@@ -80,8 +181,11 @@ vaultapi_policy_changed(struct wstate *ws)
 	if (vs == NULL || vault_store_exists(vs))
 		return;
 	if (bs == NULL || binding_set_count(bs) == 0) {
-		vault_snap_unref(ws->vault);
-		ws->vault = NULL;
+		if (ws->vault != NULL) {
+			vault_snap_unref(ws->vault);
+			ws->vault = NULL;
+			wstate_publish_vault(ws, vaultapi_logged_cb, NULL);
+		}
 		return;
 	}
 	snap = vault_store_from_bindings(vs, bs, &cx, err, sizeof(err));
@@ -94,6 +198,7 @@ vaultapi_policy_changed(struct wstate *ws)
 	vault_snap_unref(ws->vault);
 	ws->vault = snap;
 	vaultapi_audit(ws, "policy_file");
+	wstate_publish_vault(ws, vaultapi_logged_cb, NULL);
 }
 
 static void
@@ -200,9 +305,8 @@ vaultapi_mutate(struct wstate *ws, struct evhttp_request *req, bool create)
 	}
 	vaultapi_activate(ws, snap);
 	vaultapi_audit(ws, create ? "create" : "patch");
-	j = vault_store_state(ws->vstore, ws->vault);
-	api_json(req, status, create ? "Created" : "OK", j);
-	json_decref(j);
+	vaultapi_answer(
+	    ws, req, status, create ? "Created" : "OK", vault_store_state(ws->vstore, ws->vault));
 }
 
 static void
@@ -324,7 +428,7 @@ vaultapi_handle(
 		vault_snap_unref(ws->vault);
 		ws->vault = NULL;
 		vaultapi_audit(ws, "delete");
-		evhttp_send_reply(req, 204, "No Content", NULL);
+		vaultapi_answer(ws, req, 204, "No Content", NULL);
 		return;
 	}
 }
@@ -357,6 +461,7 @@ vaultapi_rotate_files(struct wstate *ws)
 	}
 	vaultapi_activate(ws, snap);
 	vaultapi_audit(ws, "file_rotated");
+	wstate_publish_vault(ws, vaultapi_logged_cb, NULL);
 }
 
 /* Would the current vault stay valid under the effective policy `p`? */

@@ -1,5 +1,5 @@
 /*
- * Credential Vault store and its OpenSandbox-compatible API (worker).
+ * The Credential Vault's OpenSandbox-compatible API (control process).
  */
 #ifndef EGRESSD_VAULTAPI_H
 #define EGRESSD_VAULTAPI_H
@@ -10,9 +10,6 @@
 struct wstate;
 struct policy;
 struct evhttp_request;
-
-/* Make jansson wipe memory before freeing it (inline secrets pass through it). */
-void vaultapi_init(void);
 
 /* Serve /credential-vault[/...]; auth was checked by the caller. */
 void vaultapi_handle(struct wstate *ws, struct evhttp_request *req, const char *path, bool auth_on,

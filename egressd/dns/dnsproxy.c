@@ -374,10 +374,10 @@ dnsq_finish_rcode(struct dnsq *dq, uint8_t rcode)
 	size_t n;
 
 	if (rcode == DNSWIRE_RCODE_SERVFAIL)
-		dq->d->ws->metrics.dns_servfail++;
+		dq->d->ws->metrics->dns_servfail++;
 	if (dnswire_build_error(&dq->q, rcode, buf, sizeof(buf), &n) == 0)
 		dnsq_send(dq, buf, n);
-	metrics_observe(&dq->d->ws->metrics.dns_latency, dnsproxy_elapsed(&dq->start));
+	metrics_observe(&dq->d->ws->metrics->dns_latency, dnsproxy_elapsed(&dq->start));
 	dnsq_free(dq);
 }
 
@@ -388,15 +388,15 @@ dnsq_learned_cb(const union chan_msg *reply, int fd, void *arg)
 
 	if (reply->result.err != 0) {
 		/* Fail closed: an address the kernel does not know is not given out. */
-		dq->d->ws->metrics.nft_errors++;
+		dq->d->ws->metrics->nft_errors++;
 		log_msg(LOG_ERROR, "dns", "learn_error", "parent could not learn: %s",
 		    reply->result.msg);
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
 		return;
 	}
-	dq->d->ws->metrics.dns_learned += dq->nlearn;
+	dq->d->ws->metrics->dns_learned += dq->nlearn;
 	dnsq_send(dq, dq->reply, dq->reply_len);
-	metrics_observe(&dq->d->ws->metrics.dns_latency, dnsproxy_elapsed(&dq->start));
+	metrics_observe(&dq->d->ws->metrics->dns_latency, dnsproxy_elapsed(&dq->start));
 	dnsq_free(dq);
 }
 
@@ -410,7 +410,7 @@ dnsq_addr_pred(int family, const uint8_t *addr, void *arg)
 		char txt[INET6_ADDRSTRLEN];
 		struct log_line l;
 
-		dq->d->ws->metrics.dns_filtered_addrs++;
+		dq->d->ws->metrics->dns_filtered_addrs++;
 		if (!dnsproxy_log_first(dq->d, dq->d->agg_filter, dq->q.name))
 			return false;
 		inet_ntop(family, addr, txt, sizeof(txt));
@@ -467,7 +467,7 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 		pd = policy_dns(dq->policy);
 		policy_decide_name(dq->policy, dq->q.name, &dec);
 		if (dec.action != POLICY_ALLOW || !dnsq_ports(dq, &dec)) {
-			d->ws->metrics.dns_denied++;
+			d->ws->metrics->dns_denied++;
 			if (dnsproxy_log_first(d, d->agg_deny, dq->q.name)) {
 				struct log_line l;
 				log_begin(&l, LOG_INFO, "dns", "dns_deny");
@@ -491,7 +491,7 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 	    dq->reply, cap, &dq->reply_len, &res);
 	if (st != DNSWIRE_OK) {
 		/* Malformed, a CNAME loop or a chain past DNSWIRE_MAX_CNAME_CHAIN. */
-		d->ws->metrics.dns_bad_answers++;
+		d->ws->metrics->dns_bad_answers++;
 		if (dnsproxy_log_first(d, d->agg_answer, dq->q.name)) {
 			struct log_line l;
 			log_begin(&l, LOG_WARN, "dns", "dns_bad_answer");
@@ -547,13 +547,13 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 	}
 	if (dq->nlearn == 0) {
 		dnsq_send(dq, dq->reply, dq->reply_len);
-		metrics_observe(&d->ws->metrics.dns_latency, dnsproxy_elapsed(&dq->start));
+		metrics_observe(&d->ws->metrics->dns_latency, dnsproxy_elapsed(&dq->start));
 		dnsq_free(dq);
 		return;
 	}
 	/* A policy change in flight that removes the name: nothing is learned (fail closed). */
 	if (!wstate_pending_allows(d->ws, dq->q.name)) {
-		d->ws->metrics.dns_denied++;
+		d->ws->metrics->dns_denied++;
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_NXDOMAIN);
 		return;
 	}
@@ -596,10 +596,10 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 	clock_gettime(CLOCK_MONOTONIC, &dq->start);
 	d->inflight++;
 	dq->d = d;
-	ws->metrics.dns_queries++;
+	ws->metrics->dns_queries++;
 	st = dnswire_parse_query(pkt, len, &dq->q, &used);
 	if (st != DNSWIRE_OK) {
-		ws->metrics.dns_formerr++;
+		ws->metrics->dns_formerr++;
 		if (dq->q.hdr_valid) {
 			dnsq_finish_rcode(dq, DNSWIRE_RCODE_FORMERR);
 			return;
@@ -614,7 +614,7 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 	dq->policy = policy_ref(ws->policy);
 	policy_decide_name(dq->policy, dq->q.name, &dec);
 	if (dec.action != POLICY_ALLOW || dq->q.opcode != 0) {
-		ws->metrics.dns_denied++;
+		ws->metrics->dns_denied++;
 		if (dnsproxy_log_first(d, d->agg_deny, dq->q.name)) {
 			log_begin(&l, LOG_INFO, "dns", "dns_deny");
 			log_str(&l, "name", dq->q.name);
@@ -647,7 +647,7 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 	}
 	if (dec.kind == POLICY_TARGET_WILDCARD && dec.target != NULL &&
 	    !dnstunnel_ok(d->tunnel, dec.target, dq->q.name, dnsproxy_now_s())) {
-		ws->metrics.dns_denied++;
+		ws->metrics->dns_denied++;
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_REFUSED);
 		return;
 	}
@@ -658,7 +658,7 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 	}
 	dq->max_addrs = DNSPROXY_MAX_LEARN / dq->nports;
 	dq->block_private = policy_dns(dq->policy)->filter_private;
-	ws->metrics.dns_allowed++;
+	ws->metrics->dns_allowed++;
 	log_begin(&l, LOG_DEBUG, "dns", "dns_allow");
 	log_str(&l, "name", dq->q.name);
 	log_uint(&l, "qtype", dq->q.qtype);
@@ -786,7 +786,7 @@ dnsproxy_log_first(struct dnsproxy *d, struct logagg *a, const char *key)
 {
 	if (logagg_note(a, key, dnsproxy_now_s()) == LOGAGG_LOG)
 		return true;
-	d->ws->metrics.dns_log_suppressed++;
+	d->ws->metrics->dns_log_suppressed++;
 	return false;
 }
 
@@ -798,7 +798,7 @@ dnstcp_deadline_cb(evutil_socket_t fd, short what, void *arg)
 	const char *why = t->state == DNSTCP_READING ? "query deadline" : "idle timeout";
 	struct log_line l;
 
-	d->ws->metrics.dns_tcp_timeouts++;
+	d->ws->metrics->dns_tcp_timeouts++;
 	if (dnsproxy_log_first(d, d->agg_tcp, why)) {
 		log_begin(&l, LOG_INFO, "dns", "dns_tcp_close");
 		log_str(&l, "name", why);
@@ -908,7 +908,7 @@ dnsproxy_accept_cb(
 	if (d->ntcp >= DNSPROXY_MAX_TCP) {
 		struct log_line l;
 
-		d->ws->metrics.dns_tcp_refused++;
+		d->ws->metrics->dns_tcp_refused++;
 		if (dnsproxy_log_first(d, d->agg_tcp, "connection cap")) {
 			log_begin(&l, LOG_WARN, "dns", "dns_tcp_refused");
 			log_str(&l, "name", "connection cap");

@@ -113,7 +113,7 @@ wintercept_snapshot(void *arg)
 static void
 wintercept_count(void *arg, enum intercept_metric m, uint64_t n)
 {
-	struct metrics *mt = &((struct wintercept *)arg)->ws->metrics;
+	struct metrics *mt = ((struct wintercept *)arg)->ws->metrics;
 
 	switch (m) {
 	case INTERCEPT_M_ACCEPTED:

@@ -83,8 +83,18 @@ capwatch_same_netns(const struct capwatch *cw, pid_t pid)
 	       sb.st_ino == cw->ns_ino;
 }
 
+/* One of egressd's own processes (the parent holds NET_ADMIN by design). */
+static bool
+capwatch_ours(pid_t pid, const pid_t *ours, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ours[i] == pid)
+			return true;
+	return false;
+}
+
 unsigned
-capwatch_scan(struct capwatch *cw, pid_t self, pid_t child)
+capwatch_scan(struct capwatch *cw, const pid_t *ours, size_t nours)
 {
 	pid_t alive[CAPWATCH_MAX_PIDS];
 	size_t nalive = 0;
@@ -103,7 +113,7 @@ capwatch_scan(struct capwatch *cw, pid_t self, pid_t child)
 		if (!isdigit((unsigned char)de->d_name[0]))
 			continue;
 		pid = (pid_t)strtol(de->d_name, NULL, 10);
-		if (pid == self || pid == child || pid <= 0)
+		if (pid <= 0 || capwatch_ours(pid, ours, nours))
 			continue;
 		if (!capwatch_capeff(pid, &eff, comm, sizeof(comm)))
 			continue;

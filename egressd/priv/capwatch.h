@@ -11,6 +11,7 @@
 #ifndef EGRESSD_CAPWATCH_H
 #define EGRESSD_CAPWATCH_H
 
+#include <stddef.h>
 #include <sys/types.h>
 
 struct capwatch;
@@ -18,7 +19,7 @@ struct capwatch;
 struct capwatch *capwatch_new(void);
 void capwatch_free(struct capwatch *cw);
 
-/* One scan of /proc; `self` and `child` (egressd's own) are skipped. Returns the reports made. */
-unsigned capwatch_scan(struct capwatch *cw, pid_t self, pid_t child);
+/* One scan of /proc; egressd's own processes (ours[0..nours)) are skipped. Returns the reports made. */
+unsigned capwatch_scan(struct capwatch *cw, const pid_t *ours, size_t nours);
 
 #endif

@@ -1,10 +1,14 @@
 /*
  * The privileged parent process. It keeps CAP_NET_ADMIN, installs the nft
- * table before anything else runs, then forks the worker and serves it:
- * marked sockets (the only way the worker's own traffic is exempted) and
- * validated nft changes. It parses no network input: everything it acts
- * on is a fixed-size channel message that passed chan_validate(), and a
- * message that does not is fatal for the worker, never obeyed.
+ * table before anything else runs, then forks one child per trust level
+ * (control, dns and, with interception, intercept; docs/privsep.md) and
+ * serves them: marked sockets (the only way a child's own traffic is
+ * exempted), learned addresses, leaves, and the policy and vault that
+ * control hands on, which the parent puts in force and pushes to the
+ * children that decide on them. It parses no network input: everything it
+ * acts on is a fixed-size channel message that passed chan_validate() and
+ * that its sender's role may send (chan_role_may_send()); a message that
+ * fails either is fatal for that child, never obeyed.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,31 +33,77 @@
 #include "certs/leaf.h"
 #include "certs/trust.h"
 #include "egressd/common/chan.h"
+#include "egressd/common/log.h"
 #include "egressd/common/ownnet.h"
+#include "egressd/common/shstat.h"
 #include "egressd/priv/capwatch.h"
 #include "egressd/priv/enforce.h"
 #include "egressd/priv/listen.h"
-#include "egressd/common/log.h"
 #include "egressd/priv/parent.h"
 #include "egressd/priv/ppolicy.h"
 #include "egressd/priv/privsep.h"
 #include "egressd/priv/startcheck.h"
 
-/* Restart backoff of a crashed worker. */
+/* Restart backoff of a crashed child. */
 #define PARENT_BACKOFF_MIN_MS 100
 #define PARENT_BACKOFF_MAX_MS 10000
-/* A worker that lived this long resets the backoff. */
+/* A child that lived this long resets its backoff. */
 #define PARENT_STABLE_S 30
 /*
- * A worker that dies before it was ever ready is retried this many times
+ * A child that dies before it was ever ready is retried this many times
  * (a port still held by a previous instance frees itself quickly), then
  * egressd gives up loudly: a bad configuration does not heal by looping.
  */
 #define PARENT_STARTUP_TRIES 5
-/* Grace between SIGTERM and SIGKILL of the worker on shutdown. */
+/* Grace between SIGTERM and SIGKILL of the children on shutdown. */
 #define PARENT_STOP_GRACE_MS 700
 /* How often the ruleset is checked for changes made by someone else. */
 #define PARENT_WATCHDOG_MS 1000
+/* A child has this long to acknowledge a push, or it is killed. */
+#define PARENT_ACK_S 10
+/* Blocking budget of one document send to a child. */
+#define PARENT_SEND_MS 10000
+
+struct parent;
+
+/* One child: a role, its process and its channel. */
+struct pkid {
+	struct parent *p;
+	enum chan_role role;
+	pid_t pid;
+	int chanfd;
+	struct event *ev_chan;
+	time_t started;
+	unsigned backoff_ms;
+	struct event *ev_restart;
+	bool ready;                /* sent READY */
+	bool ever_ready;           /* an incarnation reached READY since start */
+	unsigned startup_failures; /* incarnations that died before the first READY */
+	struct chan_doc rx;        /* control: a vault being received */
+};
+
+/*
+ * Something pushed to the children, waiting for their CHAN_ACK: a policy
+ * put in force, a vault, or learned addresses. When the last one has
+ * acknowledged (or died, or been killed at the deadline), the request
+ * that caused it is answered; a vault push then becomes the vault the
+ * parent hands to a new intercept.
+ */
+struct ppush {
+	struct ppush *next;
+	uint32_t id;
+	uint32_t waiting; /* role bits */
+	time_t deadline;
+	/* The request to answer: its child incarnation, id and type (reply_id 0: none). */
+	enum chan_role reply_role;
+	pid_t reply_pid;
+	uint32_t reply_id;
+	uint16_t reply_type;
+	int err;
+	bool hard;   /* a policy: a child that refuses it is killed (it cannot go on deciding) */
+	char *vault; /* a vault push: its document (wiped when freed) */
+	size_t vault_len;
+};
 
 struct parent {
 	struct config *cfg;
@@ -63,12 +113,8 @@ struct parent {
 	uid_t wuid;
 	gid_t wgid;
 
-	pid_t worker;
-	int chanfd;
-	struct event *ev_chan;
-	time_t started;
-	unsigned backoff_ms;
-	struct event *ev_restart;
+	struct pkid kids[CHAN_ROLE_MAX];
+	uint32_t present; /* role bits of the children this configuration runs */
 	struct event *ev_kill;
 	struct event *ev_watch;
 	unsigned tampers;
@@ -76,21 +122,27 @@ struct parent {
 	struct event *ev_own;
 	bool own_dirty; /* the own networks changed and are not applied yet */
 	bool stopping;
-	bool ready;
-	bool ever_ready;           /* a worker reached READY since start */
-	unsigned startup_failures; /* workers that died before the first READY */
+	bool ready; /* every child is ready */
 	int exit_code;
 
 	/* The policy in force, as the parent decoded it. */
 	struct ppolicy *pp;
+	/* The vault in force (the intercept holds it), as control encoded it; wiped when replaced. */
+	char *vault;
+	size_t vault_len;
+	struct ppush *pushes, *pushes_tail;
+	uint32_t next_push;
 
-	/* Mints the worker's leaves: the CA private key stays here. */
+	/* Counters and status shared with the children. */
+	struct shstat shs;
+
+	/* Mints the intercept's leaves: the CA private key stays here. */
 	struct leaf_cache *minter;
 
 	/* Workload processes with NET_ADMIN or NET_RAW, reported once each. */
 	struct capwatch *capwatch;
 
-	/* Learned addresses being batched; one refused makes the batch refused. */
+	/* Learned addresses being batched (dns); one refused makes the batch refused. */
 	struct chan_learn learns[CHAN_MAX_BATCH];
 	size_t nlearn;
 	const char *learn_refused; /* why the batch is refused, or NULL */
@@ -98,15 +150,37 @@ struct parent {
 	uint64_t learns_refused;
 };
 
-static void parent_spawn(struct parent *p);
+static void parent_spawn(struct pkid *k);
+static void parent_push_drop_role(struct parent *p, enum chan_role role);
 
-/* Forget a batch or a document the worker was sending. */
-static void
-parent_chan_reset(struct parent *p)
+static bool
+parent_alive(const struct pkid *k)
 {
-	ppolicy_rx_reset(p->pp);
-	p->nlearn = 0;
-	p->learn_refused = NULL;
+	return k->pid > 0 && k->chanfd >= 0;
+}
+
+static void
+parent_vault_free(char *doc, size_t len)
+{
+	if (doc != NULL) {
+		explicit_bzero(doc, len);
+		free(doc);
+	}
+}
+
+/* Forget what a child was sending (it is gone). */
+static void
+parent_chan_reset(struct pkid *k)
+{
+	struct parent *p = k->p;
+
+	chan_doc_reset(&k->rx);
+	if (k->role == CHAN_ROLE_CONTROL)
+		ppolicy_rx_reset(p->pp);
+	if (k->role == CHAN_ROLE_DNS) {
+		p->nlearn = 0;
+		p->learn_refused = NULL;
+	}
 }
 
 static void
@@ -132,51 +206,285 @@ parent_ready_file(struct parent *p, bool present)
 	close(fd);
 }
 
-/* Kill the worker for a protocol violation: it may be compromised. */
+/* A child is ready once it said so and has taken everything pushed to it. */
+static bool
+parent_kid_ready(const struct parent *p, const struct pkid *k)
+{
+	if (!k->ready)
+		return false;
+	for (const struct ppush *u = p->pushes; u != NULL; u = u->next)
+		if (u->waiting & (1u << k->role))
+			return false;
+	return true;
+}
+
+/* Publish which children are ready, and egressd's readiness when all are. */
 static void
-parent_violation(struct parent *p, const char *why)
+parent_update_ready(struct parent *p)
+{
+	uint32_t ready = 0;
+	bool all;
+
+	for (int r = 0; r < CHAN_ROLE_MAX; r++)
+		if ((p->present & (1u << r)) && parent_kid_ready(p, &p->kids[r]))
+			ready |= 1u << r;
+	all = ready == p->present;
+	if (p->shs.status != NULL) {
+		p->shs.status->ready = ready;
+		p->shs.status->learned = ppolicy_learned_count(p->pp);
+	}
+	if (all == p->ready)
+		return;
+	p->ready = all;
+	parent_ready_file(p, all);
+	if (all) {
+		struct log_line l;
+
+		log_begin(&l, LOG_INFO, "proc", "ready");
+		log_str(&l, "mode", config_mode_name(p->cfg->mode));
+		log_end(&l);
+	}
+}
+
+static void
+parent_close_chan(struct pkid *k)
+{
+	if (k->ev_chan != NULL) {
+		event_free(k->ev_chan);
+		k->ev_chan = NULL;
+	}
+	if (k->chanfd >= 0) {
+		close(k->chanfd);
+		k->chanfd = -1;
+	}
+	parent_chan_reset(k);
+}
+
+/* Kill a child for a protocol violation: it may be compromised. */
+static void
+parent_violation(struct pkid *k, const char *why)
 {
 	struct log_line l;
 
 	log_begin(&l, LOG_ERROR, "proc", "chan_violation");
 	log_str(&l, "why", why);
-	log_int(&l, "worker", p->worker);
+	log_str(&l, "role", chan_role_name(k->role));
+	log_int(&l, "worker", k->pid);
 	log_end(&l);
-	if (p->worker > 0)
-		kill(p->worker, SIGKILL);
-	if (p->ev_chan != NULL) {
-		event_free(p->ev_chan);
-		p->ev_chan = NULL;
-	}
-	if (p->chanfd >= 0) {
-		close(p->chanfd);
-		p->chanfd = -1;
-	}
-	parent_chan_reset(p);
+	if (k->pid > 0)
+		kill(k->pid, SIGKILL);
+	parent_close_chan(k);
+	parent_push_drop_role(k->p, k->role);
 }
 
 static void
-parent_reply(struct parent *p, uint32_t id, unsigned req_type, int err, const char *msg)
+parent_reply(struct pkid *k, uint32_t id, unsigned req_type, int err, const char *msg)
 {
 	struct chan_result r;
 
+	if (!parent_alive(k))
+		return;
 	memset(&r, 0, sizeof(r));
 	r.hdr.type = CHAN_RESULT;
 	r.hdr.id = id;
 	r.req_type = (uint16_t)req_type;
 	r.err = err;
 	snprintf(r.msg, sizeof(r.msg), "%s", msg ? msg : "");
-	if (chan_send(p->chanfd, &r, -1) != 0)
+	if (chan_send(k->chanfd, &r, -1) != 0)
 		log_msg(LOG_WARN, "proc", "chan_send", "reply failed: %s", strerror(errno));
 }
 
-/* Marked-socket factory: the worker's upstream sockets carry our mark. */
+/* ---- pushes ---- */
+
+static uint32_t
+parent_push_id(struct parent *p)
+{
+	/* Parent ids; 1 is the handover's. */
+	if (++p->next_push < 2 || p->next_push >= CHAN_ID_PARENT)
+		p->next_push = 2;
+	return CHAN_ID_PARENT | p->next_push;
+}
+
+static struct ppush *
+parent_push_new(struct parent *p)
+{
+	struct ppush *u = calloc(1, sizeof(*u));
+
+	if (u == NULL)
+		return NULL;
+	u->id = parent_push_id(p);
+	u->deadline = time(NULL) + PARENT_ACK_S;
+	return u;
+}
+
+/* The push is over: answer its request; a vault push becomes the vault in force. */
 static void
-parent_socket(struct parent *p, const struct chan_socket_req *req)
+parent_push_finish(struct parent *p, struct ppush *u)
+{
+	struct pkid *k = &p->kids[u->reply_role];
+
+	if (u->vault != NULL || u->reply_type == CHAN_VAULT) {
+		if (u->err == 0) {
+			parent_vault_free(p->vault, p->vault_len);
+			p->vault = u->vault;
+			p->vault_len = u->vault_len;
+			u->vault = NULL;
+		}
+		parent_vault_free(u->vault, u->vault_len);
+	}
+	if (u->reply_id != 0 && k->pid == u->reply_pid)
+		parent_reply(k, u->reply_id, u->reply_type, u->err,
+		    u->err ? "the intercept refused it" : "");
+	free(u);
+}
+
+/* Finish every push that waits for nobody any more, in order. */
+static void
+parent_push_settle(struct parent *p)
+{
+	struct ppush **up = &p->pushes, *last = NULL;
+
+	while (*up != NULL) {
+		struct ppush *u = *up;
+
+		if (u->waiting != 0) {
+			last = u;
+			up = &u->next;
+			continue;
+		}
+		*up = u->next;
+		parent_push_finish(p, u);
+	}
+	p->pushes_tail = last;
+	parent_update_ready(p);
+}
+
+/* Queue u; it is finished at once if nobody has to acknowledge it. */
+static void
+parent_push_queue(struct parent *p, struct ppush *u)
+{
+	if (p->pushes_tail != NULL)
+		p->pushes_tail->next = u;
+	else
+		p->pushes = u;
+	p->pushes_tail = u;
+	parent_push_settle(p);
+}
+
+/* A child is gone: nobody waits for it any more (its successor gets the state in force). */
+static void
+parent_push_drop_role(struct parent *p, enum chan_role role)
+{
+	for (struct ppush *u = p->pushes; u != NULL; u = u->next)
+		u->waiting &= ~(1u << role);
+	parent_push_settle(p);
+}
+
+/* Send a push's document to the child of `role`, which must then acknowledge it. */
+static void
+parent_push_doc(struct parent *p, struct ppush *u, enum chan_role role, unsigned type)
+{
+	struct pkid *k = &p->kids[role];
+	int rc;
+
+	if (!parent_alive(k))
+		return;
+	if (type == CHAN_POLICY)
+		rc = ppolicy_send(p->pp, k->chanfd, u->id);
+	else
+		rc = chan_doc_send(
+		    k->chanfd, CHAN_VAULT, u->id, u->vault, u->vault_len, PARENT_SEND_MS);
+	if (rc != 0) {
+		/* It does not take what is in force: it cannot go on deciding. */
+		log_msg(LOG_ERROR, "proc", "push_failed", "%s push to %s failed: %s",
+		    chan_type_name(type), chan_role_name(role), strerror(errno));
+		kill(k->pid, SIGKILL);
+		return;
+	}
+	u->waiting |= 1u << role;
+}
+
+/* Learned entries to the intercept (which checks SNI against them), batched. */
+static void
+parent_push_learns(struct parent *p, struct ppush *u, const struct chan_learn *l, size_t n)
+{
+	struct pkid *k = &p->kids[CHAN_ROLE_INTERCEPT];
+
+	if (!parent_alive(k) || n == 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct chan_learn m = l[i];
+
+		m.hdr.type = CHAN_LEARN;
+		m.hdr.id = u->id;
+		m.hdr.flags = i + 1 < n ? CHAN_LEARN_MORE : 0;
+		if (chan_send(k->chanfd, &m, -1) != 0) {
+			log_msg(LOG_ERROR, "proc", "push_failed",
+			    "learn push to intercept failed: %s", strerror(errno));
+			kill(k->pid, SIGKILL);
+			return;
+		}
+	}
+	u->waiting |= 1u << CHAN_ROLE_INTERCEPT;
+}
+
+/* A child acknowledged a push. */
+static void
+parent_ack(struct pkid *k, const struct chan_ack *a)
+{
+	struct parent *p = k->p;
+	struct ppush *u = p->pushes;
+
+	while (u != NULL && u->id != a->hdr.id)
+		u = u->next;
+	if (u == NULL || !(u->waiting & (1u << k->role))) {
+		parent_violation(k, "acknowledgement of nothing pushed to it");
+		return;
+	}
+	u->waiting &= ~(1u << k->role);
+	if (a->err != 0) {
+		struct log_line l;
+
+		log_begin(&l, LOG_ERROR, "proc", "push_refused");
+		log_str(&l, "role", chan_role_name(k->role));
+		log_str(&l, "why", strerror(a->err));
+		log_end(&l);
+		if (u->vault != NULL)
+			u->err = a->err; /* the intercept keeps the vault it had */
+		if (u->hard)
+			kill(k->pid, SIGKILL);
+	}
+	parent_push_settle(p);
+}
+
+/* The watchdog: a child that does not acknowledge in time is killed. */
+static void
+parent_push_deadlines(struct parent *p)
+{
+	time_t now = time(NULL);
+
+	for (struct ppush *u = p->pushes; u != NULL; u = u->next) {
+		if (u->waiting == 0 || now < u->deadline)
+			continue;
+		for (int r = 0; r < CHAN_ROLE_MAX; r++)
+			if ((u->waiting & (1u << r)) && p->kids[r].pid > 0) {
+				log_msg(LOG_ERROR, "proc", "push_timeout",
+				    "%s did not acknowledge in %d s: killed", chan_role_name(r),
+				    PARENT_ACK_S);
+				kill(p->kids[r].pid, SIGKILL);
+			}
+	}
+}
+
+/* ---- requests ---- */
+
+/* Marked-socket factory: the children's upstream sockets carry our mark. */
+static void
+parent_socket(struct pkid *k, const struct chan_socket_req *req)
 {
 	struct chan_socket_rep rep;
 	int fd, err = 0;
-	uint32_t mark = p->cfg->mark;
+	uint32_t mark = k->p->cfg->mark;
 
 	memset(&rep, 0, sizeof(rep));
 	rep.hdr.type = CHAN_SOCKET_REP;
@@ -190,15 +498,16 @@ parent_socket(struct parent *p, const struct chan_socket_req *req)
 		fd = -1;
 	}
 	rep.err = err;
-	if (chan_send(p->chanfd, &rep, fd) != 0)
+	if (chan_send(k->chanfd, &rep, fd) != 0)
 		log_msg(LOG_WARN, "proc", "chan_send", "socket reply failed: %s", strerror(errno));
 	if (fd >= 0)
 		close(fd);
 }
 
 static void
-parent_learn_flush(struct parent *p, uint32_t id)
+parent_learn_flush(struct pkid *k, uint32_t id)
 {
+	struct parent *p = k->p;
 	char err[256] = "";
 	int rc = 0;
 
@@ -216,14 +525,27 @@ parent_learn_flush(struct parent *p, uint32_t id)
 		log_str(&l, "why", p->learn_refused);
 		log_uint(&l, "count", p->learns_refused);
 		log_end(&l);
-		parent_reply(p, id, CHAN_LEARN, EPERM, p->learn_refused);
+		parent_reply(k, id, CHAN_LEARN, EPERM, p->learn_refused);
 	} else {
+		struct ppush *u;
+
 		rc = enforce_learn(p->enf, p->learns, p->nlearn, err, sizeof(err));
-		if (rc != 0)
+		if (rc != 0) {
 			log_msg(LOG_ERROR, "nft", "nft_error", "%s", err);
-		else
+			parent_reply(k, id, CHAN_LEARN, EIO, err);
+		} else if ((u = parent_push_new(p)) == NULL) {
 			ppolicy_learned(p->pp, p->learns, p->nlearn);
-		parent_reply(p, id, CHAN_LEARN, rc == 0 ? 0 : EIO, rc == 0 ? "" : err);
+			parent_reply(k, id, CHAN_LEARN, 0, "");
+		} else {
+			/* Answered once the intercept knows them too. */
+			ppolicy_learned(p->pp, p->learns, p->nlearn);
+			u->reply_role = k->role;
+			u->reply_pid = k->pid;
+			u->reply_id = id;
+			u->reply_type = CHAN_LEARN;
+			parent_push_learns(p, u, p->learns, p->nlearn);
+			parent_push_queue(p, u);
+		}
 	}
 	p->nlearn = 0;
 	p->learn_refused = NULL;
@@ -231,16 +553,17 @@ parent_learn_flush(struct parent *p, uint32_t id)
 
 /* Batch learns, each checked against the parent's own copy of the policy. */
 static void
-parent_learn(struct parent *p, const struct chan_learn *l)
+parent_learn(struct pkid *k, const struct chan_learn *l)
 {
+	struct parent *p = k->p;
 	const char *why;
 
 	if (p->nlearn > 0 && l->hdr.id != p->learns[0].hdr.id) {
-		parent_violation(p, "learn batch interleaved with another");
+		parent_violation(k, "learn batch interleaved with another");
 		return;
 	}
 	if (p->nlearn >= CHAN_MAX_BATCH) {
-		parent_violation(p, "learn batch too long");
+		parent_violation(k, "learn batch too long");
 		return;
 	}
 	p->learns[p->nlearn] = *l;
@@ -251,24 +574,25 @@ parent_learn(struct parent *p, const struct chan_learn *l)
 	}
 	p->nlearn++;
 	if ((l->hdr.flags & CHAN_LEARN_MORE) == 0)
-		parent_learn_flush(p, l->hdr.id);
+		parent_learn_flush(k, l->hdr.id);
 }
 
-/* A leaf for the worker's key, for a host the policy in force allows. */
+/* A leaf for the intercept's key, for a host the policy in force allows. */
 static void
-parent_leaf(struct parent *p, const struct chan_leaf_req *r)
+parent_leaf(struct pkid *k, const struct chan_leaf_req *r)
 {
+	struct parent *p = k->p;
 	struct chan_leaf_rep *rep;
 	char err[256] = "";
 	X509 *x = NULL;
 	int n;
 
 	if (!p->cfg->intercept || p->cfg->ca == NULL) {
-		parent_violation(p, "leaf request without interception");
+		parent_violation(k, "leaf request without interception");
 		return;
 	}
 	if ((rep = calloc(1, sizeof(*rep))) == NULL)
-		return; /* the worker's request times out with its connection */
+		return; /* the request times out with its connection */
 	rep->hdr.type = CHAN_LEAF_REP;
 	rep->hdr.id = r->hdr.id;
 	if (p->minter == NULL)
@@ -293,60 +617,132 @@ parent_leaf(struct parent *p, const struct chan_leaf_req *r)
 		log_str(&l, "why", err[0] ? err : "certificate too large");
 		log_end(&l);
 	}
-	if (chan_send(p->chanfd, rep, -1) != 0)
+	if (chan_send(k->chanfd, rep, -1) != 0)
 		log_msg(LOG_WARN, "proc", "chan_send", "leaf reply failed: %s", strerror(errno));
 	free(rep);
 }
 
+/* Control's policy: into the kernel, then to dns and intercept, then answered. */
 static void
-parent_policy(struct parent *p, const struct chan_policy *c)
+parent_policy(struct pkid *k, const union chan_msg *m)
 {
+	struct parent *p = k->p;
 	char msg[CHAN_ERRMSG_LEN];
 	const char *why = "";
 	int err = 0;
+	struct ppush *u;
 
-	switch (ppolicy_chunk(p->pp, c, &err, msg, sizeof(msg), &why)) {
+	switch (ppolicy_chunk(p->pp, m, &err, msg, sizeof(msg), &why)) {
 	case PPOLICY_MORE:
 		return;
 	case PPOLICY_VIOLATION:
-		parent_violation(p, why);
+		parent_violation(k, why);
 		return;
 	case PPOLICY_DONE:
-		parent_reply(p, c->hdr.id, CHAN_POLICY, err, msg);
+		break;
+	}
+	if (err != 0 || (u = parent_push_new(p)) == NULL) {
+		parent_reply(k, m->hdr.id, CHAN_POLICY, err, msg);
 		return;
 	}
+	u->reply_role = k->role;
+	u->reply_pid = k->pid;
+	u->reply_id = m->hdr.id;
+	u->reply_type = CHAN_POLICY;
+	u->hard = true;
+	parent_push_doc(p, u, CHAN_ROLE_DNS, CHAN_POLICY);
+	parent_push_doc(p, u, CHAN_ROLE_INTERCEPT, CHAN_POLICY);
+	parent_push_queue(p, u);
+}
+
+/* Control's vault: to the intercept, in force once it acknowledged, then answered. */
+static void
+parent_vault(struct pkid *k, const union chan_msg *m)
+{
+	struct parent *p = k->p;
+	struct ppush *u;
+	char *doc;
+	size_t len;
+
+	switch (chan_doc_feed(&k->rx, m)) {
+	case CHAN_DOC_MORE:
+		return;
+	case CHAN_DOC_BAD:
+		parent_violation(k, "vault chunk out of sequence");
+		return;
+	case CHAN_DOC_NOMEM:
+		parent_reply(k, m->hdr.id, CHAN_VAULT, ENOMEM, "out of memory");
+		return;
+	case CHAN_DOC_DONE:
+		break;
+	}
+	doc = chan_doc_take(&k->rx, &len);
+	if ((u = parent_push_new(p)) == NULL) {
+		parent_vault_free(doc, len);
+		parent_reply(k, m->hdr.id, CHAN_VAULT, ENOMEM, "out of memory");
+		return;
+	}
+	u->reply_role = k->role;
+	u->reply_pid = k->pid;
+	u->reply_id = m->hdr.id;
+	u->reply_type = CHAN_VAULT;
+	u->vault = doc;
+	u->vault_len = len;
+	if (u->vault == NULL) {
+		/* An empty vault: nothing to wipe, but still a vault push. */
+		u->vault = calloc(1, 1);
+		u->vault_len = 0;
+	}
+	parent_push_doc(p, u, CHAN_ROLE_INTERCEPT, CHAN_VAULT);
+	parent_push_queue(p, u);
 }
 
 static void
-parent_dispatch(struct parent *p, const union chan_msg *m)
+parent_dispatch(struct pkid *k, const union chan_msg *m)
 {
+	if (!chan_role_may_send(k->role, m)) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "%s may not send %s", chan_role_name(k->role),
+		    chan_type_name(m->hdr.type));
+		parent_violation(k, why);
+		return;
+	}
 	switch (m->hdr.type) {
 	case CHAN_SOCKET_REQ:
-		parent_socket(p, &m->socket_req);
+		parent_socket(k, &m->socket_req);
 		break;
 	case CHAN_LEARN:
-		parent_learn(p, &m->learn);
+		parent_learn(k, &m->learn);
 		break;
 	case CHAN_POLICY:
-		parent_policy(p, &m->policy);
+		parent_policy(k, m);
+		break;
+	case CHAN_VAULT:
+		parent_vault(k, m);
 		break;
 	case CHAN_LEAF_REQ:
-		parent_leaf(p, &m->leaf_req);
+		parent_leaf(k, &m->leaf_req);
+		break;
+	case CHAN_ACK:
+		parent_ack(k, &m->ack);
 		break;
 	case CHAN_READY:
-		if (!p->ready) {
+		if (!k->ready) {
 			struct log_line l;
-			p->ready = true;
-			p->ever_ready = true;
-			parent_ready_file(p, true);
-			log_begin(&l, LOG_INFO, "proc", "ready");
-			log_str(&l, "mode", config_mode_name(p->cfg->mode));
+
+			k->ready = true;
+			k->ever_ready = true;
+			log_begin(&l, LOG_INFO, "proc", "worker_ready");
+			log_str(&l, "role", chan_role_name(k->role));
+			log_int(&l, "pid", k->pid);
 			log_end(&l);
+			parent_update_ready(k->p);
 		}
 		break;
 	default:
 		/* chan_validate() refuses every other type in this direction. */
-		parent_violation(p, "unexpected message type");
+		parent_violation(k, "unexpected message type");
 		break;
 	}
 }
@@ -354,29 +750,29 @@ parent_dispatch(struct parent *p, const union chan_msg *m)
 static void
 parent_chan_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct parent *p = arg;
+	struct pkid *k = arg;
 
-	/* Bounded per wakeup so that signals are served under load. */
-	for (int i = 0; i < 256 && p->chanfd >= 0; i++) {
+	/* Bounded per wakeup so that signals and the other children are served under load. */
+	for (int i = 0; i < 256 && k->chanfd >= 0; i++) {
 		union chan_msg m;
 		int passfd;
 		const char *why;
 
-		switch (chan_recv(p->chanfd, &m, CHAN_TO_PARENT, &passfd, &why)) {
+		switch (chan_recv(k->chanfd, &m, CHAN_TO_PARENT, &passfd, &why)) {
 		case CHAN_AGAIN:
 			return;
 		case CHAN_EOF:
-			event_free(p->ev_chan);
-			p->ev_chan = NULL;
-			close(p->chanfd);
-			p->chanfd = -1;
+			parent_close_chan(k);
 			return;
 		case CHAN_INVALID:
-		case CHAN_FDLOST: /* the worker passes the parent no descriptors */
-			parent_violation(p, why);
+		case CHAN_FDLOST: /* the children pass the parent no descriptors */
+			parent_violation(k, why);
 			return;
 		case CHAN_OK:
-			parent_dispatch(p, &m);
+			parent_dispatch(k, &m);
+			/* A vault chunk holds secrets: no copy of it stays on this stack. */
+			if (m.hdr.type == CHAN_VAULT)
+				explicit_bzero(&m, sizeof(m));
 			break;
 		}
 	}
@@ -440,11 +836,20 @@ static void
 parent_watch_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct parent *p = arg;
+	pid_t ours[CHAN_ROLE_MAX + 1];
+	size_t nours = 0;
 	char err[256];
 	struct log_line l;
 
 	ppolicy_expire(p->pp);
-	capwatch_scan(p->capwatch, getpid(), p->worker);
+	parent_push_deadlines(p);
+	if (p->shs.status != NULL)
+		p->shs.status->learned = ppolicy_learned_count(p->pp);
+	ours[nours++] = getpid();
+	for (int r = 0; r < CHAN_ROLE_MAX; r++)
+		if (p->kids[r].pid > 0)
+			ours[nours++] = p->kids[r].pid;
+	capwatch_scan(p->capwatch, ours, nours);
 	if (p->own_dirty)
 		parent_own_refresh(p);
 	if (!enforce_tampered(p->enf))
@@ -466,62 +871,85 @@ parent_restart_cb(evutil_socket_t fd, short what, void *arg)
 	parent_spawn(arg);
 }
 
-static void
-parent_worker_gone(struct parent *p, int status)
+static bool
+parent_any_alive(const struct parent *p)
 {
+	for (int r = 0; r < CHAN_ROLE_MAX; r++)
+		if (p->kids[r].pid > 0)
+			return true;
+	return false;
+}
+
+static void
+parent_kid_gone(struct pkid *k, int status)
+{
+	struct parent *p = k->p;
 	struct log_line l;
-	bool stable = time(NULL) - p->started >= PARENT_STABLE_S;
+	bool stable = time(NULL) - k->started >= PARENT_STABLE_S;
 
 	log_begin(&l, p->stopping ? LOG_INFO : LOG_ERROR, "proc", "worker_exit");
-	log_int(&l, "pid", p->worker);
+	log_str(&l, "role", chan_role_name(k->role));
+	log_int(&l, "pid", k->pid);
 	if (WIFEXITED(status))
 		log_int(&l, "status", WEXITSTATUS(status));
 	else if (WIFSIGNALED(status))
 		log_int(&l, "signal", WTERMSIG(status));
 	log_end(&l);
-	p->worker = -1;
-	if (p->ev_chan != NULL) {
-		event_free(p->ev_chan);
-		p->ev_chan = NULL;
+	k->pid = -1;
+	k->ready = false;
+	parent_close_chan(k);
+	/* The nft table stays: a dead child means less service, never open egress. */
+	parent_push_drop_role(p, k->role);
+	if (k->role == CHAN_ROLE_CONTROL && p->vault != NULL && !p->stopping) {
+		/*
+		 * The vault lives in control's store: a new control starts without
+		 * one, so the intercept must not keep injecting what nobody can
+		 * see or change through the API any more. It goes with control.
+		 */
+		struct ppush *u = parent_push_new(p);
+
+		log_msg(LOG_WARN, "vault", "vault_dropped",
+		    "control exited: the credential vault written through the API is dropped");
+		if (u != NULL && (u->vault = calloc(1, 1)) != NULL) {
+			parent_push_doc(p, u, CHAN_ROLE_INTERCEPT, CHAN_VAULT);
+			parent_push_queue(p, u);
+		} else {
+			free(u);
+		}
 	}
-	if (p->chanfd >= 0) {
-		close(p->chanfd);
-		p->chanfd = -1;
-	}
-	parent_chan_reset(p);
-	if (p->ready) {
-		/* The nft table stays: a dead worker means no egress, never open egress. */
-		p->ready = false;
-		parent_ready_file(p, false);
-	}
+	parent_update_ready(p);
 	if (p->stopping) {
-		event_base_loopbreak(p->base);
+		if (!parent_any_alive(p))
+			event_base_loopbreak(p->base);
 		return;
 	}
 	/*
-	 * A worker that keeps failing before it was ever ready fails on its
+	 * A child that keeps failing before it was ever ready fails on its
 	 * configuration (a bad policy, a port taken for good): looping cannot
 	 * help. Refuse to run, loudly; the table stays, egress stays blocked.
 	 */
-	if (!p->ever_ready && ++p->startup_failures >= PARENT_STARTUP_TRIES) {
+	if (!k->ever_ready && ++k->startup_failures >= PARENT_STARTUP_TRIES) {
 		log_msg(LOG_ERROR, "proc", "startup_failed",
-		    "the worker failed %u times before it was ready; see the errors above",
-		    p->startup_failures);
+		    "the %s process failed %u times before it was ready; see the errors above",
+		    chan_role_name(k->role), k->startup_failures);
 		p->exit_code = 1;
 		event_base_loopbreak(p->base);
 		return;
 	}
 	if (stable)
-		p->backoff_ms = PARENT_BACKOFF_MIN_MS;
+		k->backoff_ms = PARENT_BACKOFF_MIN_MS;
 	{
-		struct timeval tv = {p->backoff_ms / 1000, (p->backoff_ms % 1000) * 1000};
-		log_msg(LOG_WARN, "proc", "worker_restart", "restarting the worker in %u ms",
-		    p->backoff_ms);
-		evtimer_add(p->ev_restart, &tv);
+		struct timeval tv = {k->backoff_ms / 1000, (k->backoff_ms % 1000) * 1000};
+
+		log_begin(&l, LOG_WARN, "proc", "worker_restart");
+		log_str(&l, "role", chan_role_name(k->role));
+		log_uint(&l, "in_ms", k->backoff_ms);
+		log_end(&l);
+		evtimer_add(k->ev_restart, &tv);
 	}
-	p->backoff_ms *= 2;
-	if (p->backoff_ms > PARENT_BACKOFF_MAX_MS)
-		p->backoff_ms = PARENT_BACKOFF_MAX_MS;
+	k->backoff_ms *= 2;
+	if (k->backoff_ms > PARENT_BACKOFF_MAX_MS)
+		k->backoff_ms = PARENT_BACKOFF_MAX_MS;
 }
 
 static void
@@ -532,8 +960,11 @@ parent_sigchld_cb(evutil_socket_t sig, short what, void *arg)
 	pid_t pid;
 
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		if (pid == p->worker)
-			parent_worker_gone(p, status);
+		for (int r = 0; r < CHAN_ROLE_MAX; r++)
+			if (pid == p->kids[r].pid) {
+				parent_kid_gone(&p->kids[r], status);
+				break;
+			}
 	}
 }
 
@@ -542,10 +973,12 @@ parent_kill_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct parent *p = arg;
 
-	if (p->worker > 0) {
-		log_msg(LOG_WARN, "proc", "worker_kill", "worker did not stop in time");
-		kill(p->worker, SIGKILL);
-	}
+	for (int r = 0; r < CHAN_ROLE_MAX; r++)
+		if (p->kids[r].pid > 0) {
+			log_msg(LOG_WARN, "proc", "worker_kill", "%s did not stop in time",
+			    chan_role_name(r));
+			kill(p->kids[r].pid, SIGKILL);
+		}
 }
 
 static void
@@ -558,32 +991,55 @@ parent_sigterm_cb(evutil_socket_t sig, short what, void *arg)
 		return;
 	p->stopping = true;
 	log_msg(LOG_INFO, "proc", "stop", "stopping on signal %d", (int)sig);
-	evtimer_del(p->ev_restart);
-	if (p->worker <= 0) {
+	for (int r = 0; r < CHAN_ROLE_MAX; r++)
+		evtimer_del(p->kids[r].ev_restart);
+	if (!parent_any_alive(p)) {
 		event_base_loopbreak(p->base);
 		return;
 	}
-	kill(p->worker, SIGTERM);
+	for (int r = 0; r < CHAN_ROLE_MAX; r++)
+		if (p->kids[r].pid > 0)
+			kill(p->kids[r].pid, SIGTERM);
 	evtimer_add(p->ev_kill, &tv);
 }
 
+/* SIGHUP re-reads the policy sources: control holds them. */
 static void
 parent_sighup_cb(evutil_socket_t sig, short what, void *arg)
 {
 	struct parent *p = arg;
+	pid_t pid = p->kids[CHAN_ROLE_CONTROL].pid;
 
-	log_msg(LOG_INFO, "proc", "reload", "SIGHUP: asking the worker to reload");
-	if (p->worker > 0)
-		kill(p->worker, SIGHUP);
+	log_msg(LOG_INFO, "proc", "reload", "SIGHUP: asking control to reload");
+	if (pid > 0)
+		kill(pid, SIGHUP);
 }
 
-/* In the child: forget the parent's loop without touching its kernel state. */
+/* Which child serves a listener (the API, DNS, or the intercept's ports). */
+static enum chan_role
+parent_listener_role(int i)
+{
+	if (i == LISTEN_API)
+		return CHAN_ROLE_CONTROL;
+	if (i >= LISTEN_DNS_UDP4 && i <= LISTEN_DNS_TCP6)
+		return CHAN_ROLE_DNS;
+	return CHAN_ROLE_INTERCEPT;
+}
+
+/*
+ * In the child: keep only its own listeners, its channel and the shared
+ * pages it mapped; forget the parent's loop without touching its kernel
+ * state.
+ */
 static void
-parent_child_reset(struct event_base *base, int keepfd, const struct listen_set *ls)
+parent_child_reset(struct event_base *base, int keepfd, struct listen_set *ls, enum chan_role role)
 {
 	sigset_t all;
 	struct sigaction sa;
 
+	for (int i = 0; i < LISTEN_MAX; i++)
+		if (parent_listener_role(i) != role)
+			ls->fd[i] = -1;
 	/*
 	 * The event base's epoll and signal fds are shared with the parent:
 	 * close our copies first, so that freeing the base below cannot touch
@@ -601,9 +1057,36 @@ parent_child_reset(struct event_base *base, int keepfd, const struct listen_set 
 	sigprocmask(SIG_SETMASK, &all, NULL);
 }
 
+/* In a new child: what its role must not hold goes before it runs a line of its own. */
 static void
-parent_spawn(struct parent *p)
+parent_child_forget(struct parent *p, enum chan_role role)
 {
+	/* No child holds the CA key: the parent mints the intercept's leaves. */
+	ca_forget_key(p->cfg->ca);
+	leaf_cache_free(p->minter);
+	p->minter = NULL;
+	/* Only control holds the API token. */
+	if (role != CHAN_ROLE_CONTROL)
+		explicit_bzero(p->cfg->token, sizeof(p->cfg->token));
+	/* The vault reaches the intercept by push, never by inheritance. */
+	parent_vault_free(p->vault, p->vault_len);
+	p->vault = NULL;
+	for (struct ppush *u = p->pushes; u != NULL; u = u->next)
+		if (u->vault != NULL) {
+			explicit_bzero(u->vault, u->vault_len);
+			u->vault_len = 0;
+		}
+	for (int r = 0; r < CHAN_ROLE_MAX; r++)
+		chan_doc_reset(&p->kids[r].rx);
+}
+
+/* A new intercept: the vault and the learned entries in force, as pushes. */
+static void parent_intercept_state(struct parent *p);
+
+static void
+parent_spawn(struct pkid *k)
+{
+	struct parent *p = k->p;
 	int sv[2];
 	pid_t pid, self;
 
@@ -622,42 +1105,96 @@ parent_spawn(struct parent *p)
 	if (pid == 0) {
 		char err[256];
 
-		parent_child_reset(p->base, sv[1], &p->cfg->listen);
-		log_set_role("worker");
-		/* The worker never holds the CA key: the parent mints its leaves. */
-		ca_forget_key(p->cfg->ca);
+		log_set_role(chan_role_name(k->role));
+		if (shstat_attach(&p->shs, k->role) != 0) {
+			log_msg(LOG_ERROR, "proc", "startup", "cannot map the shared counters: %s",
+			    strerror(errno));
+			_exit(70);
+		}
+		parent_child_reset(p->base, sv[1], &p->cfg->listen, k->role);
+		parent_child_forget(p, k->role);
 		if (privsep_drop(p->wuid, p->wgid, self, err, sizeof(err)) != 0) {
 			log_msg(LOG_ERROR, "proc", "privdrop", "%s", err);
 			_exit(70);
 		}
-		_exit(p->worker_fn(p->cfg, sv[1]));
+		_exit(p->worker_fn(p->cfg, sv[1], k->role));
 	}
 	close(sv[1]);
-	if (fcntl(sv[0], F_SETFL, O_NONBLOCK) != 0) {
+	if (fcntl(sv[0], F_SETFL, O_NONBLOCK) != 0)
 		log_msg(LOG_ERROR, "proc", "spawn", "fcntl: %s", strerror(errno));
-	}
-	/* The policy in force first: a new worker starts from it, not from its sources. */
-	if (ppolicy_handover(p->pp, sv[0]) != 0)
-		log_msg(LOG_ERROR, "proc", "spawn", "policy handover to the worker failed: %s",
-		    strerror(errno));
-	p->worker = pid;
-	p->chanfd = sv[0];
-	p->started = time(NULL);
-	p->ev_chan = event_new(p->base, sv[0], EV_READ | EV_PERSIST, parent_chan_cb, p);
-	event_add(p->ev_chan, NULL);
+	k->pid = pid;
+	k->chanfd = sv[0];
+	k->started = time(NULL);
+	k->ready = false;
+	/* The policy in force first: a new child starts from it, not from its sources. */
+	if (ppolicy_send(p->pp, sv[0], CHAN_ID_HANDOVER) != 0)
+		log_msg(LOG_ERROR, "proc", "spawn", "policy handover to %s failed: %s",
+		    chan_role_name(k->role), strerror(errno));
+	k->ev_chan = event_new(p->base, sv[0], EV_READ | EV_PERSIST, parent_chan_cb, k);
+	event_add(k->ev_chan, NULL);
 	{
 		struct log_line l;
+
 		log_begin(&l, LOG_INFO, "proc", "worker_start");
+		log_str(&l, "role", chan_role_name(k->role));
 		log_int(&l, "pid", pid);
 		log_uint(&l, "uid", p->wuid);
 		log_uint(&l, "gid", p->wgid);
 		log_end(&l);
 	}
+	if (k->role == CHAN_ROLE_INTERCEPT)
+		parent_intercept_state(p);
 	return;
 retry : {
 	struct timeval tv = {1, 0};
-	evtimer_add(p->ev_restart, &tv);
+	evtimer_add(k->ev_restart, &tv);
 }
+}
+
+static void
+parent_learn_collect(const struct chan_learn *l, void *arg)
+{
+	struct parent *p = arg;
+	struct ppush *u;
+
+	p->learns[p->nlearn++] = *l;
+	if (p->nlearn < CHAN_MAX_BATCH)
+		return;
+	if ((u = parent_push_new(p)) != NULL) {
+		parent_push_learns(p, u, p->learns, p->nlearn);
+		parent_push_queue(p, u);
+	}
+	p->nlearn = 0;
+}
+
+static void
+parent_intercept_state(struct parent *p)
+{
+	struct ppush *u;
+	size_t keep = p->nlearn;
+	struct chan_learn saved[CHAN_MAX_BATCH];
+
+	if (p->vault != NULL && (u = parent_push_new(p)) != NULL) {
+		/* Not a new vault: the one in force, handed to the new intercept. */
+		struct pkid *k = &p->kids[CHAN_ROLE_INTERCEPT];
+
+		if (chan_doc_send(
+		        k->chanfd, CHAN_VAULT, u->id, p->vault, p->vault_len, PARENT_SEND_MS) == 0)
+			u->waiting |= 1u << CHAN_ROLE_INTERCEPT;
+		else
+			kill(k->pid, SIGKILL);
+		parent_push_queue(p, u);
+	}
+	/* A dns batch may be half received: keep it aside while the learned entries go. */
+	memcpy(saved, p->learns, keep * sizeof(saved[0]));
+	p->nlearn = 0;
+	ppolicy_foreach_learned(p->pp, parent_learn_collect, p);
+	if (p->nlearn > 0 && (u = parent_push_new(p)) != NULL) {
+		parent_push_learns(p, u, p->learns, p->nlearn);
+		parent_push_queue(p, u);
+	}
+	memcpy(p->learns, saved, keep * sizeof(saved[0]));
+	p->nlearn = keep;
 }
 
 /*
@@ -741,10 +1278,20 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 	memset(&p, 0, sizeof(p));
 	p.cfg = cfg;
 	p.worker_fn = worker;
-	p.chanfd = -1;
 	p.ownfd = -1;
-	p.worker = -1;
-	p.backoff_ms = PARENT_BACKOFF_MIN_MS;
+	for (int r = 0; r < CHAN_ROLE_MAX; r++) {
+		p.kids[r].p = &p;
+		p.kids[r].role = (enum chan_role)r;
+		p.kids[r].pid = -1;
+		p.kids[r].chanfd = -1;
+		p.kids[r].backoff_ms = PARENT_BACKOFF_MIN_MS;
+	}
+	p.present = 1u << CHAN_ROLE_CONTROL | 1u << CHAN_ROLE_DNS;
+	if (cfg->intercept)
+		p.present |= 1u << CHAN_ROLE_INTERCEPT;
+	for (int r = 0; r < CHAN_ROLE_MAX; r++)
+		p.shs.rw[r] = p.shs.ro[r] = -1;
+	p.shs.status_rw = p.shs.status_ro = -1;
 
 	if (!privsep_has_cap(CAP_NET_ADMIN)) {
 		fprintf(stderr,
@@ -874,6 +1421,15 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 		return 1;
 	}
 	parent_ready_file(&p, false);
+	if (shstat_open(&p.shs, err, sizeof(err)) != 0) {
+		log_msg(LOG_ERROR, "proc", "startup", "%s", err);
+		ppolicy_free(p.pp);
+		enforce_close(p.enf);
+		close(p.ownfd);
+		listen_close(&cfg->listen);
+		return 1;
+	}
+	p.shs.status->present = p.present;
 
 	p.base = event_base_new();
 	if (p.base == NULL) {
@@ -882,7 +1438,8 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 		close(p.ownfd);
 		return 1;
 	}
-	p.ev_restart = evtimer_new(p.base, parent_restart_cb, &p);
+	for (int r = 0; r < CHAN_ROLE_MAX; r++)
+		p.kids[r].ev_restart = evtimer_new(p.base, parent_restart_cb, &p.kids[r]);
 	p.ev_kill = evtimer_new(p.base, parent_kill_cb, &p);
 	p.ev_watch = event_new(p.base, -1, EV_PERSIST, parent_watch_cb, &p);
 	p.ev_own = event_new(p.base, p.ownfd, EV_READ | EV_PERSIST, parent_own_cb, &p);
@@ -901,15 +1458,20 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 		event_add(sigs[i], NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	parent_spawn(&p);
+	for (int r = 0; r < CHAN_ROLE_MAX; r++)
+		if (p.present & (1u << r))
+			parent_spawn(&p.kids[r]);
 	event_base_dispatch(p.base);
 	rc = p.exit_code;
 
-	if (p.worker > 0) {
-		int status;
-		kill(p.worker, SIGKILL);
-		waitpid(p.worker, &status, 0);
-	}
+	for (int r = 0; r < CHAN_ROLE_MAX; r++)
+		if (p.kids[r].pid > 0) {
+			int status;
+
+			kill(p.kids[r].pid, SIGKILL);
+			waitpid(p.kids[r].pid, &status, 0);
+			p.kids[r].pid = -1;
+		}
 	parent_ready_file(&p, false);
 	if (cfg->remove_table_on_exit) {
 		if (enforce_remove(p.enf, err, sizeof(err)) != 0) {
@@ -922,15 +1484,23 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 		    "table kept on exit: egress stays blocked until egressd runs again");
 	for (int i = 0; i < 4; i++)
 		event_free(sigs[i]);
-	event_free(p.ev_restart);
 	event_free(p.ev_kill);
 	event_free(p.ev_watch);
 	event_free(p.ev_own);
 	close(p.ownfd);
-	if (p.ev_chan != NULL)
-		event_free(p.ev_chan);
-	if (p.chanfd >= 0)
-		close(p.chanfd);
+	for (int r = 0; r < CHAN_ROLE_MAX; r++) {
+		parent_close_chan(&p.kids[r]);
+		event_free(p.kids[r].ev_restart);
+	}
+	while (p.pushes != NULL) {
+		struct ppush *u = p.pushes;
+
+		p.pushes = u->next;
+		parent_vault_free(u->vault, u->vault_len);
+		free(u);
+	}
+	parent_vault_free(p.vault, p.vault_len);
+	shstat_close(&p.shs);
 	ppolicy_free(p.pp);
 	leaf_cache_free(p.minter);
 	capwatch_free(p.capwatch);

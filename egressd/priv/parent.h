@@ -1,19 +1,22 @@
 /*
- * The privileged parent: installs enforcement, forks and supervises the
- * worker, and serves its channel requests (marked sockets, nft changes).
+ * The privileged parent: installs enforcement, forks and supervises one
+ * child per trust level (control, dns, intercept), and serves their
+ * channel requests (marked sockets, learned addresses, leaves, the policy
+ * and vault control hands on), each checked against the sender's role.
  */
 #ifndef EGRESSD_PARENT_H
 #define EGRESSD_PARENT_H
 
+#include "egressd/common/chan.h"
 #include "egressd/common/config.h"
 
-/* The worker's entry point, run in the child after the privilege drop. */
-typedef int (*parent_worker_fn)(const struct config *cfg, int chanfd);
+/* A child's entry point, run after the privilege drop, with its role. */
+typedef int (*parent_worker_fn)(const struct config *cfg, int chanfd, enum chan_role role);
 
 /*
- * Run the sidecar until SIGTERM/SIGINT, with `worker` as the worker
- * (egressd passes worker_main; tests/lib/hostile_worker.c passes a
- * hostile one, to show what the parent refuses). Returns the exit code.
+ * Run the sidecar until SIGTERM/SIGINT, with `worker` as every child
+ * (egressd passes worker_main; tests/lib/hostile_worker.c passes hostile
+ * code, to show what the parent refuses). Returns the exit code.
  */
 int parent_run(struct config *cfg, parent_worker_fn worker);
 

@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,9 +31,7 @@ struct ppolicy {
 	size_t wire_len;
 	struct learnmap *learned;
 
-	/* A document being received. */
-	char *rx;
-	uint32_t rx_total, rx_have, rx_id;
+	struct chan_doc rx; /* a document being received */
 };
 
 struct ppolicy *
@@ -58,9 +55,7 @@ ppolicy_new(const struct config *cfg, struct enforce *enf)
 void
 ppolicy_rx_reset(struct ppolicy *pp)
 {
-	free(pp->rx);
-	pp->rx = NULL;
-	pp->rx_total = pp->rx_have = pp->rx_id = 0;
+	chan_doc_reset(&pp->rx);
 }
 
 void
@@ -259,7 +254,7 @@ ppolicy_apply(
 }
 
 enum ppolicy_status
-ppolicy_chunk(struct ppolicy *pp, const struct chan_policy *c, int *err, char *msg, size_t msglen,
+ppolicy_chunk(struct ppolicy *pp, const union chan_msg *m, int *err, char *msg, size_t msglen,
     const char **why)
 {
 	struct policy_err pe;
@@ -269,38 +264,25 @@ ppolicy_chunk(struct ppolicy *pp, const struct chan_policy *c, int *err, char *m
 
 	*err = 0;
 	msg[0] = '\0';
-	if (c->offset == 0) {
-		if (pp->rx != NULL) {
-			*why = "policy begun twice";
-			return PPOLICY_VIOLATION;
-		}
-		pp->rx = malloc(c->total ? c->total : 1);
-		if (pp->rx == NULL) {
-			*err = ENOMEM;
-			snprintf(msg, msglen, "out of memory");
-			/* The rest of the chunks are refused as out of sequence: say so now. */
-			return PPOLICY_DONE;
-		}
-		pp->rx_total = c->total;
-		pp->rx_have = 0;
-		pp->rx_id = c->hdr.id;
-	} else if (pp->rx == NULL || c->hdr.id != pp->rx_id || c->total != pp->rx_total ||
-	           c->offset != pp->rx_have) {
+	switch (chan_doc_feed(&pp->rx, m)) {
+	case CHAN_DOC_MORE:
+		return PPOLICY_MORE;
+	case CHAN_DOC_BAD:
 		*why = "policy chunk out of sequence";
 		return PPOLICY_VIOLATION;
+	case CHAN_DOC_NOMEM:
+		*err = ENOMEM;
+		snprintf(msg, msglen, "out of memory");
+		/* The rest of the chunks are refused as out of sequence: say so now. */
+		return PPOLICY_DONE;
+	case CHAN_DOC_DONE:
+		break;
 	}
-	memcpy(pp->rx + pp->rx_have, c->data, c->len);
-	pp->rx_have += c->len;
-	if ((c->hdr.flags & CHAN_POLICY_MORE) != 0)
-		return PPOLICY_MORE;
-	doc = pp->rx;
-	len = pp->rx_total;
-	pp->rx = NULL;
-	ppolicy_rx_reset(pp);
-	newp = policy_wire_decode(doc, len, &pe);
+	doc = chan_doc_take(&pp->rx, &len);
+	newp = policy_wire_decode(doc ? doc : "", len, &pe);
 	if (newp == NULL) {
 		policy_err_format(&pe, msg, msglen);
-		log_msg(LOG_ERROR, "policy", "policy_reject", "worker's policy refused: %s", msg);
+		log_msg(LOG_ERROR, "policy", "policy_reject", "control's policy refused: %s", msg);
 		free(doc);
 		*err = EINVAL;
 		return PPOLICY_DONE;
@@ -309,54 +291,58 @@ ppolicy_chunk(struct ppolicy *pp, const struct chan_policy *c, int *err, char *m
 	return PPOLICY_DONE;
 }
 
-/* One blocking send with the handover's deadline. */
-static int
-ppolicy_send_one(int fd, const struct chan_policy *c)
+int
+ppolicy_send(struct ppolicy *pp, int chanfd, uint32_t id)
 {
-	for (;;) {
-		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-
-		if (chan_send(fd, c, -1) == 0)
-			return 0;
-		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS)
-			return -1;
-		if (poll(&pfd, 1, PPOLICY_HANDOVER_S * 1000) <= 0) {
-			errno = ETIMEDOUT;
-			return -1;
-		}
-	}
+	return chan_doc_send(
+	    chanfd, CHAN_POLICY, id, pp->wire, pp->wire_len, PPOLICY_HANDOVER_S * 1000);
 }
 
-int
-ppolicy_handover(struct ppolicy *pp, int chanfd)
+bool
+ppolicy_has_policy(const struct ppolicy *pp)
 {
-	struct chan_policy *c = calloc(1, sizeof(*c));
-	size_t off = 0;
-	int rc = 0;
+	return pp->wire != NULL;
+}
 
-	if (c == NULL)
-		return -1;
-	do {
-		size_t n = pp->wire_len - off;
+size_t
+ppolicy_learned_count(const struct ppolicy *pp)
+{
+	return learnmap_count(pp->learned);
+}
 
-		if (n > CHAN_POLICY_CHUNK)
-			n = CHAN_POLICY_CHUNK;
-		memset(c, 0, sizeof(*c));
-		c->hdr.type = CHAN_POLICY;
-		c->hdr.id = 1;
-		c->total = (uint32_t)pp->wire_len;
-		c->offset = (uint32_t)off;
-		c->len = (uint32_t)n;
-		if (n > 0)
-			memcpy(c->data, pp->wire + off, n);
-		off += n;
-		if (off < pp->wire_len)
-			c->hdr.flags = CHAN_POLICY_MORE;
-		if (ppolicy_send_one(chanfd, c) != 0) {
-			rc = -1;
-			break;
-		}
-	} while (off < pp->wire_len);
-	free(c);
-	return rc;
+struct ppolicy_each {
+	ppolicy_learn_fn fn;
+	void *arg;
+	time_t now;
+};
+
+static void
+ppolicy_each_cb(const struct learnmap_entry *e, void *arg)
+{
+	struct ppolicy_each *pe = arg;
+	struct chan_learn l;
+
+	if (e->expires <= pe->now)
+		return;
+	memset(&l, 0, sizeof(l));
+	l.hdr.type = CHAN_LEARN;
+	l.family = (uint8_t)e->family;
+	memcpy(l.addr, e->addr, 16);
+	l.port = e->port;
+	l.timeout_s = (uint32_t)(e->expires - pe->now);
+	if (l.timeout_s > CHAN_MAX_TIMEOUT_S)
+		l.timeout_s = CHAN_MAX_TIMEOUT_S;
+	snprintf(l.name, sizeof(l.name), "%s", e->name);
+	pe->fn(&l, pe->arg);
+}
+
+void
+ppolicy_foreach_learned(struct ppolicy *pp, ppolicy_learn_fn fn, void *arg)
+{
+	struct ppolicy_each pe = {fn, arg, 0};
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	pe.now = ts.tv_sec;
+	learnmap_foreach(pp->learned, ppolicy_each_cb, &pe);
 }

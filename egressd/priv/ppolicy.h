@@ -30,8 +30,8 @@ enum ppolicy_status {
 };
 
 /* Feed one validated chunk from the worker. */
-enum ppolicy_status ppolicy_chunk(struct ppolicy *pp, const struct chan_policy *c, int *err,
-    char *msg, size_t msglen, const char **why);
+enum ppolicy_status ppolicy_chunk(struct ppolicy *pp, const union chan_msg *m, int *err, char *msg,
+    size_t msglen, const char **why);
 
 /* Drop a document being received (the worker is gone). */
 void ppolicy_rx_reset(struct ppolicy *pp);
@@ -53,9 +53,20 @@ void ppolicy_learned(struct ppolicy *pp, const struct chan_learn *l, size_t n);
 void ppolicy_expire(struct ppolicy *pp);
 
 /*
- * Send the policy in force to a new worker on its channel (blocking, with
- * a timeout): chunks of id 1, one empty chunk when there is none yet.
+ * Send the policy in force on a child's channel as CHAN_POLICY chunks of
+ * `id` (blocking, with a deadline): the handover to a new child, or a
+ * push of a change. One empty chunk when there is none yet.
  */
-int ppolicy_handover(struct ppolicy *pp, int chanfd);
+int ppolicy_send(struct ppolicy *pp, int chanfd, uint32_t id);
+
+/* Whether control has put a policy in force yet. */
+bool ppolicy_has_policy(const struct ppolicy *pp);
+
+/* Learned entries the parent holds (in the kernel's sets). */
+size_t ppolicy_learned_count(const struct ppolicy *pp);
+
+/* Each learned entry still in force, as a learn message (name, address, port, time left). */
+typedef void (*ppolicy_learn_fn)(const struct chan_learn *l, void *arg);
+void ppolicy_foreach_learned(struct ppolicy *pp, ppolicy_learn_fn fn, void *arg);
 
 #endif

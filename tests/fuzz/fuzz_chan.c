@@ -103,14 +103,24 @@ fuzz_check_validate(const uint8_t *msg, size_t len, enum chan_side side)
 		if (hdr.type == CHAN_NONE || hdr.type >= CHAN_TYPE_MAX ||
 		    chan_msg_size(hdr.type) != len || hdr.id == 0 || strcmp(why, "ok") != 0)
 			abort();
-		/* Each type but the policy travels in one direction only. */
-		if (hdr.type != CHAN_POLICY &&
-		    chan_validate(exact, len,
+		/* Every message travels in one direction only: by type, or for a
+		 * document or learn (both ways) by its id's CHAN_ID_PARENT bit. */
+		if (chan_validate(exact, len,
 		        side == CHAN_TO_PARENT ? CHAN_TO_WORKER : CHAN_TO_PARENT, &why2))
 			abort();
-		if (hdr.type != CHAN_POLICY &&
-		    (hdr.type == CHAN_SOCKET_REP || hdr.type == CHAN_RESULT) !=
-		        (side == CHAN_TO_WORKER))
+		if (hdr.type == CHAN_POLICY || hdr.type == CHAN_VAULT || hdr.type == CHAN_LEARN) {
+			if (((hdr.id & CHAN_ID_PARENT) != 0) != (side == CHAN_TO_WORKER))
+				abort();
+		} else if ((hdr.type == CHAN_SOCKET_REP || hdr.type == CHAN_RESULT ||
+		               hdr.type == CHAN_LEAF_REP) != (side == CHAN_TO_WORKER))
+			abort();
+		/* An ack echoes a parent id; every other child message and reply does not. */
+		if (hdr.type == CHAN_ACK && (hdr.id & CHAN_ID_PARENT) == 0)
+			abort();
+		if ((hdr.type == CHAN_SOCKET_REQ || hdr.type == CHAN_READY ||
+		        hdr.type == CHAN_LEAF_REQ || hdr.type == CHAN_RESULT ||
+		        hdr.type == CHAN_SOCKET_REP || hdr.type == CHAN_LEAF_REP) &&
+		    (hdr.id & CHAN_ID_PARENT) != 0)
 			abort();
 		if (hdr.type == CHAN_LEARN) {
 			struct chan_learn l;
@@ -118,11 +128,12 @@ fuzz_check_validate(const uint8_t *msg, size_t len, enum chan_side side)
 			if (memchr(l.name, '\0', sizeof(l.name)) == NULL || l.name[0] == '\0')
 				abort();
 		}
-		if (hdr.type == CHAN_POLICY) {
+		if (hdr.type == CHAN_POLICY || hdr.type == CHAN_VAULT) {
 			struct chan_policy *c = malloc(sizeof(*c));
 			memcpy(c, exact, sizeof(*c));
 			if (c->len > CHAN_POLICY_CHUNK || c->offset + c->len > c->total ||
-			    c->total > CHAN_MAX_POLICY_BYTES)
+			    c->total > (hdr.type == CHAN_VAULT ? CHAN_MAX_VAULT_BYTES
+			                                       : CHAN_MAX_POLICY_BYTES))
 				abort();
 			free(c);
 		}

@@ -31,6 +31,7 @@
 #include <jansson.h>
 
 #include "egressd/child/wstate.h"
+#include "vault/vwire.h"
 #include "egressd/common/config.h"
 #include "egressd/common/log.h"
 #include "egressd/control/vaultapi.h"
@@ -81,7 +82,7 @@ fuzz_init(void)
 
 	if (fuzz_policy != NULL)
 		return;
-	vaultapi_init();
+	vault_json_wipe_init();
 	fuzz_logfd = memfd_create("fuzz_vault_log", MFD_CLOEXEC);
 	if (fuzz_logfd < 0)
 		abort();
@@ -278,6 +279,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_init();
 	if (fuzz_base_state == NULL) {
 		ws->cfg = &fuzz_cfg;
+		ws->metrics = &ws->metrics_local;
 		ws->policy = fuzz_policy;
 		fuzz_create(ws);
 		fuzz_base_state = fuzz_state(ws);

@@ -1,17 +1,20 @@
 /*
- * egressd with a hostile worker: the real parent (parent_run, the real
- * privilege drop, the real nft table) and, in place of worker_main, code
- * that behaves as a worker taken over through a parser bug would. It
- * uses only messages that pass chan_validate() except where a step says
- * otherwise, and prints one line per step on stderr:
+ * egressd with hostile children: the real parent (parent_run, the real
+ * privilege drop, the real nft table) and, in place of worker_main for
+ * every role (control, dns, intercept), code that behaves as a child
+ * taken over through a parser bug would. It prints one line per step on
+ * stderr:
  *
  *   HOSTILE <step> err=<errno>     (the parent's answer)
  *
  * tests/netns/test_hostile_worker.sh reads those lines, the parent's log
- * and the table. Each incarnation of the worker (the parent restarts a
- * killed one) takes the next step of `violations` from a counter file in
- * $HOSTILE_STATE (a directory the worker's uid may write); the first one
- * also runs the learn checks. Each starts once $HOSTILE_STATE/go exists.
+ * and the table. Incarnation 0 of each role (after $HOSTILE_STATE/go)
+ * checks what its role may do: control proposes a policy, dns learns
+ * (good and bad) and asks for a UDP socket, intercept asks for leaves and
+ * a TCP socket. Then every incarnation (after $HOSTILE_STATE/fire) sends
+ * one message of the next type, and the last an unknown type, each of
+ * which must kill it (see hostile_violation). Incarnations are counted in
+ * $HOSTILE_STATE/count.<role> (a directory the worker's uid may write).
  */
 #include <errno.h>
 #include <poll.h>
@@ -20,7 +23,11 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
+#include <stdbool.h>
 #include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/x509.h>
 
 #include "egressd/common/chan.h"
 #include "egressd/common/config.h"
@@ -30,21 +37,46 @@
 
 static uint32_t next_id = 100;
 
-/* Wait for the parent's answer to id (skipping nothing: it is the only one). */
+/* Acknowledge a push once whole (documents: the last chunk; learns: the batch's last). */
+static void
+hostile_ack_push(int fd, const union chan_msg *m)
+{
+	struct chan_ack a;
+
+	if ((m->hdr.flags & CHAN_POLICY_MORE) != 0)
+		return; /* CHAN_POLICY_MORE and CHAN_LEARN_MORE are the same bit */
+	memset(&a, 0, sizeof(a));
+	a.hdr.type = CHAN_ACK;
+	a.hdr.id = m->hdr.id;
+	if (chan_send(fd, &a, -1) != 0)
+		fprintf(stderr, "HOSTILE ack failed: %s\n", strerror(errno));
+}
+
+/*
+ * Serve the channel for at most ms: acknowledge what the parent pushes
+ * (as a real child does, or the parent would kill it for not answering);
+ * stop at the result for id (its err), or at a whole policy push when
+ * want_policy. -1 on timeout or a broken channel.
+ */
 static int
-hostile_result(int fd, uint32_t id)
+hostile_pump(int fd, uint32_t id, bool want_policy, int ms)
 {
 	union chan_msg *m = malloc(sizeof(*m));
 	int err = -1;
 
-	for (int tries = 0; m != NULL && tries < 50; tries++) {
+	for (int waited = 0; m != NULL && waited < ms;) {
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 		const char *why;
-		int passfd;
+		int passfd, rc;
 		enum chan_status st;
 
-		if (poll(&pfd, 1, 5000) <= 0)
+		rc = poll(&pfd, 1, 100);
+		if (rc < 0)
 			break;
+		if (rc == 0) {
+			waited += 100;
+			continue;
+		}
 		st = chan_recv(fd, m, CHAN_TO_WORKER, &passfd, &why);
 		if (st == CHAN_AGAIN)
 			continue;
@@ -52,13 +84,33 @@ hostile_result(int fd, uint32_t id)
 			break;
 		if (passfd >= 0)
 			close(passfd);
+		if ((m->hdr.id & CHAN_ID_PARENT) != 0 && m->hdr.id != CHAN_ID_HANDOVER) {
+			hostile_ack_push(fd, m);
+			if (want_policy && m->hdr.type == CHAN_POLICY &&
+			    (m->hdr.flags & CHAN_POLICY_MORE) == 0) {
+				err = 0;
+				break;
+			}
+			continue;
+		}
 		if (m->hdr.type == CHAN_RESULT && m->hdr.id == id) {
 			err = m->result.err;
+			break;
+		}
+		if ((m->hdr.type == CHAN_LEAF_REP || m->hdr.type == CHAN_SOCKET_REP) &&
+		    m->hdr.id == id) {
+			err = m->hdr.type == CHAN_LEAF_REP ? m->leaf_rep.err : m->socket_rep.err;
 			break;
 		}
 	}
 	free(m);
 	return err;
+}
+
+static int
+hostile_result(int fd, uint32_t id)
+{
+	return hostile_pump(fd, id, false, 20000);
 }
 
 /* The parent's policy handover: read it and forget it. */
@@ -137,14 +189,6 @@ say(const char *step, int err)
 	fprintf(stderr, "HOSTILE %s err=%d\n", step, err);
 }
 
-/* Send and say when the send itself failed (the parent may already have killed us). */
-static void
-hostile_send(int fd, const void *msg)
-{
-	if (chan_send(fd, msg, -1) != 0)
-		fprintf(stderr, "HOSTILE send failed: %s\n", strerror(errno));
-}
-
 /* Raw bytes past chan_send's size table. */
 static void
 hostile_raw(int fd, const void *buf, size_t len)
@@ -153,8 +197,9 @@ hostile_raw(int fd, const void *buf, size_t len)
 		fprintf(stderr, "HOSTILE send failed: %s\n", strerror(errno));
 }
 
+/* This role's incarnation number, counted in $HOSTILE_STATE/count.<role>. */
 static int
-hostile_incarnation(void)
+hostile_incarnation(enum chan_role role)
 {
 	const char *dir = getenv("HOSTILE_STATE");
 	char path[512];
@@ -163,7 +208,7 @@ hostile_incarnation(void)
 
 	if (dir == NULL)
 		return 0;
-	snprintf(path, sizeof(path), "%s/count", dir);
+	snprintf(path, sizeof(path), "%s/count.%s", dir, chan_role_name(role));
 	if ((f = fopen(path, "r")) != NULL) {
 		if (fscanf(f, "%d", &n) != 1)
 			n = 0;
@@ -176,121 +221,195 @@ hostile_incarnation(void)
 	return n;
 }
 
-static int
-hostile_main(const struct config *cfg, int fd)
+/* Wait (bounded) for the test's file $HOSTILE_STATE/<name>, serving the channel meanwhile. */
+static void
+hostile_wait_file(int fd, const char *name)
 {
-	int n = hostile_incarnation();
-	struct chan_ready rd = {.hdr = {.type = CHAN_READY, .id = next_id++}};
-	static union chan_msg m;
+	char path[512];
 
-	(void)cfg;
-	hostile_skip_handover(fd);
-	if (chan_send(fd, &rd, -1) != 0)
-		return 1;
-	/* The test says when to go (it first sees the ready file). */
-	if (getenv("HOSTILE_STATE") != NULL) {
-		char go[512];
+	if (getenv("HOSTILE_STATE") == NULL)
+		return;
+	snprintf(path, sizeof(path), "%s/%s", getenv("HOSTILE_STATE"), name);
+	for (int k = 0; k < 600 && access(path, F_OK) != 0; k++)
+		hostile_pump(fd, 0, false, 100);
+}
 
-		snprintf(go, sizeof(go), "%s/go", getenv("HOSTILE_STATE"));
-		for (int k = 0; k < 300 && access(go, F_OK) != 0; k++)
-			usleep(100000);
+/* A leaf request for name with a fresh P-256 key; the parent's answer. */
+static int
+hostile_leaf(int fd, const char *name)
+{
+	struct chan_leaf_req r;
+	EVP_PKEY *k = EVP_EC_gen("P-256");
+	unsigned char *d = r.key;
+	int n;
+
+	memset(&r, 0, sizeof(r));
+	r.hdr.type = CHAN_LEAF_REQ;
+	r.hdr.id = next_id++;
+	snprintf(r.name, sizeof(r.name), "%s", name);
+	if (k == NULL || (n = i2d_PUBKEY(k, NULL)) <= 0 || n > CHAN_LEAF_KEY_MAX) {
+		EVP_PKEY_free(k);
+		return -1;
 	}
-	if (n == 0) {
-		struct chan_learn two[2];
-		uint32_t id = next_id++;
+	r.key_len = (uint16_t)i2d_PUBKEY(k, &d);
+	EVP_PKEY_free(k);
+	return chan_send(fd, &r, -1) == 0 ? hostile_result(fd, r.hdr.id) : -1;
+}
 
+static int
+hostile_socket(int fd, int socktype)
+{
+	struct chan_socket_req r;
+
+	memset(&r, 0, sizeof(r));
+	r.hdr.type = CHAN_SOCKET_REQ;
+	r.hdr.id = next_id++;
+	r.family = AF_INET;
+	r.socktype = socktype;
+	return chan_send(fd, &r, -1) == 0 ? hostile_result(fd, r.hdr.id) : -1;
+}
+
+/* What a role may do, checked once (incarnation 0), after the test says go. */
+static void
+hostile_allowed(int fd, enum chan_role role)
+{
+	struct chan_learn two[2];
+	uint32_t id;
+
+	switch (role) {
+	case CHAN_ROLE_CONTROL:
 		say("policy",
 		    hostile_policy(fd, "{\"defaultAction\":\"deny\",\"egress\":["
 		                       "{\"action\":\"allow\",\"target\":\"ok.example.test\","
 		                       "\"ports\":[443]}]}"));
-		say("learn-denied-name",
-		    hostile_learn(fd, "evil.example.test", "192.0.2.66", 443, 60));
-		say("learn-metadata",
-		    hostile_learn(fd, "ok.example.test", "169.254.169.254", 443, 60));
-		say("learn-loopback", hostile_learn(fd, "ok.example.test", "127.0.0.2", 443, 60));
-		say("learn-all-ports", hostile_learn(fd, "ok.example.test", "192.0.2.10", 0, 60));
-		say("learn-other-port", hostile_learn(fd, "ok.example.test", "192.0.2.10", 22, 60));
-		say("learn-ok-7-days",
-		    hostile_learn(fd, "ok.example.test", "192.0.2.10", 443, CHAN_MAX_TIMEOUT_S));
-		hostile_learn_msg(&two[0], id, "ok.example.test", "192.0.2.11", 443, 60);
-		two[0].hdr.flags = CHAN_LEARN_MORE;
-		hostile_learn_msg(&two[1], id, "evil.example.test", "192.0.2.67", 443, 60);
-		if (chan_send(fd, &two[0], -1) == 0 && chan_send(fd, &two[1], -1) == 0)
-			say("learn-batch-one-bad", hostile_result(fd, id));
+		return;
+	case CHAN_ROLE_INTERCEPT:
+		say("intercept-policy-pushed", hostile_pump(fd, 0, true, 20000));
+		say("leaf-allowed", hostile_leaf(fd, "ok.example.test"));
+		say("leaf-denied", hostile_leaf(fd, "evil.example.test"));
+		say("intercept-socket-tcp", hostile_socket(fd, SOCK_STREAM));
+		return;
+	case CHAN_ROLE_DNS:
+		break;
+	default:
+		return;
 	}
-	/* One violation per incarnation: each must kill it. */
-	memset(&m, 0, sizeof(m));
-	switch (n) {
-	case 0: /* a policy chunk that continues nothing */
-		m.policy.hdr.type = CHAN_POLICY;
-		m.policy.hdr.id = next_id++;
-		m.policy.total = 2 * CHAN_POLICY_CHUNK;
-		m.policy.offset = CHAN_POLICY_CHUNK;
-		m.policy.len = CHAN_POLICY_CHUNK;
-		memset(m.policy.data, ' ', CHAN_POLICY_CHUNK);
-		say("violation-policy-sequence", 0);
-		hostile_send(fd, &m.policy);
+	say("dns-policy-pushed", hostile_pump(fd, 0, true, 20000));
+	say("dns-socket-udp", hostile_socket(fd, SOCK_DGRAM));
+	say("learn-denied-name", hostile_learn(fd, "evil.example.test", "192.0.2.66", 443, 60));
+	say("learn-metadata", hostile_learn(fd, "ok.example.test", "169.254.169.254", 443, 60));
+	say("learn-loopback", hostile_learn(fd, "ok.example.test", "127.0.0.2", 443, 60));
+	say("learn-all-ports", hostile_learn(fd, "ok.example.test", "192.0.2.10", 0, 60));
+	say("learn-other-port", hostile_learn(fd, "ok.example.test", "192.0.2.10", 22, 60));
+	say("learn-ok-7-days",
+	    hostile_learn(fd, "ok.example.test", "192.0.2.10", 443, CHAN_MAX_TIMEOUT_S));
+	id = next_id++;
+	hostile_learn_msg(&two[0], id, "ok.example.test", "192.0.2.11", 443, 60);
+	two[0].hdr.flags = CHAN_LEARN_MORE;
+	hostile_learn_msg(&two[1], id, "evil.example.test", "192.0.2.67", 443, 60);
+	if (chan_send(fd, &two[0], -1) == 0 && chan_send(fd, &two[1], -1) == 0)
+		say("learn-batch-one-bad", hostile_result(fd, id));
+}
+
+/*
+ * A well-formed message of `type`: a child whose role may not send it is
+ * killed for sending it at all.
+ */
+static void
+hostile_wellformed(union chan_msg *m, unsigned type)
+{
+	memset(m, 0, sizeof(*m));
+	m->hdr.type = (uint16_t)type;
+	m->hdr.id = next_id++;
+	switch (type) {
+	case CHAN_SOCKET_REQ:
+		m->socket_req.family = AF_INET;
+		m->socket_req.socktype = SOCK_DGRAM;
 		break;
-	case 1: /* the reply type, which only the parent sends */
-		m.result.hdr.type = CHAN_RESULT;
-		m.result.hdr.id = next_id++;
-		m.result.req_type = CHAN_LEARN;
-		say("violation-result", 0);
-		hostile_send(fd, &m.result);
+	case CHAN_LEARN:
+		hostile_learn_msg(&m->learn, m->hdr.id, "ok.example.test", "192.0.2.14", 443, 60);
 		break;
-	case 2: { /* the old "static set" and "revoke" type numbers and beyond */
+	case CHAN_POLICY:
+		/* An empty document: what it holds never matters, who sends it does. */
+		break;
+	case CHAN_RESULT:
+		m->result.req_type = CHAN_LEARN;
+		break;
+	case CHAN_LEAF_REQ:
+		snprintf(m->leaf_req.name, sizeof(m->leaf_req.name), "ok.example.test");
+		m->leaf_req.key_len = 91;
+		memset(m->leaf_req.key, 0x30, 91);
+		break;
+	case CHAN_LEAF_REP:
+		m->leaf_rep.err = EPERM;
+		break;
+	case CHAN_ACK:
+		m->hdr.id = CHAN_ID_PARENT | 77;
+		break;
+	default:
+		break;
+	}
+}
+
+/*
+ * Incarnation n (1..) of a role sends one message of type n (and n ==
+ * CHAN_TYPE_MAX: a type that does not exist): well-formed when its role
+ * may not send that type, every byte past the header 0xff (extreme
+ * values) when it may. Each must kill it.
+ */
+static void
+hostile_violation(int fd, enum chan_role role, int n)
+{
+	static union chan_msg m;
+	char step[64];
+	unsigned type = (unsigned)n;
+
+	if (type >= CHAN_TYPE_MAX) {
 		uint8_t raw[64] = {0};
 		struct chan_hdr h = {.type = CHAN_TYPE_MAX, .id = next_id++};
 
 		memcpy(raw, &h, sizeof(h));
 		say("violation-unknown-type", 0);
 		hostile_raw(fd, raw, sizeof(raw));
-		break;
+		return;
 	}
-	case 3: /* a learn for a name that is not canonical */
-		hostile_learn_msg(&m.learn, next_id++, "OK.Example.Test.", "192.0.2.12", 443, 60);
-		say("violation-learn-name", 0);
-		hostile_send(fd, &m.learn);
-		break;
-	case 4: { /* a learn batch longer than CHAN_MAX_BATCH */
-		uint32_t id = next_id++;
+	hostile_wellformed(&m, type);
+	if (chan_role_may_send(role, &m)) {
+		uint32_t id = m.hdr.id;
 
-		say("violation-long-batch", 0);
-		for (int k = 0; k <= CHAN_MAX_BATCH; k++) {
-			hostile_learn_msg(&m.learn, id, "ok.example.test", "192.0.2.13", 443, 60);
-			m.learn.hdr.flags = CHAN_LEARN_MORE;
-			if (chan_send(fd, &m.learn, -1) != 0)
-				break;
-		}
-		break;
-	}
-	case 5: /* a policy begun twice */
-		m.policy.hdr.type = CHAN_POLICY;
-		m.policy.hdr.id = next_id++;
-		m.policy.hdr.flags = CHAN_POLICY_MORE;
-		m.policy.total = 2 * CHAN_POLICY_CHUNK;
-		m.policy.len = CHAN_POLICY_CHUNK;
-		memset(m.policy.data, ' ', CHAN_POLICY_CHUNK);
-		say("violation-policy-twice", 0);
-		hostile_send(fd, &m.policy);
-		hostile_send(fd, &m.policy);
-		break;
-	case 6: /* a leaf while interception is off (and so, no CA to sign with) */
-		m.leaf_req.hdr.type = CHAN_LEAF_REQ;
-		m.leaf_req.hdr.id = next_id++;
-		snprintf(m.leaf_req.name, sizeof(m.leaf_req.name), "ok.example.test");
-		m.leaf_req.key_len = 91;
-		memset(m.leaf_req.key, 0x30, 91);
-		say("violation-leaf", 0);
-		hostile_send(fd, &m.leaf_req);
-		break;
-	default:
+		memset(&m, 0xff, sizeof(m));
+		m.hdr.type = (uint16_t)type;
+		m.hdr.id = type == CHAN_ACK ? m.hdr.id : id;
+		snprintf(step, sizeof(step), "violation-extreme-%s", chan_type_name(type));
+	} else
+		snprintf(step, sizeof(step), "violation-forbidden-%s", chan_type_name(type));
+	say(step, 0);
+	if (chan_msg_size(type) == 0 || send(fd, &m, chan_msg_size(type), MSG_NOSIGNAL) < 0)
+		fprintf(stderr, "HOSTILE send failed: %s\n", strerror(errno));
+}
+
+static int
+hostile_main(const struct config *cfg, int fd, enum chan_role role)
+{
+	int n = hostile_incarnation(role);
+	struct chan_ready rd = {.hdr = {.type = CHAN_READY, .id = next_id++}};
+
+	(void)cfg;
+	hostile_skip_handover(fd);
+	if (chan_send(fd, &rd, -1) != 0)
+		return 1;
+	/* The test says when to go (it first sees the ready file), then when to fire. */
+	hostile_wait_file(fd, "go");
+	if (n == 0)
+		hostile_allowed(fd, role);
+	hostile_wait_file(fd, "fire");
+	if (n + 1 <= CHAN_TYPE_MAX)
+		hostile_violation(fd, role, n + 1);
+	else
 		say("idle", 0);
-		break;
-	}
-	/* Alive until the parent kills it (or the test stops egressd). */
+	/* Alive until the parent kills it (or the test stops egressd), acknowledging pushes. */
 	for (int k = 0; k < 600; k++)
-		sleep(1);
+		hostile_pump(fd, 0, false, 1000);
 	return 0;
 }
 

@@ -179,6 +179,13 @@ ns_egressd() {
 	exit 1
 }
 
+# The pid of egressd's child of a role (control, dns, intercept), from the
+# last worker_start line of that role in $TMP/egressd.log (or the log given).
+ns_child() { # role [log]
+	grep "\"event\":\"worker_start\",\"role\":\"$1\"" "${2:-$TMP/egressd.log}" | tail -1 |
+		sed 's/.*"role":"'"$1"'","pid":\([0-9]*\).*/\1/'
+}
+
 # Run a command as the unprivileged workload (uid 1000, no capabilities).
 ws() {
 	ip netns exec "$SBX" setpriv --reuid 1000 --regid 1000 --clear-groups --no-new-privs \

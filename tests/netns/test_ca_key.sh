@@ -1,9 +1,12 @@
 #!/bin/bash
-# The worker, which parses every byte the workload sends, never holds the
-# sandbox CA's private key: the parent drops it from the worker after fork
-# and mints each leaf for the worker's own leaf key (CHAN_LEAF_REQ). A
-# terminated handshake verifies against the CA, and the key's private
-# scalar is found in the parent's memory but not in the worker's.
+# What each process holds (issue 13). No child, and above all not the
+# intercept, which parses every byte the workload sends through it, holds
+# the sandbox CA's private key: the parent drops it after fork and mints
+# each leaf for the intercept's own leaf key (CHAN_LEAF_REQ). The API
+# token is in control only (wiped in the other children and from the
+# environment and argv). A vault secret is in control and the intercept,
+# never in dns, also in a dns process forked after the vault was written.
+# Each is looked for in the process's whole readable memory.
 . "$(dirname "$0")/nslib.sh"
 ns_up
 mkdir -p "$TMP/always" "$TMP/ca"
@@ -21,9 +24,11 @@ check "the test CA's private scalar is known (32 bytes)" test ${#priv} = 64
 ns_dns --host-record=tls.allowed.test,203.0.113.20
 ns_egressd OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=true \
 	EGRESSD_CA_CERT="$TMP/ca.crt" EGRESSD_CA_KEY="$TMP/ca.key" EGRESSD_CA_EXPORT="$TMP/ca/ca.pem" \
-	OPENSANDBOX_EGRESS_RULES='{"defaultAction":"deny","terminateAll":true,"egress":[{"action":"allow","target":"tls.allowed.test"}]}'
-W=$(pgrep -P "$EGRESSD_PID" | head -1)
-check "a worker runs" test -n "$W"
+	OPENSANDBOX_EGRESS_RULES='{"defaultAction":"deny","terminateAll":true,"egress":[{"action":"allow","target":"tls.allowed.test"},{"action":"allow","target":"vault.allowed.test"}]}'
+C=$(ns_child control)
+D=$(ns_child dns)
+I=$(ns_child intercept)
+check "the three children run" kill -0 "$C" "$D" "$I"
 
 # A terminated handshake: the leaf can only have come from the parent.
 wdig tls.allowed.test >/dev/null
@@ -33,10 +38,41 @@ check "a terminated handshake verifies against the sandbox CA" grep -q 'Verify r
 check "  with a leaf for the SNI" grep -q 'CN *= *tls.allowed.test' <<<"$out"
 refute "no leaf was refused" grep -q '"event":"leaf_refused"' "$TMP/egressd.log"
 
-$PY "$EGRESSD_SRC/tests/lib/memscan.py" "$EGRESSD_PID" "$priv"
-check "the scan finds the CA key where it is (the parent)" test $? = 0
-$PY "$EGRESSD_SRC/tests/lib/memscan.py" "$W" "$priv"
-check "the worker's memory holds no CA private key" test $? = 1
+scan() { # pid hex: 0 found, 1 not found (2: the scan failed, which fails the check)
+	$PY "$EGRESSD_SRC/tests/lib/memscan.py" "$1" "$2"
+}
+found() { scan "$1" "$2"; test $? = 0; }
+absent() { scan "$1" "$2"; test $? = 1; }
+check "the scan finds the CA key where it is (the parent)" found "$EGRESSD_PID" "$priv"
+check "the intercept's memory holds no CA private key" absent "$I" "$priv"
+check "  nor dns's" absent "$D" "$priv"
+check "  nor control's" absent "$C" "$priv"
+
+# The API token: control checks it; no other child ever needs it.
+tok=$(printf %s "$TOKEN" | od -An -tx1 | tr -d ' \n')
+check "the scan finds the API token in control" found "$C" "$tok"
+check "the intercept's memory holds no API token" absent "$I" "$tok"
+check "  nor dns's" absent "$D" "$tok"
+
+# A vault secret reaches the intercept through the parent, never dns.
+secret="sk-live-canary-$NS_ID-0123456789abcdef"
+code=$(api POST /credential-vault '{"credentials":[{"name":"k","source":{"type":"inline","value":"'"$secret"'"}}],"bindings":[{"name":"b","match":{"hosts":["vault.allowed.test"],"paths":["/v1/*"],"methods":["GET"]},"auth":{"type":"bearer","credential":"k"}}]}' | tail -1)
+check "a vault with an inline secret is written (201)" test "$code" = 201
+sec=$(printf %s "$secret" | od -An -tx1 | tr -d ' \n')
+check "the intercept holds the secret it injects" found "$I" "$sec"
+check "dns's memory holds no vault secret" absent "$D" "$sec"
+# A dns process forked after the vault was written inherits the parent's memory.
+kill -KILL "$D"
+D2=""
+for i in $(seq 1 100); do
+	D2=$(ns_child dns)
+	[ -n "$D2" ] && [ "$D2" != "$D" ] && [ -f "$TMP/ready" ] && break
+	sleep 0.05
+done
+check "dns restarted" test -n "$D2" -a "$D2" != "$D"
+check "  and the new dns holds no vault secret either" absent "$D2" "$sec"
+check "  nor the API token" absent "$D2" "$tok"
+check "  nor the CA key" absent "$D2" "$priv"
 
 # A leaf for a name the policy does not allow is never minted (hostile
 # worker: tests/netns/test_hostile_worker.sh); here, the workload's SNI

@@ -65,16 +65,16 @@ dns_ok() { ws dig +time=3 +tries=2 +short @203.0.113.53 api.allowed.test | grep 
 allow_dns() { api PATCH /policy '[{"action":"allow","target":"*.allowed.test"}]' >/dev/null; }
 ns_egressd "${INTERCEPT[@]}"
 allow_dns
-W=$(pgrep -P "$EGRESSD_PID" | head -1)
-check "a worker runs" test -n "$W"
-check "the worker answers DNS" dns_ok
+KIDS=$(pgrep -P "$EGRESSD_PID" | tr '\n' ' ')
+check "three children run (control, dns, intercept)" test "$(wc -w <<<"$KIDS")" = 3
+check "egressd answers DNS" dns_ok
 
-# 1. The worker-crash gap. Freeze the parent, kill the worker: while no
-#    worker exists, nobody but the parent holds the ports.
+# 1. The crash gap. Freeze the parent, kill every child: while no child
+#    exists, nobody but the parent holds the ports.
 kill -STOP "$EGRESSD_PID"
-kill -KILL "$W"
-for i in $(seq 1 50); do kill -0 "$W" 2>/dev/null || break; sleep 0.05; done
-check "with the worker dead, the port is taken for the workload: the API port (127.0.0.1)" \
+kill -KILL $KIDS
+for i in $(seq 1 50); do kill -0 $KIDS 2>/dev/null || break; sleep 0.05; done
+check "with the children dead, the port is taken for the workload: the API port (127.0.0.1)" \
 	bind_taken tcp 127.0.0.1 18080
 check "nor 0.0.0.0:18080" bind_taken tcp 0.0.0.0 18080
 check "nor the DNS proxy's UDP port" bind_taken udp 127.0.0.1 15353
@@ -84,17 +84,14 @@ check "nor the intercept's TLS port" bind_taken tcp 127.0.0.1 15443
 check "nor its plain HTTP port" bind_taken tcp 127.0.0.1 15080
 check "nor [::1] of the intercept" bind_taken tcp ::1 15443
 kill -CONT "$EGRESSD_PID"
-W2=""
 for i in $(seq 1 100); do
-	W2=$(pgrep -P "$EGRESSD_PID" | head -1)
-	[ -n "$W2" ] && [ "$W2" != "$W" ] &&
-		ip netns exec "$SBX" curl -sf -m2 http://127.0.0.1:18080/healthz >/dev/null 2>&1 && break
+	ip netns exec "$SBX" curl -sf -m2 http://127.0.0.1:18080/healthz >/dev/null 2>&1 && break
 	sleep 0.1
 done
-check "the restarted worker serves the same API port" \
+check "the restarted control serves the same API port" \
 	bash -c "ip netns exec $SBX curl -sf -m3 http://127.0.0.1:18080/healthz | grep -qx ok"
 allow_dns
-check "the restarted worker answers DNS" dns_ok
+check "the restarted dns answers DNS" dns_ok
 
 # 2. Descriptor exhaustion: a worker whose descriptors run out loses the
 #    socket the parent sends (MSG_CTRUNC); that is a failed request, and
@@ -103,7 +100,7 @@ check "the restarted worker answers DNS" dns_ok
 kill -TERM "$EGRESSD_PID"; wait "$EGRESSD_PID" 2>/dev/null
 ns_egressd "${INTERCEPT[@]}" prlimit --nofile=200:200
 allow_dns
-W=$(pgrep -P "$EGRESSD_PID" | head -1)
+W=$(ns_child dns)
 cat >"$TMP/hold.py" <<'EOF'
 import socket, sys, time
 held = []
@@ -124,8 +121,8 @@ ws dig +time=2 +tries=1 @203.0.113.53 x1.allowed.test >/dev/null 2>&1
 ws dig +tcp +time=2 +tries=1 @203.0.113.53 x2.allowed.test >/dev/null 2>&1
 wait "$HOLD" 2>/dev/null
 check "the workload held connections until the descriptors ran out" test "$(cat "$TMP/held")" -gt 50
-check "the worker survived descriptor exhaustion (same pid)" kill -0 "$W"
-check "and was not restarted" test "$(grep -c '"event":"worker_start"' "$TMP/egressd.log")" = 1
+check "the dns process survived descriptor exhaustion (same pid)" kill -0 "$W"
+check "and was not restarted" test "$(grep -c '"event":"worker_start","role":"dns"' "$TMP/egressd.log")" = 1
 check "and answers again once descriptors are free" dns_ok
 check "healthz answers after the flood" \
 	bash -c "ip netns exec $SBX curl -sf -m3 http://127.0.0.1:18080/healthz | grep -qx ok"
@@ -148,12 +145,12 @@ ws_bg "$PY" "$TMP/apiflood.py" 3 >"$TMP/apiheld" 2>&1 &
 FLOOD=$!
 PIDS+=($FLOOD)
 for n in $(seq 1 50); do [ -s "$TMP/apiheld" ] && break; sleep 0.1; done
-nfd=$(ls "/proc/$W/fd" | wc -l)
+nfd=$(ls "/proc/$(ns_child control)/fd" | wc -l)
 wait "$FLOOD" 2>/dev/null
 check "the API port held at most 64 of 200 connections (got $(cat "$TMP/apiheld"))" \
 	test "$(cat "$TMP/apiheld")" -le 64
 check "and at least some (the cap is not a wall)" test "$(cat "$TMP/apiheld")" -ge 32
-check "the worker's descriptors stayed below its limit of 200 ($nfd)" test "$nfd" -lt 200
+check "control's descriptors stayed below its limit of 200 ($nfd)" test "$nfd" -lt 200
 ok_after=0
 for n in $(seq 1 30); do
 	ip netns exec "$SBX" curl -sf -m2 http://127.0.0.1:18080/healthz 2>/dev/null | grep -qx ok && { ok_after=1; break; }

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Process skeleton (issue 2): privilege separation of parent and worker,
+# Process skeleton (issues 2 and 13): privilege separation of the parent and
+# its children (control, dns, intercept),
 # refusal to start without CAP_NET_ADMIN or a token, worker restart with
 # the table left in place, and a graceful SIGTERM.
 . "$(dirname "$0")/nslib.sh"
@@ -49,19 +50,32 @@ check "and gives up at once: the parent binds before any worker starts" \
 kill "$squat"; wait "$squat" 2>/dev/null
 
 ns_egressd OPENSANDBOX_EGRESS_DENY_WEBHOOK=http://hook.test/x
-W=$(pgrep -P "$EGRESSD_PID" | head -1)
-check "a worker process runs" test -n "$W"
 check "an unimplemented harmless setting is warned about, by name" \
 	grep -q '"event":"env_ignored","variable":"OPENSANDBOX_EGRESS_DENY_WEBHOOK"' "$TMP/egressd.log"
-check "worker CapEff is 0" grep -q "^CapEff:[[:space:]]*0000000000000000" "/proc/$W/status"
-check "worker CapPrm is 0" grep -q "^CapPrm:[[:space:]]*0000000000000000" "/proc/$W/status"
-check "worker CapBnd is 0" grep -q "^CapBnd:[[:space:]]*0000000000000000" "/proc/$W/status"
-check "worker runs as the configured uid 999" grep -q "^Uid:[[:space:]]*999[[:space:]]*999[[:space:]]*999[[:space:]]*999" "/proc/$W/status"
-check "worker runs as the configured gid 999" grep -q "^Gid:[[:space:]]*999[[:space:]]*999[[:space:]]*999[[:space:]]*999" "/proc/$W/status"
-check "worker has no supplementary groups" grep -q "^Groups:[[:space:]]*$" "/proc/$W/status"
-check "worker has no_new_privs" grep -q "^NoNewPrivs:[[:space:]]*1" "/proc/$W/status"
-check "worker core size limit is 0" grep -q "^Max core file size *0 *0" "/proc/$W/limits"
-check "worker is not dumpable (proc files owned by root)" test "$(stat -c %u "/proc/$W/status")" = 0
+check "without interception there are two children (control, dns)" \
+	test "$(pgrep -P "$EGRESSD_PID" | wc -l)" = 2
+for role in control dns; do
+	W=$(ns_child $role)
+	check "a $role process runs" kill -0 "$W"
+	check "  it is the parent's child" test "$(awk '{print $4}' "/proc/$W/stat")" = "$EGRESSD_PID"
+	check "  $role CapEff is 0" grep -q "^CapEff:[[:space:]]*0000000000000000" "/proc/$W/status"
+	check "  $role CapPrm is 0" grep -q "^CapPrm:[[:space:]]*0000000000000000" "/proc/$W/status"
+	check "  $role CapBnd is 0" grep -q "^CapBnd:[[:space:]]*0000000000000000" "/proc/$W/status"
+	check "  $role runs as the configured uid 999" grep -q "^Uid:[[:space:]]*999[[:space:]]*999[[:space:]]*999[[:space:]]*999" "/proc/$W/status"
+	check "  $role runs as the configured gid 999" grep -q "^Gid:[[:space:]]*999[[:space:]]*999[[:space:]]*999[[:space:]]*999" "/proc/$W/status"
+	check "  $role has no supplementary groups" grep -q "^Groups:[[:space:]]*$" "/proc/$W/status"
+	check "  $role has no_new_privs" grep -q "^NoNewPrivs:[[:space:]]*1" "/proc/$W/status"
+	check "  $role core size limit is 0" grep -q "^Max core file size *0 *0" "/proc/$W/limits"
+	check "  $role is not dumpable (proc files owned by root)" test "$(stat -c %u "/proc/$W/status")" = 0
+done
+# Each child holds only its own listeners: the API in control, DNS in dns.
+C=$(ns_child control)
+D=$(ns_child dns)
+socks=$(ip netns exec "$SBX" ss -Hltnup)
+check "control holds the API port" grep -q "127.0.0.1:18080 .*pid=$C," <<<"$socks"
+refute "  and no DNS port" grep -q ":15353 .*pid=$C," <<<"$socks"
+check "dns holds the DNS port (udp and tcp)" test "$(grep -c ":15353 .*pid=$D," <<<"$socks")" -ge 2
+refute "  and not the API port" grep -q "127.0.0.1:18080 .*pid=$D," <<<"$socks"
 pe=$(awk '/^CapEff/ {print $2}' "/proc/$EGRESSD_PID/status")
 check "parent keeps CAP_NET_ADMIN" test $(( 0x$pe >> 12 & 1 )) = 1
 check "parent core size limit is 0" grep -q "^Max core file size *0 *0" "/proc/$EGRESSD_PID/limits"
@@ -92,31 +106,38 @@ api PUT /policy '{"defaultAction":"deny","egress":[{"action":"allow","target":"k
 out=$(api GET /policy)
 check "the API policy is in force before the crash" grep -q kept.example.test <<<"$out"
 
-# A crashed worker is restarted; the table stays in place meanwhile.
-kill -KILL "$W"
-for i in $(seq 1 60); do
-	W2=$(pgrep -P "$EGRESSD_PID" | head -1)
-	[ -n "$W2" ] && [ "$W2" != "$W" ] && [ -f "$TMP/ready" ] && break
-	sleep 0.05
+# A crashed child is restarted; the table stays in place meanwhile. Control
+# (which owns the API's policy) first, then dns.
+for role in control dns; do
+	W=$(ns_child $role)
+	kill -KILL "$W"
+	W2=""
+	for i in $(seq 1 100); do
+		W2=$(ns_child $role)
+		[ -n "$W2" ] && [ "$W2" != "$W" ] && [ -f "$TMP/ready" ] && break
+		sleep 0.05
+	done
+	check "the parent restarts a killed $role" test -n "$W2" -a "$W2" != "$W"
+	check "  and egressd is ready again" test -f "$TMP/ready"
+	check "  the table survived the crash" ip netns exec "$SBX" nft list table inet egressd
 done
-check "the parent restarts a killed worker" test -n "$W2" -a "$W2" != "$W"
-check "the restarted worker is ready again" test -f "$TMP/ready"
-check "the table survived the crash" ip netns exec "$SBX" nft list table inet egressd
-check "the restart is logged" grep -q '"event":"worker_restart"' "$TMP/egressd.log"
-check "the restarted worker starts from the parent's policy" \
+check "the restart is logged, by role" grep -q '"event":"worker_restart","role":"control"' "$TMP/egressd.log"
+check "the restarted control starts from the parent's policy" \
 	grep -q '"event":"policy_inherit"' "$TMP/egressd.log"
 out=$(api GET /policy)
 check "the API policy is still in force after the crash (not the env's)" \
 	grep -q kept.example.test <<<"$out"
-
-# SIGTERM stops both processes within a second and keeps the table.
+check "the restarted dns decides on it too" grep -q '"proc":"dns".*"event":"policy_apply"' "$TMP/egressd.log"
+# SIGTERM stops every process within a second and keeps the table.
+C=$(ns_child control)
 kill -TERM "$EGRESSD_PID"
 gone=0
 for i in $(seq 1 20); do
-	if ! kill -0 "$EGRESSD_PID" 2>/dev/null && ! kill -0 "$W2" 2>/dev/null; then gone=1; break; fi
+	if ! kill -0 "$EGRESSD_PID" 2>/dev/null && ! kill -0 "$W2" 2>/dev/null &&
+		! kill -0 "$C" 2>/dev/null; then gone=1; break; fi
 	sleep 0.05
 done
-check "SIGTERM ends parent and worker within a second" test "$gone" = 1
+check "SIGTERM ends the parent and its children within a second" test "$gone" = 1
 wait "$EGRESSD_PID"
 check "egressd exits 0 on SIGTERM" test $? = 0
 EGRESSD_PID=""
@@ -143,15 +164,21 @@ wait "$pid1" 2>/dev/null
 mkdir -p "$TMP/ca" && chown 999:999 "$TMP/ca"
 ns_egressd OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=true EGRESSD_CA_EXPORT="$TMP/ca/ca.pem"
 sum1=$(sha256sum <"$TMP/ca/ca.pem")
-W=$(pgrep -P "$EGRESSD_PID" | head -1)
-kill -KILL "$W"
-for i in $(seq 1 60); do
-	W2=$(pgrep -P "$EGRESSD_PID" | head -1)
-	[ -n "$W2" ] && [ "$W2" != "$W" ] && [ -f "$TMP/ready" ] && break
+check "with interception there are three children" test "$(pgrep -P "$EGRESSD_PID" | wc -l)" = 3
+I=$(ns_child intercept)
+check "  the intercept has no capabilities" grep -q "^CapEff:[[:space:]]*0000000000000000" "/proc/$I/status"
+check "  and is not dumpable" test "$(stat -c %u "/proc/$I/status")" = 0
+socks=$(ip netns exec "$SBX" ss -Hltnp)
+check "  it holds the intercept's listeners" grep -q ":15443 .*pid=$I," <<<"$socks"
+refute "  and not the API port" grep -q "127.0.0.1:18080 .*pid=$I," <<<"$socks"
+kill -KILL "$I"
+for i in $(seq 1 100); do
+	W2=$(ns_child intercept)
+	[ -n "$W2" ] && [ "$W2" != "$I" ] && [ -f "$TMP/ready" ] && break
 	sleep 0.05
 done
-check "the worker restarted with interception on" test -f "$TMP/ready"
-check "the restarted worker serves the same sandbox CA" test "$(sha256sum <"$TMP/ca/ca.pem")" = "$sum1"
+check "the intercept restarted" test -f "$TMP/ready" -a "$W2" != "$I"
+check "the restarted intercept serves the same sandbox CA" test "$(sha256sum <"$TMP/ca/ca.pem")" = "$sum1"
 kill -TERM "$EGRESSD_PID"; wait "$EGRESSD_PID"; EGRESSD_PID=""
 
 # With remove-table-on-exit the table goes away.

@@ -7,6 +7,8 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -15,6 +17,206 @@
 #include <unistd.h>
 
 #include "egressd/common/chan.h"
+
+/* Every role may send exactly its row of docs/privsep.md's table. */
+static void
+test_role_table(void **state)
+{
+	static const struct {
+		enum chan_role role;
+		unsigned type;
+		int socktype;
+		bool ok;
+	} rows[] = {
+	    {CHAN_ROLE_CONTROL, CHAN_POLICY, 0, true},
+	    {CHAN_ROLE_CONTROL, CHAN_VAULT, 0, true},
+	    {CHAN_ROLE_CONTROL, CHAN_READY, 0, true},
+	    {CHAN_ROLE_CONTROL, CHAN_LEARN, 0, false},
+	    {CHAN_ROLE_CONTROL, CHAN_SOCKET_REQ, SOCK_STREAM, false},
+	    {CHAN_ROLE_CONTROL, CHAN_SOCKET_REQ, SOCK_DGRAM, false},
+	    {CHAN_ROLE_CONTROL, CHAN_LEAF_REQ, 0, false},
+	    {CHAN_ROLE_CONTROL, CHAN_ACK, 0, false},
+	    {CHAN_ROLE_DNS, CHAN_LEARN, 0, true},
+	    {CHAN_ROLE_DNS, CHAN_SOCKET_REQ, SOCK_DGRAM, true},
+	    {CHAN_ROLE_DNS, CHAN_SOCKET_REQ, SOCK_STREAM, true},
+	    {CHAN_ROLE_DNS, CHAN_READY, 0, true},
+	    {CHAN_ROLE_DNS, CHAN_ACK, 0, true},
+	    {CHAN_ROLE_DNS, CHAN_POLICY, 0, false},
+	    {CHAN_ROLE_DNS, CHAN_VAULT, 0, false},
+	    {CHAN_ROLE_DNS, CHAN_LEAF_REQ, 0, false},
+	    {CHAN_ROLE_INTERCEPT, CHAN_LEAF_REQ, 0, true},
+	    {CHAN_ROLE_INTERCEPT, CHAN_SOCKET_REQ, SOCK_STREAM, true},
+	    {CHAN_ROLE_INTERCEPT, CHAN_SOCKET_REQ, SOCK_DGRAM, false},
+	    {CHAN_ROLE_INTERCEPT, CHAN_READY, 0, true},
+	    {CHAN_ROLE_INTERCEPT, CHAN_ACK, 0, true},
+	    {CHAN_ROLE_INTERCEPT, CHAN_LEARN, 0, false},
+	    {CHAN_ROLE_INTERCEPT, CHAN_POLICY, 0, false},
+	    {CHAN_ROLE_INTERCEPT, CHAN_VAULT, 0, false},
+	};
+	union chan_msg m;
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = (uint16_t)rows[i].type;
+		m.hdr.id = 5;
+		m.socket_req.family = AF_INET;
+		if (rows[i].type == CHAN_SOCKET_REQ)
+			m.socket_req.socktype = rows[i].socktype;
+		assert_int_equal(chan_role_may_send(rows[i].role, &m), rows[i].ok);
+	}
+	/* No role sends the parent's own types, nor an unknown one. */
+	for (int r = 0; r < CHAN_ROLE_MAX; r++) {
+		static const unsigned parents[] = {CHAN_RESULT, CHAN_SOCKET_REP, CHAN_LEAF_REP};
+
+		for (size_t i = 0; i < 3; i++) {
+			memset(&m, 0, sizeof(m));
+			m.hdr.type = (uint16_t)parents[i];
+			assert_false(chan_role_may_send((enum chan_role)r, &m));
+		}
+	}
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = CHAN_READY;
+	assert_false(chan_role_may_send(CHAN_ROLE_MAX, &m));
+}
+
+/* Acks go to the parent and echo a parent id; pushes go to a child with one. */
+static void
+test_ack_and_push_ids(void **state)
+{
+	struct chan_ack a = {.hdr = {.type = CHAN_ACK, .id = CHAN_ID_PARENT | 9}};
+	struct chan_learn l = {.hdr = {.type = CHAN_LEARN, .id = CHAN_ID_PARENT | 9},
+	    .family = AF_INET,
+	    .addr = {192, 0, 2, 1},
+	    .port = 443,
+	    .timeout_s = 60,
+	    .name = "api.example.com"};
+	const char *why;
+
+	assert_true(chan_validate(&a, sizeof(a), CHAN_TO_PARENT, &why));
+	assert_false(chan_validate(&a, sizeof(a), CHAN_TO_WORKER, &why));
+	a.err = -1;
+	assert_false(chan_validate(&a, sizeof(a), CHAN_TO_PARENT, &why));
+	assert_string_equal(why, "ack out of range");
+	a.err = 0;
+	a.hdr.id = 9; /* acknowledges nothing the parent could have pushed */
+	assert_false(chan_validate(&a, sizeof(a), CHAN_TO_PARENT, &why));
+	/* A learn pushed to the intercept carries a parent id; one from dns may not. */
+	assert_true(chan_validate(&l, sizeof(l), CHAN_TO_WORKER, &why));
+	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	l.hdr.id = 9;
+	assert_true(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_WORKER, &why));
+}
+
+/* Vault chunks: the policy's chunk rules under the vault's own limit. */
+static void
+test_vault_chunks(void **state)
+{
+	static struct chan_policy c;
+	const char *why;
+
+	memset(&c, 0, sizeof(c));
+	c.hdr.type = CHAN_VAULT;
+	c.hdr.id = 4;
+	c.total = c.len = 6;
+	memcpy(c.data, "secret", 6);
+	assert_true(chan_validate(&c, sizeof(c), CHAN_TO_PARENT, &why));
+	c.total = CHAN_MAX_VAULT_BYTES + 1;
+	assert_false(chan_validate(&c, sizeof(c), CHAN_TO_PARENT, &why));
+	assert_string_equal(why, "vault chunk out of range");
+	c.total = 6;
+	c.data[100] = 'x'; /* bytes past len */
+	assert_false(chan_validate(&c, sizeof(c), CHAN_TO_PARENT, &why));
+}
+
+/* A document in chunks: whole in order, refused out of order, wiped when reset. */
+static void
+test_doc_feed(void **state)
+{
+	static union chan_msg m;
+	struct chan_doc d;
+	char *doc;
+	size_t len;
+
+	memset(&d, 0, sizeof(d));
+	memset(&m, 0, sizeof(m));
+	m.policy.hdr.type = CHAN_VAULT;
+	m.policy.hdr.id = 3;
+	m.policy.hdr.flags = CHAN_POLICY_MORE;
+	m.policy.total = CHAN_POLICY_CHUNK + 4;
+	m.policy.len = CHAN_POLICY_CHUNK;
+	memset(m.policy.data, 'a', CHAN_POLICY_CHUNK);
+	assert_int_equal(chan_doc_feed(&d, &m), CHAN_DOC_MORE);
+	/* Begun twice. */
+	assert_int_equal(chan_doc_feed(&d, &m), CHAN_DOC_BAD);
+	m.policy.offset = CHAN_POLICY_CHUNK;
+	m.policy.len = 4;
+	m.policy.hdr.flags = 0;
+	memset(m.policy.data, 0, CHAN_POLICY_CHUNK);
+	memcpy(m.policy.data, "tail", 4);
+	/* Another id, or the other document type, continues nothing. */
+	m.policy.hdr.id = 4;
+	assert_int_equal(chan_doc_feed(&d, &m), CHAN_DOC_BAD);
+	m.policy.hdr.id = 3;
+	m.policy.hdr.type = CHAN_POLICY;
+	assert_int_equal(chan_doc_feed(&d, &m), CHAN_DOC_BAD);
+	m.policy.hdr.type = CHAN_VAULT;
+	assert_int_equal(chan_doc_feed(&d, &m), CHAN_DOC_DONE);
+	doc = chan_doc_take(&d, &len);
+	assert_non_null(doc);
+	assert_int_equal(len, CHAN_POLICY_CHUNK + 4);
+	assert_memory_equal(doc + CHAN_POLICY_CHUNK, "tail", 4);
+	assert_int_equal(doc[0], 'a');
+	free(doc);
+	assert_null(d.buf);
+	/* An empty document is no buffer. */
+	memset(&m, 0, sizeof(m));
+	m.policy.hdr.type = CHAN_POLICY;
+	m.policy.hdr.id = 5;
+	assert_int_equal(chan_doc_feed(&d, &m), CHAN_DOC_DONE);
+	assert_null(chan_doc_take(&d, &len));
+	assert_int_equal(len, 0);
+	/* A chunk that continues nothing. */
+	m.policy.offset = 8;
+	m.policy.total = 16;
+	m.policy.len = 8;
+	assert_int_equal(chan_doc_feed(&d, &m), CHAN_DOC_BAD);
+	chan_doc_reset(&d);
+}
+
+/* chan_doc_send cuts a document into chunks that reassemble to it. */
+static void
+test_doc_send(void **state)
+{
+	static char doc[CHAN_POLICY_CHUNK * 2 + 100];
+	static union chan_msg m;
+	struct chan_doc d;
+	int sv[2], passfd, n = 0;
+	enum chan_doc_status st = CHAN_DOC_MORE;
+	const char *why;
+	char *got;
+	size_t len;
+
+	for (size_t i = 0; i < sizeof(doc); i++)
+		doc[i] = (char)('a' + i % 26);
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(chan_pair(sv), 0);
+	assert_int_equal(
+	    chan_doc_send(sv[0], CHAN_POLICY, CHAN_ID_PARENT | 2, doc, sizeof(doc), 1000), 0);
+	while (st == CHAN_DOC_MORE) {
+		assert_int_equal(chan_recv(sv[1], &m, CHAN_TO_WORKER, &passfd, &why), CHAN_OK);
+		st = chan_doc_feed(&d, &m);
+		n++;
+	}
+	assert_int_equal(st, CHAN_DOC_DONE);
+	assert_int_equal(n, 3);
+	got = chan_doc_take(&d, &len);
+	assert_int_equal(len, sizeof(doc));
+	assert_memory_equal(got, doc, sizeof(doc));
+	free(got);
+	close(sv[0]);
+	close(sv[1]);
+}
 
 static void
 test_valid_request_passes(void **state)
@@ -156,7 +358,13 @@ test_out_of_range_fields_refused(void **state)
 		c.hdr.type = CHAN_POLICY;
 		c.hdr.id = 1;
 		assert_true(chan_validate(&c, sizeof(c), CHAN_TO_PARENT, &why)); /* empty: none */
+		/* To a child, a document is the parent's push: its id says so. */
+		assert_false(chan_validate(&c, sizeof(c), CHAN_TO_WORKER, &why));
+		assert_string_equal(why, "message id of the wrong side");
+		c.hdr.id = CHAN_ID_HANDOVER;
 		assert_true(chan_validate(&c, sizeof(c), CHAN_TO_WORKER, &why));
+		assert_false(chan_validate(&c, sizeof(c), CHAN_TO_PARENT, &why));
+		c.hdr.id = 1;
 		c.total = 10;
 		c.len = 10;
 		assert_true(chan_validate(&c, sizeof(c), CHAN_TO_PARENT, &why));
@@ -356,6 +564,11 @@ main(int argc, char **argv)
 	if (argc == 2 && strcmp(argv[1], "--fd-lost-scenario") == 0)
 		return fd_lost_scenario();
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_role_table),
+	    cmocka_unit_test(test_ack_and_push_ids),
+	    cmocka_unit_test(test_vault_chunks),
+	    cmocka_unit_test(test_doc_feed),
+	    cmocka_unit_test(test_doc_send),
 	    cmocka_unit_test(test_valid_request_passes),
 	    cmocka_unit_test(test_wrong_sizes_refused),
 	    cmocka_unit_test(test_unknown_types_refused),

@@ -74,6 +74,7 @@ test_chunked_apply(void **state)
 	config_defaults(&cfg);
 	memset(&ws, 0, sizeof(ws));
 	ws.cfg = &cfg;
+	ws.metrics = &ws.metrics_local;
 	ws.base = base;
 	ws.chan = f.wc;
 	ws.learned = learnmap_new();
