@@ -22,7 +22,6 @@
 #include "egressd/common/learnmap.h"
 #include "egressd/common/log.h"
 #include "egressd/common/logagg.h"
-#include "egressd/dns/dnsproxy.h"
 #include "egressd/child/sockpool.h"
 #include "egressd/child/wchan.h"
 #include "egressd/intercept/wintercept.h"
@@ -342,8 +341,8 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	icfg.plain_port = cfg->plain_port;
 	icfg.peek_port = cfg->peek_port;
 	icfg.max_conns = cfg->intercept_max_conns;
-	/* One worker serves DNS and the API too: their caps come out of the same budget. */
-	icfg.fd_reserve = DNSPROXY_MAX_TCP + LISTEN_API_MAX_CONNS;
+	/* This process serves interception only: no other cap shares its descriptors. */
+	icfg.fd_reserve = 0;
 	icfg.hello_timeout_s = cfg->hello_timeout;
 	icfg.head_timeout_s = cfg->head_timeout;
 	icfg.keepalive_timeout_s = cfg->keepalive_timeout;

@@ -206,16 +206,14 @@ parent_ready_file(struct parent *p, bool present)
 	close(fd);
 }
 
-/* A child is ready once it said so and has taken everything pushed to it. */
+/*
+ * A child is ready once it said so. (What is pushed to it later waits for
+ * its acknowledgement where that matters: the request that caused it.)
+ */
 static bool
-parent_kid_ready(const struct parent *p, const struct pkid *k)
+parent_kid_ready(const struct pkid *k)
 {
-	if (!k->ready)
-		return false;
-	for (const struct ppush *u = p->pushes; u != NULL; u = u->next)
-		if (u->waiting & (1u << k->role))
-			return false;
-	return true;
+	return k->ready;
 }
 
 /* Publish which children are ready, and egressd's readiness when all are. */
@@ -226,7 +224,7 @@ parent_update_ready(struct parent *p)
 	bool all;
 
 	for (int r = 0; r < CHAN_ROLE_MAX; r++)
-		if ((p->present & (1u << r)) && parent_kid_ready(p, &p->kids[r]))
+		if ((p->present & (1u << r)) && parent_kid_ready(&p->kids[r]))
 			ready |= 1u << r;
 	all = ready == p->present;
 	if (p->shs.status != NULL) {
