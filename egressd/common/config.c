@@ -67,6 +67,9 @@ static const struct config_opt config_opts[] = {
         "loopback port of the DNS proxy (port 53 is redirected to it)"},
     {"mark", "EGRESSD_MARK", NULL, CT_U32, O(mark), false,
         "packet mark of the sidecar's own sockets (the only exemption)"},
+    {"dns-mark", "EGRESSD_DNS_MARK", NULL, CT_U32, O(dns_mark), false,
+        "packet mark of the dns process's sockets: they reach the configured resolvers "
+        "and nothing else"},
     {"worker-user", "EGRESSD_WORKER_USER", NULL, CT_STR, O(worker_user), false,
         "worker uid[:gid] or user name (default: user egressd, else uid 65533)"},
     {"ready-file", "EGRESSD_READY_FILE", NULL, CT_STR, O(ready_file), false,
@@ -128,6 +131,7 @@ config_defaults(struct config *c)
 	c->max_rules = 4096;
 	c->dns_port = 15353;
 	c->mark = 0x1;
+	c->dns_mark = 0x2;
 	snprintf(c->table, sizeof(c->table), "egressd");
 	snprintf(c->intercept_ports, sizeof(c->intercept_ports), "80,443");
 	c->tls_port = 15443;
@@ -599,8 +603,14 @@ config_check(const struct config *c, char *err, size_t errlen)
 		    "change the policy)");
 		return -1;
 	}
-	if (c->mark == 0) {
-		snprintf(err, errlen, "mark must not be 0");
+	if (c->mark == 0 || c->dns_mark == 0) {
+		snprintf(err, errlen, "%s must not be 0", c->mark == 0 ? "mark" : "dns-mark");
+		return -1;
+	}
+	if (c->dns_mark == c->mark) {
+		snprintf(err, errlen,
+		    "dns-mark must differ from mark: the dns process's sockets reach the resolvers "
+		    "only, the others' never send DNS");
 		return -1;
 	}
 	if (c->dns_port == 0 || c->tls_port == 0 || c->plain_port == 0 || c->peek_port == 0) {

@@ -50,6 +50,7 @@ struct config {
 	char dns_upstream[512];
 	uint16_t dns_port;
 	uint32_t mark;
+	uint32_t dns_mark;    /* the dns process's sockets: resolvers only */
 	char worker_user[64]; /* "uid[:gid]" or a user name; "" = default */
 	char ready_file[PATH_MAX];
 	bool remove_table_on_exit;

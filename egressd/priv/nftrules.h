@@ -16,6 +16,7 @@
 #define NFTRULES_MAX_RULES 65536   /* static IP rules per install/update */
 #define NFTRULES_ERRLEN 256
 #define NFTRULES_MARK_DEFAULT 0x1
+#define NFTRULES_DNS_MARK_DEFAULT 0x2
 #define NFTRULES_DNS_PORT_DEFAULT 15353
 #define NFTRULES_MAX_DOH 64 /* OPENSANDBOX_EGRESS_DOH_BLOCKLIST entries */
 #define NFTRULES_PORT_DOH 443
@@ -75,6 +76,7 @@ struct nftrules_dest {
 struct nftrules_config {
 	char table[NFTRULES_MAX_TABLE_NAME];
 	uint32_t mark;     /* the sidecar's own sockets carry this SO_MARK */
+	uint32_t dns_mark; /* the dns process's sockets: the resolvers only */
 	uint16_t dns_port; /* local DNS proxy port that port 53 goes to */
 	bool intercept;    /* redirect intercept ports to the vault */
 	size_t nintercept;

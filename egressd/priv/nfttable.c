@@ -210,18 +210,21 @@ msg_rule(struct nftrules_batch *b, struct nftnl_rule *r, bool oom, const char *c
 	nftrules_batch_commit(b, nlh, "add rule to", chain);
 }
 
-/* mark == cfg->mark -> verdict. */
+/* meta mark == mark -> verdict, or reject (TCP reset / ICMPX). */
 static void
-rule_mark(
-    struct nftrules_batch *b, const struct nftrules_config *cfg, const char *chain, int verdict)
+rule_mark(struct nftrules_batch *b, const struct nftrules_config *cfg, const char *chain,
+    uint32_t mark, int verdict, bool reject)
 {
 	struct nftnl_rule *r = rule_new(cfg, chain);
 	bool oom = r == NULL;
 
 	if (r != NULL) {
 		ex_meta(r, NFT_META_MARK, NFT_REG32_00, &oom);
-		ex_cmp(r, NFT_CMP_EQ, &cfg->mark, sizeof(cfg->mark), &oom);
-		ex_verdict(r, verdict, &oom);
+		ex_cmp(r, NFT_CMP_EQ, &mark, sizeof(mark), &oom);
+		if (reject)
+			ex_reject(r, false, &oom);
+		else
+			ex_verdict(r, verdict, &oom);
 	}
 	msg_rule(b, r, oom, chain);
 }
@@ -277,7 +280,7 @@ rule_set(struct nftrules_batch *b, const struct nftrules_config *cfg, enum nftru
 	msg_rule(b, r, oom, NFTRULES_CHAIN_FILTER);
 }
 
-/* meta mark == mark, daddr, l4proto, dport -> accept: the sidecar's DNS to one resolver. */
+/* meta mark == dns_mark, daddr, l4proto, dport -> accept: the dns process's DNS to one resolver. */
 static void
 rule_resolver(struct nftrules_batch *b, const struct nftrules_config *cfg,
     const struct nftrules_dest *d, uint8_t proto)
@@ -288,7 +291,7 @@ rule_resolver(struct nftrules_batch *b, const struct nftrules_config *cfg,
 
 	if (r != NULL) {
 		ex_meta(r, NFT_META_MARK, NFT_REG32_00, &oom);
-		ex_cmp(r, NFT_CMP_EQ, &cfg->mark, sizeof(cfg->mark), &oom);
+		ex_cmp(r, NFT_CMP_EQ, &cfg->dns_mark, sizeof(cfg->dns_mark), &oom);
 		ex_meta_eq8(
 		    r, NFT_META_NFPROTO, d->family == AF_INET ? NFPROTO_IPV4 : NFPROTO_IPV6, &oom);
 		ex_payload(r, NFT_PAYLOAD_NETWORK_HEADER, d->family == AF_INET ? 16 : 24, alen,
@@ -471,15 +474,17 @@ chain_filter_rules(
 
 	/*
 	 * The sidecar's own sockets (SO_MARK, which needs CAP_NET_ADMIN) are
-	 * no blanket exemption: their DNS goes to the configured resolvers
-	 * only, and everything else they send meets the same sets as the
+	 * no blanket exemption. The dns process's (dns_mark) reach the
+	 * configured resolvers and nothing else; the intercept's (mark) send
+	 * no DNS, and everything else they send meets the same sets as the
 	 * workload's traffic below (never an inner address; under deny-all,
-	 * nothing the policy does not allow). A worker that a parser bug
+	 * nothing the policy does not allow). A child that a parser bug
 	 * handed to the workload gets no further with a marked socket.
 	 */
 	for (size_t i = 0; i < cfg->nresolvers; i++)
 		for (size_t p = 0; p < sizeof(l4); p++)
 			rule_resolver(b, cfg, &cfg->resolvers[i], l4[p]);
+	rule_mark(b, cfg, fc, cfg->dns_mark, 0, true);
 	for (size_t p = 0; p < sizeof(l4); p++)
 		rule_mark_port_reject(b, cfg, fc, l4[p], NFTRULES_PORT_DNS);
 
@@ -597,7 +602,8 @@ chain_nat_rules(struct nftrules_batch *b, const struct nftrules_config *cfg)
 	struct nftnl_rule *r;
 	bool oom;
 
-	rule_mark(b, cfg, nc, NFT_RETURN);
+	rule_mark(b, cfg, nc, cfg->mark, NFT_RETURN, false);
+	rule_mark(b, cfg, nc, cfg->dns_mark, NFT_RETURN, false);
 	for (size_t p = 0; p < sizeof(l4); p++) {
 		r = rule_new(cfg, nc);
 		oom = r == NULL;

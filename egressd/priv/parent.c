@@ -476,13 +476,18 @@ parent_push_deadlines(struct parent *p)
 
 /* ---- requests ---- */
 
-/* Marked-socket factory: the children's upstream sockets carry our mark. */
+/*
+ * Marked-socket factory: the children's upstream sockets carry a mark of
+ * their role, which the table scopes (docs/nft-table.md): the dns
+ * process's (dns_mark) reach the configured resolvers and nothing else,
+ * the intercept's (mark) no DNS and only what the workload's sets allow.
+ */
 static void
 parent_socket(struct pkid *k, const struct chan_socket_req *req)
 {
 	struct chan_socket_rep rep;
 	int fd, err = 0;
-	uint32_t mark = k->p->cfg->mark;
+	uint32_t mark = k->role == CHAN_ROLE_DNS ? k->p->cfg->dns_mark : k->p->cfg->mark;
 
 	memset(&rep, 0, sizeof(rep));
 	rep.hdr.type = CHAN_SOCKET_REP;

@@ -180,6 +180,8 @@ test_install(void **state)
 	assert_has(out, "elements = { 2001:db8::/32 . 8000-8080 }");
 	assert_has(out, "2001:db8:1::/48");
 	assert_has(out, "\t\tct state established,related accept\n");
+	/* The dns process's mark: nothing but the resolvers (none configured here). */
+	assert_has(out, "meta mark 0x00000002 reject");
 	assert_has(out, "meta mark 0x00000001 udp dport 53 reject");
 	assert_has(out, "meta mark 0x00000001 tcp dport 53 reject with tcp reset");
 	assert_has(out, "\t\toif \"lo\" accept\n");
@@ -203,7 +205,8 @@ test_install(void **state)
 	assert_has(out, "\t\tmeta l4proto tcp reject with tcp reset\n"
 	                "\t\treject with icmpx admin-prohibited\n\t}");
 	assert_has(out,
-	    "meta mark 0x00000001 return\n\t\tudp dport 53 redirect to :15353\n"
+	    "meta mark 0x00000001 return\n\t\tmeta mark 0x00000002 return\n"
+	    "\t\tudp dport 53 redirect to :15353\n"
 	    "\t\ttcp dport 53 redirect to :15353\n\t\toif \"lo\" return\n"
 	    "\t\ttcp dport 443 redirect to :15443\n\t\ttcp dport 80 redirect to :15080\n");
 	/* Exemption by mark only, never by uid. */
@@ -391,6 +394,20 @@ test_dns_redirect_and_mark(void **state)
 	} else
 		assert_true(errno == EPERM || errno == ECONNREFUSED);
 	/* ... and the proxy got nothing. */
+	assert_int_equal(recv(l, buf, sizeof(buf), MSG_DONTWAIT), -1);
+	/* The dns process's mark skips the redirect too, and is refused as well. */
+	mark = c->cfg.dns_mark;
+	close(m);
+	m = socket(AF_INET, SOCK_DGRAM, 0);
+	assert_true(m >= 0);
+	assert_int_equal(setsockopt(m, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)), 0);
+	assert_int_equal(connect(m, (struct sockaddr *)&dns, sizeof(dns)), 0);
+	if (send(m, "q3", 2, 0) == 2) {
+		p.fd = m;
+		assert_int_equal(poll(&p, 1, GUARD_MS), 1);
+		assert_int_equal(recv(m, buf, sizeof(buf), 0), -1);
+	} else
+		assert_true(errno == EPERM || errno == ECONNREFUSED);
 	assert_int_equal(recv(l, buf, sizeof(buf), MSG_DONTWAIT), -1);
 	close(l);
 	close(s);

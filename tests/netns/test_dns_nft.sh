@@ -47,7 +47,7 @@ ip netns exec "$SBX" nft -f - <<'N'
 table inet marktest {
 	chain out {
 		type filter hook output priority 10;
-		meta mark 0x1 udp dport 53 counter
+		meta mark 0x2 udp dport 53 counter
 	}
 }
 N
@@ -59,7 +59,7 @@ ans=$(wdig @203.0.113.53 api.allowed.test A)
 check "allowed name resolves through the proxy" grep -q "203.0.113.10" <<<"$ans"
 check "its address is in learned4" nft_has learned4 203.0.113.10
 check "the workload can now connect to it" wconnect 203.0.113.10 443
-check "the sidecar's upstream query carried the mark" bash -c \
+check "the sidecar's upstream query carried the dns process's mark (dns-mark 0x2)" bash -c \
 	"ip netns exec $SBX nft list chain inet marktest out | grep -Eq 'packets [1-9]'"
 
 ans=$(wdig @203.0.113.53 secret.evil.test A)

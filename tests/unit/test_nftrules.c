@@ -312,8 +312,8 @@ test_install_framing_and_objects(void **state)
 	assert_int_equal(nchains, 3);
 	/* One guard per listener: none configured here. */
 	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "input"), 0);
-	/* Interception off: mark return and the two DNS redirects only. */
-	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "nat"), 3);
+	/* Interception off: the two marks' returns and the two DNS redirects only. */
+	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "nat"), 4);
 	nftrules_batch_deinit(&b);
 
 	cfg.intercept = true;
@@ -323,7 +323,7 @@ test_install_framing_and_objects(void **state)
 	cfg.listeners[2] = (struct nftrules_listener){IPPROTO_TCP, 15353, 0};
 	nftrules_batch_init(&b, SEQ0);
 	assert_int_equal(nftrules_build_install(&b, &cfg, &st), 0);
-	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "nat"), 3 + 1 + 2);
+	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "nat"), 4 + 1 + 2);
 	/* One guard per listener, and the API's connection cap. */
 	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "input"), 3 + 1);
 	nftrules_batch_deinit(&b);
@@ -332,15 +332,17 @@ test_install_framing_and_objects(void **state)
 	cfg.peek_port = 15444;
 	nftrules_batch_init(&b, SEQ0);
 	assert_int_equal(nftrules_build_install(&b, &cfg, &st), 0);
-	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "nat"), 3 + 1 + 2 + 4);
+	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "nat"), 4 + 1 + 2 + 4);
 	nftrules_batch_deinit(&b);
 }
 
 /*
- * The mark is no blanket exemption: in the filter chain no rule accepts on
- * the mark alone (the sidecar's sockets meet the workload's sets), the
- * mark's DNS goes to the configured resolvers only, and the NAT chain's
- * first rule is mark return (no redirect of the sidecar's own traffic).
+ * The marks are no blanket exemption: in the filter chain no rule accepts
+ * on a mark alone (the sidecar's sockets meet the workload's sets); the
+ * dns process's mark reaches the configured resolvers and is then
+ * rejected whatever the destination; the other mark's DNS is rejected;
+ * and the NAT chain's first rules are the two marks' returns (no redirect
+ * of the sidecar's own traffic).
  */
 static void
 test_mark_is_scoped(void **state)
@@ -350,11 +352,13 @@ test_mark_is_scoped(void **state)
 	struct nftrules_static st = {NULL, 0, NFTRULES_DENY, NULL};
 	const struct nlmsghdr *nlh;
 	int len;
-	bool nat_first = false, nat_seen = false;
-	int resolver_rules = 0, mark_dns_rejects = 0;
+	bool nat_first = false, nat_second = false;
+	int nat_seen = 0, resolver_rules = 0, mark_dns_rejects = 0, dns_mark_rejects = 0;
+	int dns_mark_other = 0;
 
 	nftrules_config_default(&cfg);
 	cfg.mark = 0x4242;
+	cfg.dns_mark = 0x5353;
 	cfg.nresolvers = 1;
 	cfg.resolvers[0].family = AF_INET;
 	memcpy(cfg.resolvers[0].addr, "\xcb\x00\x71\x35", 4); /* 203.0.113.53 */
@@ -400,25 +404,37 @@ test_mark_is_scoped(void **state)
 		}
 		nftnl_expr_iter_destroy(it);
 		if (strcmp(chain, "filter") == 0 && mark == 0x4242) {
-			/* Never [meta mark, cmp, accept] alone. */
+			/* Never [meta mark, cmp, accept] alone; no resolver for this mark. */
 			assert_true(n > 3);
-			if (verdict == NF_ACCEPT && has_payload)
-				resolver_rules++;
-			else if (has_reject)
+			if (has_reject && verdict != NF_ACCEPT)
 				mark_dns_rejects++;
 			else
-				fail_msg("a filter rule on the mark that is neither a resolver nor "
-				         "a reject");
+				fail_msg("a filter rule on the intercept's mark that is not a DNS "
+				         "reject");
 		}
-		if (strcmp(chain, "nat") == 0 && !nat_seen) {
-			nat_seen = true;
-			nat_first = n == 3 && mark == 0x4242 && verdict == NFT_RETURN;
+		if (strcmp(chain, "filter") == 0 && mark == 0x5353) {
+			if (verdict == NF_ACCEPT && has_payload)
+				resolver_rules++;
+			else if (has_reject && n == 3)
+				dns_mark_rejects++; /* [meta mark, cmp, reject]: everything else */
+			else
+				dns_mark_other++;
+		}
+		if (strcmp(chain, "nat") == 0 && nat_seen < 2) {
+			if (nat_seen == 0)
+				nat_first = n == 3 && mark == 0x4242 && verdict == NFT_RETURN;
+			else
+				nat_second = n == 3 && mark == 0x5353 && verdict == NFT_RETURN;
+			nat_seen++;
 		}
 		nftnl_rule_free(r);
 	}
 	assert_true(nat_first);
+	assert_true(nat_second);
 	assert_int_equal(resolver_rules, 2);   /* UDP and TCP to the one resolver */
-	assert_int_equal(mark_dns_rejects, 2); /* UDP and TCP port 53 to anyone else */
+	assert_int_equal(dns_mark_rejects, 1); /* and nothing else, whatever the port */
+	assert_int_equal(dns_mark_other, 0);
+	assert_int_equal(mark_dns_rejects, 2); /* the other mark: no DNS to anyone */
 	nftrules_batch_deinit(&b);
 }
 
