@@ -16,38 +16,100 @@
 
 #include <event2/event.h>
 
-#include "egressd/common/log.h"
-#include "egressd/common/shstat.h"
 #include "egressd/child/wchan.h"
 #include "egressd/child/worker.h"
 #include "egressd/child/wstate.h"
+#include "egressd/common/log.h"
+#include "egressd/control/api.h"
+#include "egressd/dns/dnsproxy.h"
+#include "egressd/intercept/wintercept.h"
+
+/* ---- each role's service, plugged into its wstate ---- */
+
+static void *
+worker_control_start(struct wstate *ws, char *err, size_t errlen)
+{
+	return api_new(ws, err, errlen);
+}
+
+static void
+worker_control_stop(void *svc)
+{
+	api_free(svc);
+}
+
+static void
+worker_control_policy(void *svc)
+{
+	api_policy_changed(svc);
+}
+
+static void
+worker_control_tick(void *svc)
+{
+	api_tick(svc);
+}
+
+static void
+worker_dns_ready_cb(void *arg)
+{
+	wstate_report_ready(arg, "DNS proxy");
+}
+
+static void *
+worker_dns_start(struct wstate *ws, char *err, size_t errlen)
+{
+	return dnsproxy_new(ws, worker_dns_ready_cb, ws, err, errlen);
+}
+
+static void
+worker_dns_stop(void *svc)
+{
+	dnsproxy_free(svc);
+}
+
+static void *
+worker_intercept_start(struct wstate *ws, char *err, size_t errlen)
+{
+	struct wintercept *w = wintercept_new(ws, err, errlen);
+
+	if (w != NULL && wintercept_ready(w))
+		wstate_report_ready(ws, "interception");
+	return w;
+}
+
+static void
+worker_intercept_stop(void *svc)
+{
+	wintercept_free(svc);
+}
+
+static const struct wstate_service worker_services[CHAN_ROLE_MAX] = {
+    [CHAN_ROLE_CONTROL] = {worker_control_start, worker_control_stop, worker_control_policy,
+        worker_control_tick},
+    [CHAN_ROLE_DNS] = {worker_dns_start, worker_dns_stop, NULL, NULL},
+    [CHAN_ROLE_INTERCEPT] = {worker_intercept_start, worker_intercept_stop, NULL, NULL},
+};
 
 static void
 worker_dead_cb(const char *why, void *arg)
 {
-	struct wstate *ws = arg;
-
 	log_msg(LOG_ERROR, "proc", "chan_lost", "parent channel lost: %s", why);
-	ws->exit_code = 71;
-	event_base_loopbreak(ws->base);
+	wstate_fail(arg, 71);
 }
 
 static void
 worker_sigterm_cb(evutil_socket_t sig, short what, void *arg)
 {
-	struct wstate *ws = arg;
-
-	log_msg(LOG_INFO, "proc", "stop", "%s stopping", chan_role_name(ws->role));
-	event_base_loopbreak(ws->base);
+	log_msg(LOG_INFO, "proc", "stop", "%s stopping", chan_role_name(wstate_role(arg)));
+	event_base_loopbreak(wstate_base(arg));
 }
 
 static void
 worker_sighup_cb(evutil_socket_t sig, short what, void *arg)
 {
-	struct wstate *ws = arg;
-
-	if (ws->role == CHAN_ROLE_CONTROL)
-		wstate_reload(ws, "SIGHUP");
+	if (wstate_role(arg) == CHAN_ROLE_CONTROL)
+		wstate_reload(arg, "SIGHUP");
 }
 
 /* Seconds the parent has to hand over the policy in force. */
@@ -117,44 +179,52 @@ worker_inherit(int chanfd, char **doc, size_t *len)
 int
 worker_main(const struct config *cfg, int chanfd, enum chan_role role)
 {
-	struct wstate ws;
+	struct event_base *base;
+	struct wchan *chan = NULL;
+	struct wstate *ws = NULL;
 	struct event *ev_term, *ev_int, *ev_hup;
+	char *inherit;
+	size_t inherit_len;
+	int rc;
 
 	signal(SIGPIPE, SIG_IGN);
-	memset(&ws, 0, sizeof(ws));
-	ws.cfg = cfg;
-	ws.role = role;
-	ws.metrics = shstat_view()->own != NULL ? shstat_view()->own : &ws.metrics_local;
-	if (worker_inherit(chanfd, &ws.inherit, &ws.inherit_len) != 0)
+	if ((unsigned)role >= CHAN_ROLE_MAX || worker_inherit(chanfd, &inherit, &inherit_len) != 0)
 		return 71;
-	ws.base = event_base_new();
-	if (ws.base == NULL) {
+	base = event_base_new();
+	if (base == NULL) {
 		log_msg(LOG_ERROR, "proc", "startup", "event_base_new failed");
+		free(inherit);
 		return 1;
 	}
-	ws.chan = wchan_new(ws.base, chanfd, worker_dead_cb, &ws);
-	if (ws.chan == NULL) {
+	ws = wstate_new(cfg, role, base, NULL, &worker_services[role]);
+	if (ws != NULL)
+		chan = wchan_new(base, chanfd, worker_dead_cb, ws);
+	if (ws == NULL || chan == NULL) {
 		log_msg(LOG_ERROR, "proc", "startup", "channel setup failed");
+		free(inherit);
+		wstate_free(ws);
+		event_base_free(base);
 		return 1;
 	}
-	ev_term = evsignal_new(ws.base, SIGTERM, worker_sigterm_cb, &ws);
-	ev_int = evsignal_new(ws.base, SIGINT, worker_sigterm_cb, &ws);
-	ev_hup = evsignal_new(ws.base, SIGHUP, worker_sighup_cb, &ws);
+	wstate_set_chan(ws, chan);
+	wstate_set_inherit(ws, inherit, inherit_len);
+	ev_term = evsignal_new(base, SIGTERM, worker_sigterm_cb, ws);
+	ev_int = evsignal_new(base, SIGINT, worker_sigterm_cb, ws);
+	ev_hup = evsignal_new(base, SIGHUP, worker_sighup_cb, ws);
 	event_add(ev_term, NULL);
 	event_add(ev_int, NULL);
 	event_add(ev_hup, NULL);
 
-	if (wstate_start(&ws) != 0) {
-		ws.exit_code = 1;
-	} else
-		event_base_dispatch(ws.base);
-
-	wstate_stop(&ws);
+	if (wstate_start(ws) != 0)
+		wstate_fail(ws, 1);
+	else
+		event_base_dispatch(base);
+	rc = wstate_exit_code(ws);
+	wstate_free(ws);
 	event_free(ev_term);
 	event_free(ev_int);
 	event_free(ev_hup);
-	wchan_free(ws.chan);
-	event_base_free(ws.base);
-	free(ws.inherit);
-	return ws.exit_code;
+	wchan_free(chan);
+	event_base_free(base);
+	return rc;
 }

@@ -15,16 +15,12 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "egressd/control/api.h"
-#include "egressd/dns/dnsproxy.h"
+#include "egressd/child/wchan.h"
+#include "egressd/child/wstate.h"
 #include "egressd/common/learnmap.h"
 #include "egressd/common/log.h"
 #include "egressd/common/safefile.h"
 #include "egressd/common/shstat.h"
-#include "egressd/control/vaultapi.h"
-#include "egressd/child/wchan.h"
-#include "egressd/intercept/wintercept.h"
-#include "egressd/child/wstate.h"
 #include "policy/binding.h"
 #include "policy/policy.h"
 #include "vault/snap.h"
@@ -32,6 +28,37 @@
 
 /* How often the policy and always files are checked for changes. */
 #define WSTATE_WATCH_S 2
+
+struct wstate_apply;
+
+struct wstate {
+	const struct config *cfg;
+	enum chan_role role;
+	struct event_base *base;
+	struct wchan *chan;
+	int exit_code;
+
+	struct policy *policy; /* active, with the always rules */
+	char *inherit;         /* the parent's policy in force at start (policy_wire), or NULL */
+	size_t inherit_len;
+	uint64_t revision;             /* bumped on every applied change */
+	bool ready;                    /* this process reported READY */
+	struct wstate_apply *applying; /* in flight, FIFO */
+	struct wstate_apply *queue_tail;
+
+	struct learnmap *learned;
+	struct vault_snap *vault; /* intercept: the vault in force, or NULL */
+	struct wstate_service svc_ops;
+	void *svc;               /* the role's service (svc_ops.start's) */
+	struct metrics *metrics; /* this process's page (shstat), or metrics_local */
+	struct metrics metrics_local;
+	struct chan_doc push_rx; /* a document the parent is pushing */
+	int push_err;            /* of the learn batch being pushed */
+	struct event *ev_watch;  /* policy and always files */
+	struct wstate_stamp {
+		long long mtime_ns, size, ino;
+	} stamps[3];
+};
 
 struct wstate_apply {
 	struct wstate_apply *next;
@@ -102,7 +129,8 @@ wstate_policy_cb(const union chan_msg *reply, int fd, void *arg)
 	ws->policy = policy_ref(a->p);
 	ws->revision++;
 	ws->metrics->policy_applies++;
-	vaultapi_policy_changed(ws);
+	if (ws->svc != NULL && ws->svc_ops.policy_changed != NULL)
+		ws->svc_ops.policy_changed(ws->svc);
 	if (ws->learned != NULL)
 		learnmap_prune(ws->learned, wstate_keep_learned, wstate_forgotten_cb, &pr);
 	policy_free(old);
@@ -394,14 +422,15 @@ wstate_watch_cb(evutil_socket_t fd, short what, void *arg)
 		learnmap_expire(ws->learned, ts.tv_sec);
 	if (ws->role != CHAN_ROLE_CONTROL)
 		return;
-	vaultapi_rotate_files(ws);
+	if (ws->svc != NULL && ws->svc_ops.tick != NULL)
+		ws->svc_ops.tick(ws->svc);
 	if (wstate_stamps(ws))
 		wstate_reload(ws, "file changed");
 }
 
 /* Tell the parent this process serves. */
-static void
-wstate_ready(struct wstate *ws, const char *what)
+void
+wstate_report_ready(struct wstate *ws, const char *what)
 {
 	struct chan_ready r;
 
@@ -412,12 +441,6 @@ wstate_ready(struct wstate *ws, const char *what)
 		return;
 	ws->ready = true;
 	log_msg(LOG_INFO, "proc", "child_ready", "%s in place", what);
-}
-
-static void
-wstate_dns_ready_cb(void *arg)
-{
-	wstate_ready(arg, "DNS proxy");
 }
 
 static void
@@ -432,7 +455,7 @@ wstate_first_cb(int err, const char *msg, void *arg)
 		event_base_loopbreak(ws->base);
 		return;
 	}
-	wstate_ready(ws, "policy and control API");
+	wstate_report_ready(ws, "policy and control API");
 }
 
 /* ---- what the parent pushes (dns, intercept) ---- */
@@ -571,7 +594,8 @@ wstate_vault_cb(const union chan_msg *reply, int fd, void *arg)
 }
 
 void
-wstate_publish_vault(struct wstate *ws, wstate_applied_cb cb, void *arg)
+wstate_publish_vault(
+    struct wstate *ws, const struct vault_snap *snap, wstate_applied_cb cb, void *arg)
 {
 	struct wstate_vpub *v;
 	char *doc;
@@ -584,7 +608,7 @@ wstate_publish_vault(struct wstate *ws, wstate_applied_cb cb, void *arg)
 			cb(0, "", arg);
 		return;
 	}
-	doc = vault_wire_encode(ws->vault, &len, &err);
+	doc = vault_wire_encode(snap, &len, &err);
 	if ((doc == NULL && err != 0) || len > CHAN_MAX_VAULT_BYTES ||
 	    (v = calloc(1, sizeof(*v))) == NULL) {
 		vault_wire_free(doc, len);
@@ -711,8 +735,8 @@ wstate_start_control(struct wstate *ws)
 	}
 	ws->policy = policy_new_deny_all();
 	wstate_stamps(ws);
-	ws->api = api_new(ws, err, sizeof(err));
-	if (ws->api == NULL) {
+	if (ws->svc_ops.start != NULL &&
+	    (ws->svc = ws->svc_ops.start(ws, err, sizeof(err))) == NULL) {
 		log_msg(LOG_ERROR, "api", "api_error", "%s", err);
 		policy_free(eff);
 		return -1;
@@ -726,25 +750,13 @@ wstate_start_data(struct wstate *ws)
 {
 	char e[512];
 
-	ws->learned = learnmap_new();
-	if (ws->learned == NULL)
-		return -1;
 	ws->policy = wstate_inherited(ws);
 	wchan_on_push(ws->chan, wstate_push_cb, ws);
-	if (ws->role == CHAN_ROLE_INTERCEPT) {
+	if (ws->role == CHAN_ROLE_INTERCEPT)
 		vault_json_wipe_init();
-		ws->icpt = wintercept_new(ws, e, sizeof(e));
-		if (ws->icpt == NULL) {
-			log_msg(LOG_ERROR, "vault", "intercept_error", "%s", e);
-			return -1;
-		}
-		if (wintercept_ready(ws->icpt))
-			wstate_ready(ws, "interception");
-		return 0;
-	}
-	ws->dns = dnsproxy_new(ws, wstate_dns_ready_cb, ws, e, sizeof(e));
-	if (ws->dns == NULL) {
-		log_msg(LOG_ERROR, "dns", "dns_error", "%s", e);
+	if (ws->svc_ops.start != NULL && (ws->svc = ws->svc_ops.start(ws, e, sizeof(e))) == NULL) {
+		log_msg(LOG_ERROR, ws->role == CHAN_ROLE_DNS ? "dns" : "vault",
+		    ws->role == CHAN_ROLE_DNS ? "dns_error" : "intercept_error", "%s", e);
 		return -1;
 	}
 	return 0;
@@ -763,23 +775,149 @@ wstate_start(struct wstate *ws)
 	return wstate_start_data(ws);
 }
 
-void
-wstate_stop(struct wstate *ws)
+struct wstate *
+wstate_new(const struct config *cfg, enum chan_role role, struct event_base *base,
+    struct wchan *chan, const struct wstate_service *svc)
 {
+	struct wstate *ws = calloc(1, sizeof(*ws));
+
+	if (ws == NULL)
+		return NULL;
+	ws->cfg = cfg;
+	ws->role = role;
+	ws->base = base;
+	ws->chan = chan;
+	if (svc != NULL)
+		ws->svc_ops = *svc;
+	ws->metrics = shstat_view()->own != NULL ? shstat_view()->own : &ws->metrics_local;
+	ws->learned = learnmap_new();
+	if (ws->learned == NULL) {
+		free(ws);
+		return NULL;
+	}
+	return ws;
+}
+
+void
+wstate_free(struct wstate *ws)
+{
+	if (ws == NULL)
+		return;
 	while (ws->applying != NULL) {
 		struct wstate_apply *a = ws->applying;
 		ws->applying = a->next;
 		policy_free(a->p);
 		free(a);
 	}
-	api_free(ws->api);
-	wintercept_free(ws->icpt);
-	ws->icpt = NULL;
-	vaultapi_free(ws);
-	dnsproxy_free(ws->dns);
+	if (ws->svc != NULL && ws->svc_ops.stop != NULL)
+		ws->svc_ops.stop(ws->svc);
+	ws->svc = NULL;
+	vault_snap_unref(ws->vault);
 	if (ws->ev_watch != NULL)
 		event_free(ws->ev_watch);
 	chan_doc_reset(&ws->push_rx);
 	learnmap_free(ws->learned);
 	policy_free(ws->policy);
+	free(ws->inherit);
+	free(ws);
+}
+
+void
+wstate_set_chan(struct wstate *ws, struct wchan *chan)
+{
+	ws->chan = chan;
+}
+
+void
+wstate_set_inherit(struct wstate *ws, char *doc, size_t len)
+{
+	free(ws->inherit);
+	ws->inherit = doc;
+	ws->inherit_len = len;
+}
+
+void
+wstate_fail(struct wstate *ws, int exit_code)
+{
+	ws->exit_code = exit_code;
+	event_base_loopbreak(ws->base);
+}
+
+int
+wstate_exit_code(const struct wstate *ws)
+{
+	return ws->exit_code;
+}
+
+void
+wstate_set_policy(struct wstate *ws, struct policy *p)
+{
+	policy_free(ws->policy);
+	ws->policy = p;
+}
+
+const struct config *
+wstate_cfg(const struct wstate *ws)
+{
+	return ws->cfg;
+}
+
+enum chan_role
+wstate_role(const struct wstate *ws)
+{
+	return ws->role;
+}
+
+struct event_base *
+wstate_base(const struct wstate *ws)
+{
+	return ws->base;
+}
+
+struct wchan *
+wstate_chan(const struct wstate *ws)
+{
+	return ws->chan;
+}
+
+struct policy *
+wstate_policy(const struct wstate *ws)
+{
+	return ws->policy;
+}
+
+struct learnmap *
+wstate_learned(const struct wstate *ws)
+{
+	return ws->learned;
+}
+
+struct metrics *
+wstate_metrics(const struct wstate *ws)
+{
+	return ws->metrics;
+}
+
+uint64_t
+wstate_revision(const struct wstate *ws)
+{
+	return ws->revision;
+}
+
+bool
+wstate_ready(const struct wstate *ws)
+{
+	return ws->ready;
+}
+
+struct vault_snap *
+wstate_vault(const struct wstate *ws)
+{
+	return ws->vault;
+}
+
+void *
+wstate_svc(const struct wstate *ws)
+{
+	return ws->svc;
 }

@@ -5,12 +5,17 @@
  * counters. In control, policy changes go through wstate_apply(), which
  * hands the policy to the parent and swaps only once the parent has put it
  * in force everywhere; dns and intercept take the policy, the vault and
- * learned addresses the parent pushes (wstate_push).
+ * learned addresses the parent pushes.
+ *
+ * The state is opaque: the services read it through the accessors below,
+ * and plug themselves in through struct wstate_service (egressd/child/
+ * worker.c picks the role's), so this module knows none of them.
  */
 #ifndef EGRESSD_WSTATE_H
 #define EGRESSD_WSTATE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <event2/event.h>
@@ -21,61 +26,70 @@
 
 struct policy;
 struct wchan;
-struct dnsproxy;
 struct learnmap;
-struct api;
 struct vault_snap;
-struct vault_store;
-struct wintercept;
+struct wstate;
 
-struct wstate_apply;
-
-struct wstate {
-	const struct config *cfg;
-	enum chan_role role;
-	struct event_base *base;
-	struct wchan *chan;
-	int exit_code;
-
-	struct policy *policy; /* active, with the always rules */
-	char *inherit;         /* the parent's policy in force at start (policy_wire), or NULL */
-	size_t inherit_len;
-	uint64_t revision;             /* bumped on every applied change */
-	bool ready;                    /* enforcement and listeners are in place */
-	struct wstate_apply *applying; /* in flight, FIFO */
-	struct wstate_apply *queue_tail;
-
-	struct learnmap *learned;
-	struct dnsproxy *dns;
-	struct api *api;
-	struct vault_snap *vault;   /* active Credential Vault revision, or NULL */
-	struct vault_store *vstore; /* the vault as written through the API */
-	struct wintercept *icpt;    /* TLS/HTTP interception, when enabled */
-	struct metrics *metrics;    /* this process's page (shstat), or metrics_local */
-	struct metrics metrics_local;
-	struct chan_doc push_rx; /* a document the parent is pushing */
-	int push_err;            /* of the learn batch being pushed */
-	struct event *ev_watch;  /* policy and always files */
-	struct wstate_stamp {
-		long long mtime_ns, size, ino;
-	} stamps[3];
+/* A role's service. */
+struct wstate_service {
+	/*
+	 * Start it: dns and intercept once the policy handed over is in
+	 * place, control before its first policy is applied. The service, or
+	 * NULL with err.
+	 */
+	void *(*start)(struct wstate *ws, char *err, size_t errlen);
+	void (*stop)(void *svc);
+	/* Control: a policy is in force (the vault follows the policy file's bindings). */
+	void (*policy_changed)(void *svc);
+	/* Every few seconds (control: rotated credential files). */
+	void (*tick)(void *svc);
 };
+
+/*
+ * A child's state; svc may be NULL (tests). A learned map is made for
+ * every role. NULL when out of memory.
+ */
+struct wstate *wstate_new(const struct config *cfg, enum chan_role role, struct event_base *base,
+    struct wchan *chan, const struct wstate_service *svc);
+
+/* Stop the service and free the state. */
+void wstate_free(struct wstate *ws);
+
+/* The channel to the parent (made after the state: its callbacks take the state). */
+void wstate_set_chan(struct wstate *ws, struct wchan *chan);
+
+/* The policy the parent handed over at start (policy_wire, taken; NULL: none yet). */
+void wstate_set_inherit(struct wstate *ws, char *doc, size_t len);
+
+/* Load the initial policy, apply it (control) or take the parent's, start the service. */
+int wstate_start(struct wstate *ws) __attribute__((warn_unused_result));
+
+/* Stop with this exit code (the event loop ends). */
+void wstate_fail(struct wstate *ws, int exit_code);
+int wstate_exit_code(const struct wstate *ws);
+
+/* Tell the parent this process serves (a service that is ready later calls it). */
+void wstate_report_ready(struct wstate *ws, const char *what);
+
+/* Accessors. */
+const struct config *wstate_cfg(const struct wstate *ws);
+enum chan_role wstate_role(const struct wstate *ws);
+struct event_base *wstate_base(const struct wstate *ws);
+struct wchan *wstate_chan(const struct wstate *ws);
+struct policy *wstate_policy(const struct wstate *ws); /* borrowed: take a ref to keep it */
+struct learnmap *wstate_learned(const struct wstate *ws);
+struct metrics *wstate_metrics(const struct wstate *ws);
+uint64_t wstate_revision(const struct wstate *ws);        /* bumped on every applied change */
+bool wstate_ready(const struct wstate *ws);               /* this process reported READY */
+struct vault_snap *wstate_vault(const struct wstate *ws); /* intercept: in force (borrowed) */
+void *wstate_svc(const struct wstate *ws);
+
+/* Make p the active policy without the parent (takes the reference; tests). */
+void wstate_set_policy(struct wstate *ws, struct policy *p);
 
 /* Called once the change is applied (err 0) or refused (err != 0, msg says why). */
 typedef void (*wstate_applied_cb)(int err, const char *msg, void *arg);
 
-/* Load the initial policy, apply it, start the services, report ready. */
-int wstate_start(struct wstate *ws) __attribute__((warn_unused_result));
-
-/* Stop the services and free the state. */
-void wstate_stop(struct wstate *ws);
-
-/*
- * Make `p` the active policy (takes the reference): the parent applies its
- * static sets first; only then the worker swaps, forgets learned addresses
- * of names no longer allowed, and calls cb. On failure the previous policy
- * stays and cb gets the reason. Changes are applied one at a time, in order.
- */
 /*
  * Whether every policy still being applied (sent to the parent, not yet
  * acknowledged) allows name. A DNS answer decided on the policy in force
@@ -85,17 +99,28 @@ void wstate_stop(struct wstate *ws);
  */
 bool wstate_pending_allows(const struct wstate *ws, const char *name);
 
+/*
+ * Control: make `p` the active policy (takes the reference): the parent
+ * puts it in force and pushes it to the other children first; only then
+ * this process swaps and calls cb. On failure the previous policy stays
+ * and cb gets the reason. Changes are applied one at a time, in order.
+ */
 void wstate_apply(struct wstate *ws, struct policy *p, wstate_applied_cb cb, void *arg);
 
 /* Re-read the policy sources (SIGHUP, file change); invalid keeps the old. */
 void wstate_reload(struct wstate *ws, const char *why);
 
+/* Build the effective policy from a user policy: add the always files. */
+struct policy *wstate_with_always(
+    struct wstate *ws, const struct policy *user, char *err, size_t errlen);
+
 /*
- * Control: hand the active vault (ws->vault) to the parent, for the
+ * Control: hand a vault snapshot (NULL: none) to the parent, for the
  * intercept; cb gets 0 once the intercept holds it, or an errno. Without
  * a channel or without interception, cb runs at once with 0.
  */
-void wstate_publish_vault(struct wstate *ws, wstate_applied_cb cb, void *arg);
+void wstate_publish_vault(
+    struct wstate *ws, const struct vault_snap *snap, wstate_applied_cb cb, void *arg);
 
 /* Control: whether every child is ready (egressd serves), and the intercept. */
 bool wstate_all_ready(const struct wstate *ws);
@@ -104,9 +129,5 @@ bool wstate_intercept_ready(const struct wstate *ws);
 /* Control: every child's counters summed into *out, and the learned entries in force. */
 void wstate_metrics_sum(const struct wstate *ws, struct metrics *out);
 uint64_t wstate_learned_count(const struct wstate *ws);
-
-/* Build the effective policy from a user policy: add the always files. */
-struct policy *wstate_with_always(
-    struct wstate *ws, const struct policy *user, char *err, size_t errlen);
 
 #endif

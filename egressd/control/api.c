@@ -41,6 +41,7 @@
 #include "egressd/common/log.h"
 #include "egressd/common/safefile.h"
 #include "egressd/control/api.h"
+#include "egressd/control/httpreply.h"
 #include "egressd/control/vaultapi.h"
 #include "policy/binding.h"
 #include "policy/policy.h"
@@ -120,6 +121,7 @@ struct api_conn {
 
 struct api {
 	struct wstate *ws;
+	struct vaultapi *va; /* the vault's routes and the vault control holds */
 	struct evhttp *http;
 	unsigned char token_hash[32];
 	bool auth;
@@ -141,59 +143,6 @@ struct api_pending {
 	bool audited; /* audit holds the record to write on completion */
 	struct api_audit audit;
 };
-
-static void
-api_reply(struct evhttp_request *req, int code, const char *reason, const char *ctype,
-    const char *body, size_t len)
-{
-	struct evbuffer *b = evbuffer_new();
-	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-
-	evhttp_add_header(h, "Content-Type", ctype);
-	evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
-	evhttp_add_header(h, "Cache-Control", "no-store");
-	if (b != NULL)
-		evbuffer_add(b, body, len);
-	evhttp_send_reply(req, code, reason, b);
-	if (b != NULL)
-		evbuffer_free(b);
-}
-
-/* Plain-text error, OpenSandbox style: the message and a newline. */
-void
-api_error(struct evhttp_request *req, int code, const char *reason, const char *msg)
-{
-	char buf[1024];
-	int n = snprintf(buf, sizeof(buf), "%s\n", msg);
-
-	api_reply(req, code, reason, "text/plain; charset=utf-8", buf,
-	    n < 0                     ? 0
-	    : (size_t)n < sizeof(buf) ? (size_t)n
-	                              : sizeof(buf) - 1);
-}
-
-void
-api_json(struct evhttp_request *req, int code, const char *reason, json_t *j)
-{
-	char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
-
-	if (s == NULL) {
-		api_error(req, 500, "Internal Server Error", "internal error: encoding");
-		return;
-	}
-	{
-		size_t n = strlen(s);
-		char *t = malloc(n + 2);
-		if (t != NULL) {
-			memcpy(t, s, n);
-			t[n] = '\n';
-			api_reply(req, code, reason, "application/json", t, n + 1);
-			free(t);
-		} else
-			api_error(req, 500, "Internal Server Error", "internal error: memory");
-	}
-	free(s);
-}
 
 static void
 api_hash(const void *p, size_t n, unsigned char out[32])
@@ -292,9 +241,10 @@ api_policy_digest(const struct policy *p, char hex[API_AUDIT_HASH_HEX + 1])
  * value or a reference to one), so a digest says nothing about a secret.
  */
 static void
-api_vault_digest(const struct wstate *ws, char hex[API_AUDIT_HASH_HEX + 1])
+api_vault_digest(const struct vaultapi *va, char hex[API_AUDIT_HASH_HEX + 1])
 {
-	const struct binding_set *bs = ws->vault ? vault_snap_bindings(ws->vault) : NULL;
+	const struct vault_snap *active = vaultapi_active(va);
+	const struct binding_set *bs = active ? vault_snap_bindings(active) : NULL;
 	json_t *j = bs ? binding_set_to_json(bs) : NULL;
 	char *s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	unsigned char d[32];
@@ -306,7 +256,7 @@ api_vault_digest(const struct wstate *ws, char hex[API_AUDIT_HASH_HEX + 1])
 	if (c != NULL && EVP_DigestInit_ex(c, EVP_sha256(), NULL) == 1) {
 		api_digest_str(c, "vault");
 		snprintf(num, sizeof(num), "%llu",
-		    (unsigned long long)(ws->vault ? vault_snap_revision(ws->vault) : 0));
+		    (unsigned long long)(active ? vault_snap_revision(active) : 0));
 		api_digest_str(c, num);
 		api_digest_str(c, s != NULL ? s : "none");
 		EVP_DigestFinal_ex(c, d, &dl);
@@ -321,8 +271,8 @@ static uint64_t
 api_audit_rev(const struct api *a, bool vault)
 {
 	if (vault)
-		return a->ws->vault ? vault_snap_revision(a->ws->vault) : 0;
-	return a->ws->revision;
+		return vaultapi_active(a->va) ? vault_snap_revision(vaultapi_active(a->va)) : 0;
+	return wstate_revision(a->ws);
 }
 
 /*
@@ -432,9 +382,9 @@ api_audit_write(struct api *a, const struct api_audit *au, int status, bool clie
 	struct log_line l;
 
 	if (au->vault)
-		api_vault_digest(a->ws, hex);
+		api_vault_digest(a->va, hex);
 	else
-		api_policy_digest(a->ws->policy, hex);
+		api_policy_digest(wstate_policy(a->ws), hex);
 	log_begin(&l, status >= 200 && status < 300 ? LOG_INFO : LOG_WARN, "api", "api_audit");
 	log_str(&l, "peer", au->peer);
 	log_str(&l, "token", api_tok_str(au->tok));
@@ -541,7 +491,7 @@ api_auth_take(struct api *a)
  * out. Anything else draws on the global failure budget: 401 (400 for a
  * duplicated header) while it lasts, 429 once it is spent.
  */
-bool
+static bool
 api_auth(struct api *a, struct evhttp_request *req)
 {
 	enum api_tok tok = api_token(a, req);
@@ -550,13 +500,13 @@ api_auth(struct api *a, struct evhttp_request *req)
 
 	if (tok == API_TOK_OFF || tok == API_TOK_RIGHT)
 		return true;
-	a->ws->metrics->api_auth_failures++;
+	wstate_metrics(a->ws)->api_auth_failures++;
 	if (!api_auth_take(a)) {
-		api_error(req, 429, "Too Many Requests", "too many failed authentications");
+		http_error(req, 429, "Too Many Requests", "too many failed authentications");
 		return false;
 	}
 	if (tok == API_TOK_DUP) {
-		api_error(req, 400, "Bad Request", "duplicate " API_AUTH_HEADER " header");
+		http_error(req, 400, "Bad Request", "duplicate " API_AUTH_HEADER " header");
 		return false;
 	}
 	evhttp_connection_get_peer(evhttp_request_get_connection(req), &peer, &port);
@@ -567,24 +517,8 @@ api_auth(struct api *a, struct evhttp_request *req)
 		log_bool(&l, "header_present", tok == API_TOK_WRONG);
 		log_end(&l);
 	}
-	api_error(req, 401, "Unauthorized", "unauthorized");
+	http_error(req, 401, "Unauthorized", "unauthorized");
 	return false;
-}
-
-/* Read the body (already capped by evhttp) into a NUL-terminated copy. */
-char *
-api_body(struct evhttp_request *req, size_t *len)
-{
-	struct evbuffer *in = evhttp_request_get_input_buffer(req);
-	size_t n = evbuffer_get_length(in);
-	char *b = malloc(n + 1);
-
-	if (b == NULL)
-		return NULL;
-	evbuffer_copyout(in, b, n);
-	b[n] = '\0';
-	*len = n;
-	return b;
 }
 
 static bool
@@ -596,26 +530,19 @@ api_blank(const char *b, size_t n)
 	return true;
 }
 
-void
-api_allow(struct evhttp_request *req, const char *allow)
-{
-	evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
-	api_error(req, 405, "Method Not Allowed", "method not allowed");
-}
-
 /* The body of a PATCH or DELETE: NULL (already answered) when empty or on no memory. */
 static char *
 api_required_body(struct evhttp_request *req, size_t *len)
 {
-	char *body = api_body(req, len);
+	char *body = http_body(req, len);
 
 	if (body == NULL) {
-		api_error(req, 500, "Internal Server Error", "out of memory");
+		http_error(req, 500, "Internal Server Error", "out of memory");
 		return NULL;
 	}
 	if (api_blank(body, *len)) {
 		free(body);
-		api_error(req, 400, "Bad Request", "empty body");
+		http_error(req, 400, "Bad Request", "empty body");
 		return NULL;
 	}
 	return body;
@@ -630,7 +557,7 @@ api_policy_status(struct api *a, const struct policy *p, bool with_mode)
 	json_object_set_new(j, "mode", json_string(policy_mode(p)));
 	if (with_mode)
 		json_object_set_new(
-		    j, "enforcementMode", json_string(config_mode_name(a->ws->cfg->mode)));
+		    j, "enforcementMode", json_string(config_mode_name(wstate_cfg(a->ws)->mode)));
 	return j;
 }
 
@@ -707,7 +634,7 @@ ioerr:
 static int
 api_persist(struct api *a, const struct policy *p, char *err, size_t errlen)
 {
-	const char *path = a->ws->cfg->os_policy_file;
+	const char *path = wstate_cfg(a->ws)->os_policy_file;
 	const char *base;
 	char tagname[NAME_MAX + 1], tag[SAFEFILE_TAG_HEX + 2];
 	struct stat sb;
@@ -749,8 +676,8 @@ api_persist(struct api *a, const struct policy *p, char *err, size_t errlen)
 	 * next start refuses (the control plane sends the policy again).
 	 */
 	snprintf(tagname, sizeof(tagname), "%.200s.hmac", base);
-	if (a->ws->cfg->token[0] != '\0') {
-		if (safefile_tag(a->ws->cfg->token, s, len, tag) != 0) {
+	if (wstate_cfg(a->ws)->token[0] != '\0') {
+		if (safefile_tag(wstate_cfg(a->ws)->token, s, len, tag) != 0) {
 			snprintf(err, errlen, "failed to persist policy: cannot compute its tag");
 			goto out;
 		}
@@ -823,39 +750,40 @@ api_pending_end(struct api_pending *pd, int status)
 		api_audit_write(a, &pd->audit, status, pd->orphaned);
 	/* Time from the request to the change being in force (and answered). */
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	metrics_observe(
-	    &a->ws->metrics->api_latency, (double)(now.tv_sec - pd->start.tv_sec) +
-	                                      (double)(now.tv_nsec - pd->start.tv_nsec) / 1e9);
+	metrics_observe(&wstate_metrics(a->ws)->api_latency,
+	    (double)(now.tv_sec - pd->start.tv_sec) +
+	        (double)(now.tv_nsec - pd->start.tv_nsec) / 1e9);
 	free(pd);
 }
 
-struct api_later *
-api_later_begin(struct api *a, struct evhttp_request *req)
+/* The vault's deferred answers (struct vaultapi_later_ops). */
+static void *
+api_later_begin(void *ctx, struct evhttp_request *req)
 {
-	return (struct api_later *)api_pending_begin(a, req, 4);
+	return api_pending_begin(ctx, req, 4);
 }
 
-void
-api_later_json(struct api_later *l, int code, const char *reason, json_t *j)
+static void
+api_later_json(void *l, int code, const char *reason, json_t *j)
 {
 	struct api_pending *pd = (struct api_pending *)l;
 
 	if (api_pending_detach(pd)) {
 		if (j != NULL)
-			api_json(pd->req, code, reason, j);
+			http_json(pd->req, code, reason, j);
 		else
 			evhttp_send_reply(pd->req, code, reason, NULL);
 	}
 	api_pending_end(pd, code);
 }
 
-void
-api_later_error(struct api_later *l, int code, const char *reason, const char *msg)
+static void
+api_later_error(void *l, int code, const char *reason, const char *msg)
 {
 	struct api_pending *pd = (struct api_pending *)l;
 
 	if (api_pending_detach(pd))
-		api_error(pd->req, code, reason, msg);
+		http_error(pd->req, code, reason, msg);
 	api_pending_end(pd, code);
 }
 
@@ -867,13 +795,13 @@ api_applied_cb(int err, const char *msg, void *arg)
 	char perr[512];
 	struct log_line l;
 
-	if (err == 0 && api_persist(a, a->ws->policy, perr, sizeof(perr)) != 0)
+	if (err == 0 && api_persist(a, wstate_policy(a->ws), perr, sizeof(perr)) != 0)
 		log_msg(LOG_ERROR, "api", "persist_error", "%s", perr);
 	log_begin(
 	    &l, err ? LOG_ERROR : LOG_INFO, "api", err ? "policy_update_failed" : "policy_update");
-	log_uint(&l, "revision", a->ws->revision);
-	log_str(&l, "mode", policy_mode(a->ws->policy));
-	log_uint(&l, "rules", policy_rule_count(a->ws->policy, POLICY_ORIGIN_USER));
+	log_uint(&l, "revision", wstate_revision(a->ws));
+	log_str(&l, "mode", policy_mode(wstate_policy(a->ws)));
+	log_uint(&l, "rules", policy_rule_count(wstate_policy(a->ws), POLICY_ORIGIN_USER));
 	if (err)
 		log_str(&l, "error", msg);
 	log_end(&l);
@@ -881,13 +809,13 @@ api_applied_cb(int err, const char *msg, void *arg)
 		if (err != 0) {
 			char buf[512];
 			snprintf(buf, sizeof(buf), "failed to apply nftables policy: %s", msg);
-			api_error(pd->req, 500, "Internal Server Error", buf);
+			http_error(pd->req, 500, "Internal Server Error", buf);
 		} else {
-			json_t *j = api_policy_status(a, a->ws->policy, pd->kind != 1);
+			json_t *j = api_policy_status(a, wstate_policy(a->ws), pd->kind != 1);
 			if (pd->kind == 1)
 				json_object_set_new(
 				    j, "reason", json_string("policy reset to default deny-all"));
-			api_json(pd->req, 200, "OK", j);
+			http_json(pd->req, 200, "OK", j);
 			json_decref(j);
 		}
 	}
@@ -904,21 +832,21 @@ api_commit(struct api *a, struct evhttp_request *req, struct policy *user, int k
 
 	policy_free(user);
 	if (eff == NULL) {
-		api_error(req, 500, "Internal Server Error", err);
+		http_error(req, 500, "Internal Server Error", err);
 		return;
 	}
 	/* The vault's bindings must stay covered by explicit allow rules. */
-	if (vaultapi_check_policy(a->ws, eff, err, sizeof(err)) != 0) {
+	if (vaultapi_check_policy(a->va, eff, err, sizeof(err)) != 0) {
 		char buf[600];
 		snprintf(buf, sizeof(buf), "credential vault policy validation: %s", err);
 		policy_free(eff);
-		api_error(req, 400, "Bad Request", buf);
+		http_error(req, 400, "Bad Request", buf);
 		return;
 	}
 	pd = api_pending_begin(a, req, kind);
 	if (pd == NULL) {
 		policy_free(eff);
-		api_error(req, 500, "Internal Server Error", "out of memory");
+		http_error(req, 500, "Internal Server Error", "out of memory");
 		return;
 	}
 	wstate_apply(a->ws, eff, api_applied_cb, pd);
@@ -932,9 +860,9 @@ api_policy_err(struct evhttp_request *req, const char *prefix, const struct poli
 	policy_err_format(pe, e, sizeof(e));
 	snprintf(buf, sizeof(buf), "%s: %s", prefix, e);
 	if (pe->code == POLICY_ERR_TOO_LARGE)
-		api_error(req, 413, "Payload Too Large", buf);
+		http_error(req, 413, "Payload Too Large", buf);
 	else
-		api_error(req, 400, "Bad Request", buf);
+		http_error(req, 400, "Bad Request", buf);
 }
 
 static void
@@ -948,19 +876,20 @@ api_policy(struct api *a, struct evhttp_request *req)
 	size_t removed = 0;
 
 	policy_limits_default(&lim);
-	lim.max_rules = a->ws->cfg->max_rules == 0 ? 0 : (size_t)a->ws->cfg->max_rules;
+	lim.max_rules =
+	    wstate_cfg(a->ws)->max_rules == 0 ? 0 : (size_t)wstate_cfg(a->ws)->max_rules;
 	memset(&pe, 0, sizeof(pe));
 	switch (evhttp_request_get_command(req)) {
 	case EVHTTP_REQ_GET: {
-		json_t *j = api_policy_status(a, a->ws->policy, true);
-		json_object_set_new(j, "policy", policy_to_json(a->ws->policy));
-		api_json(req, 200, "OK", j);
+		json_t *j = api_policy_status(a, wstate_policy(a->ws), true);
+		json_object_set_new(j, "policy", policy_to_json(wstate_policy(a->ws)));
+		http_json(req, 200, "OK", j);
 		json_decref(j);
 		return;
 	}
 	case EVHTTP_REQ_POST:
 	case EVHTTP_REQ_PUT:
-		if ((body = api_body(req, &len)) == NULL)
+		if ((body = http_body(req, &len)) == NULL)
 			break;
 		if (api_blank(body, len)) {
 			free(body);
@@ -978,7 +907,7 @@ api_policy(struct api *a, struct evhttp_request *req)
 	case EVHTTP_REQ_PATCH:
 		if ((body = api_required_body(req, &len)) == NULL)
 			return;
-		p = policy_patch_json(a->ws->policy, body, len, &lim, &pe);
+		p = policy_patch_json(wstate_policy(a->ws), body, len, &lim, &pe);
 		free(body);
 		if (p == NULL) {
 			api_policy_err(req, "invalid patch rules", &pe);
@@ -989,16 +918,16 @@ api_policy(struct api *a, struct evhttp_request *req)
 	case EVHTTP_REQ_DELETE:
 		if ((body = api_required_body(req, &len)) == NULL)
 			return;
-		p = policy_remove_json(a->ws->policy, body, len, &removed, &pe);
+		p = policy_remove_json(wstate_policy(a->ws), body, len, &removed, &pe);
 		free(body);
 		if (p == NULL) {
 			api_policy_err(req, "invalid delete targets", &pe);
 			return;
 		}
 		if (removed == 0) {
-			json_t *j = api_policy_status(a, a->ws->policy, true);
+			json_t *j = api_policy_status(a, wstate_policy(a->ws), true);
 			json_object_set_new(j, "reason", json_string("no matching targets found"));
-			api_json(req, 200, "OK", j);
+			http_json(req, 200, "OK", j);
 			json_decref(j);
 			policy_free(p);
 			return;
@@ -1006,10 +935,10 @@ api_policy(struct api *a, struct evhttp_request *req)
 		api_commit(a, req, p, 3);
 		return;
 	default:
-		api_allow(req, "GET, POST, PUT, PATCH, DELETE");
+		http_allow(req, "GET, POST, PUT, PATCH, DELETE");
 		return;
 	}
-	api_error(req, 500, "Internal Server Error", "out of memory");
+	http_error(req, 500, "Internal Server Error", "out of memory");
 }
 
 static void
@@ -1021,14 +950,15 @@ api_vault(struct api *a, struct evhttp_request *req)
 	if (strcmp(path, "/credential-vault/_active") == 0) {
 		/* The active snapshot is never served over TCP. */
 		if (cmd == EVHTTP_REQ_GET)
-			api_error(req, 403, "Forbidden", "forbidden");
+			http_error(req, 403, "Forbidden", "forbidden");
 		else
-			api_allow(req, "GET");
+			http_allow(req, "GET");
 		return;
 	}
 	if (!api_auth(a, req))
 		return;
-	vaultapi_handle(a->ws, req, path, a->auth, a->ws->ready && wstate_intercept_ready(a->ws));
+	vaultapi_handle(
+	    a->va, req, path, a->auth, wstate_ready(a->ws) && wstate_intercept_ready(a->ws));
 }
 
 /*
@@ -1383,7 +1313,7 @@ api_gencb(struct evhttp_request *req, void *arg)
 	const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
 	struct api_audit au;
 
-	a->ws->metrics->api_requests++;
+	wstate_metrics(a->ws)->api_requests++;
 	if ((a->conn = api_conn_of(a, req)) != NULL)
 		api_conn_dispatch(a->conn, req);
 	if (!api_is_mutation(evhttp_request_get_command(req), path)) {
@@ -1405,28 +1335,28 @@ static void
 api_route(struct api *a, struct evhttp_request *req, const char *path)
 {
 	if (path == NULL) {
-		api_error(req, 400, "Bad Request", "bad request");
+		http_error(req, 400, "Bad Request", "bad request");
 		return;
 	}
 	/* Health needs no auth and accepts any method, as in OpenSandbox. */
 	if (strcmp(path, "/healthz") == 0) {
 		if (wstate_all_ready(a->ws))
-			api_reply(req, 200, "OK", "text/plain; charset=utf-8", "ok", 2);
+			http_reply(req, 200, "OK", "text/plain; charset=utf-8", "ok", 2);
 		else
-			api_error(req, 503, "Service Unavailable", "enforcement not ready");
+			http_error(req, 503, "Service Unavailable", "enforcement not ready");
 		return;
 	}
 	/* The sandbox CA certificate is public: the workload installs it. */
 	if (strcmp(path, "/ca.pem") == 0) {
 		size_t n = 0;
-		const char *pem = a->ws->cfg->intercept && a->ws->cfg->ca != NULL
-		                      ? ca_pem_view(a->ws->cfg->ca, &n)
+		const char *pem = wstate_cfg(a->ws)->intercept && wstate_cfg(a->ws)->ca != NULL
+		                      ? ca_pem_view(wstate_cfg(a->ws)->ca, &n)
 		                      : NULL;
 
 		if (pem == NULL)
-			api_error(req, 404, "Not Found", "interception is off");
+			http_error(req, 404, "Not Found", "interception is off");
 		else
-			api_reply(req, 200, "OK", "application/x-pem-file", pem, n);
+			http_reply(req, 200, "OK", "application/x-pem-file", pem, n);
 		return;
 	}
 	if (api_is_vault_path(path)) {
@@ -1444,19 +1374,20 @@ api_route(struct api *a, struct evhttp_request *req, const char *path)
 		struct metrics sum;
 
 		if (b == NULL) {
-			api_error(req, 500, "Internal Server Error", "out of memory");
+			http_error(req, 500, "Internal Server Error", "out of memory");
 			return;
 		}
 		wstate_metrics_sum(a->ws, &sum);
-		metrics_format(&sum, config_mode_name(a->ws->cfg->mode), a->ws->revision,
-		    wstate_all_ready(a->ws), wstate_learned_count(a->ws), b);
+		metrics_format(&sum, config_mode_name(wstate_cfg(a->ws)->mode),
+		    wstate_revision(a->ws), wstate_all_ready(a->ws), wstate_learned_count(a->ws),
+		    b);
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
 		    "text/plain; version=0.0.4");
 		evhttp_send_reply(req, 200, "OK", b);
 		evbuffer_free(b);
 		return;
 	}
-	api_error(req, 404, "Not Found", "404 page not found");
+	http_error(req, 404, "Not Found", "404 page not found");
 }
 
 struct api *
@@ -1471,20 +1402,33 @@ api_new(struct wstate *ws, char *err, size_t errlen)
 		return NULL;
 	}
 	a->ws = ws;
-	LIST_INIT(&a->conns);
-	a->auth = ws->cfg->token[0] != '\0';
-	a->auth_credit_ms = (uint64_t)API_AUTH_BURST * API_AUTH_REFILL_MS;
-	a->auth_last_ms = api_now_ms();
-	if (a->auth)
-		api_hash(ws->cfg->token, strlen(ws->cfg->token), a->token_hash);
-	if (listen_split_addr(ws->cfg->http_addr, host, sizeof(host), &port) != 0) {
-		snprintf(
-		    err, errlen, "http-addr: \"%.64s\" is not [host]:port", ws->cfg->http_addr);
+	{
+		struct vaultapi_later_ops ops = {
+		    api_later_begin, api_later_json, api_later_error, a};
+
+		a->va = vaultapi_new(ws, &ops);
+	}
+	if (a->va == NULL) {
+		snprintf(err, errlen, "out of memory");
 		free(a);
 		return NULL;
 	}
-	a->http = evhttp_new(ws->base);
+	LIST_INIT(&a->conns);
+	a->auth = wstate_cfg(ws)->token[0] != '\0';
+	a->auth_credit_ms = (uint64_t)API_AUTH_BURST * API_AUTH_REFILL_MS;
+	a->auth_last_ms = api_now_ms();
+	if (a->auth)
+		api_hash(wstate_cfg(ws)->token, strlen(wstate_cfg(ws)->token), a->token_hash);
+	if (listen_split_addr(wstate_cfg(ws)->http_addr, host, sizeof(host), &port) != 0) {
+		snprintf(err, errlen, "http-addr: \"%.64s\" is not [host]:port",
+		    wstate_cfg(ws)->http_addr);
+		vaultapi_free(a->va);
+		free(a);
+		return NULL;
+	}
+	a->http = evhttp_new(wstate_base(ws));
 	if (a->http == NULL) {
+		vaultapi_free(a->va);
 		free(a);
 		snprintf(err, errlen, "evhttp_new failed");
 		return NULL;
@@ -1500,11 +1444,12 @@ api_new(struct wstate *ws, char *err, size_t errlen)
 	evhttp_set_gencb(a->http, api_gencb, a);
 	evhttp_set_bevcb(a->http, api_bev_cb, a);
 	/* The parent's socket, held for the sidecar's life; tests without one bind here. */
-	if (ws->cfg->listen.fd[LISTEN_API] >= 0
-	        ? evhttp_accept_socket(a->http, ws->cfg->listen.fd[LISTEN_API]) != 0
+	if (wstate_cfg(ws)->listen.fd[LISTEN_API] >= 0
+	        ? evhttp_accept_socket(a->http, wstate_cfg(ws)->listen.fd[LISTEN_API]) != 0
 	        : evhttp_bind_socket(a->http, host, port) != 0) {
 		snprintf(err, errlen, "cannot listen on %s:%u: %s", host, port, strerror(errno));
 		evhttp_free(a->http);
+		vaultapi_free(a->va);
 		free(a);
 		return NULL;
 	}
@@ -1526,5 +1471,18 @@ api_free(struct api *a)
 	while ((c = LIST_FIRST(&a->conns)) != NULL)
 		api_conn_free(c, c->evcon == NULL, c->evcon == NULL);
 	OPENSSL_cleanse(a->token_hash, sizeof(a->token_hash));
+	vaultapi_free(a->va);
 	free(a);
+}
+
+void
+api_policy_changed(struct api *a)
+{
+	vaultapi_policy_changed(a->va);
+}
+
+void
+api_tick(struct api *a)
+{
+	vaultapi_rotate_files(a->va);
 }

@@ -18,7 +18,7 @@
 #include <jansson.h>
 #include <openssl/crypto.h>
 
-#include "egressd/control/api.h"
+#include "egressd/control/httpreply.h"
 #include "egressd/common/log.h"
 #include "egressd/control/vaultapi.h"
 #include "egressd/child/wstate.h"
@@ -29,14 +29,22 @@
 #include "vault/store.h"
 #include "vault/vwire.h"
 
-static void vaultapi_audit(struct wstate *ws, const char *op);
+struct vaultapi {
+	struct wstate *ws;
+	struct vault_store *vs;   /* the vault as written through the API */
+	struct vault_snap *vault; /* its active snapshot, or NULL */
+	struct vaultapi_later_ops later;
+	bool has_later;
+};
+
+static void vaultapi_audit(struct vaultapi *va, const char *op);
 
 /* A vault change the intercept has not confirmed yet, and the answer it waits for. */
 struct vaultapi_answer {
-	struct wstate *ws;
+	struct vaultapi *va;
 	struct evhttp_request *req;
-	struct api_later *later; /* NULL while the publish has not returned */
-	bool done;               /* published synchronously (no channel) */
+	void *later; /* the deferred answer; NULL while the publish has not returned */
+	bool done;   /* published synchronously (no channel) */
 	int err;
 	int code;
 	const char *reason;
@@ -48,14 +56,14 @@ struct vaultapi_answer {
  * anywhere rather than one in control that the intercept does not inject.
  */
 static void
-vaultapi_drop(struct wstate *ws)
+vaultapi_drop(struct vaultapi *va)
 {
-	if (ws->vstore != NULL)
-		vault_store_clear(ws->vstore);
-	vault_snap_unref(ws->vault);
-	ws->vault = NULL;
-	vaultapi_audit(ws, "dropped");
-	wstate_publish_vault(ws, NULL, NULL);
+	if (va->vs != NULL)
+		vault_store_clear(va->vs);
+	vault_snap_unref(va->vault);
+	va->vault = NULL;
+	vaultapi_audit(va, "dropped");
+	wstate_publish_vault(va->ws, va->vault, NULL, NULL);
 }
 
 static void
@@ -69,13 +77,13 @@ vaultapi_send(struct vaultapi_answer *an)
 		    strerror(an->err));
 	if (an->later != NULL) {
 		if (an->err != 0)
-			api_later_error(an->later, 503, "Service Unavailable", msg);
+			an->va->later.error(an->later, 503, "Service Unavailable", msg);
 		else
-			api_later_json(an->later, an->code, an->reason, an->body);
+			an->va->later.json(an->later, an->code, an->reason, an->body);
 	} else if (an->err != 0)
-		api_error(an->req, 503, "Service Unavailable", msg);
+		http_error(an->req, 503, "Service Unavailable", msg);
 	else if (an->body != NULL)
-		api_json(an->req, an->code, an->reason, an->body);
+		http_json(an->req, an->code, an->reason, an->body);
 	else
 		evhttp_send_reply(an->req, an->code, an->reason, NULL);
 	json_decref(an->body);
@@ -91,7 +99,7 @@ vaultapi_published_cb(int err, const char *msg, void *arg)
 	if (err != 0) {
 		log_msg(
 		    LOG_ERROR, "vault", "vault_error", "the intercept refused the vault: %s", msg);
-		vaultapi_drop(an->ws);
+		vaultapi_drop(an->va);
 	}
 	if (an->later == NULL && an->req == NULL) {
 		json_decref(an->body); /* its request was answered with 500 already */
@@ -111,49 +119,71 @@ vaultapi_published_cb(int err, const char *msg, void *arg)
  */
 static void
 vaultapi_answer(
-    struct wstate *ws, struct evhttp_request *req, int code, const char *reason, json_t *body)
+    struct vaultapi *va, struct evhttp_request *req, int code, const char *reason, json_t *body)
 {
 	struct vaultapi_answer *an = calloc(1, sizeof(*an));
 
 	if (an == NULL) {
 		json_decref(body);
-		api_error(req, 500, "Internal Server Error", "out of memory");
+		http_error(req, 500, "Internal Server Error", "out of memory");
 		return;
 	}
-	an->ws = ws;
+	an->va = va;
 	an->req = req;
 	an->code = code;
 	an->reason = reason;
 	an->body = body;
-	wstate_publish_vault(ws, vaultapi_published_cb, an);
+	wstate_publish_vault(va->ws, va->vault, vaultapi_published_cb, an);
 	if (an->done) {
 		vaultapi_send(an);
 		return;
 	}
-	an->later = api_later_begin(ws->api, req);
+	an->later = va->has_later ? va->later.begin(va->later.ctx, req) : NULL;
 	if (an->later == NULL) {
 		/* The answer comes when the intercept confirms; without memory for it, say so now. */
 		an->req = NULL;
-		api_error(req, 500, "Internal Server Error", "out of memory");
+		http_error(req, 500, "Internal Server Error", "out of memory");
 	}
 }
 
 static struct vault_store *
-vaultapi_store(struct wstate *ws)
+vaultapi_store(struct vaultapi *va)
 {
-	if (ws->vstore == NULL)
-		ws->vstore = vault_store_new();
-	return ws->vstore;
+	if (va->vs == NULL)
+		va->vs = vault_store_new();
+	return va->vs;
+}
+
+struct vaultapi *
+vaultapi_new(struct wstate *ws, const struct vaultapi_later_ops *ops)
+{
+	struct vaultapi *va = calloc(1, sizeof(*va));
+
+	if (va == NULL)
+		return NULL;
+	va->ws = ws;
+	if (ops != NULL) {
+		va->later = *ops;
+		va->has_later = true;
+	}
+	return va;
 }
 
 /* Free the store and every secret it holds. */
 void
-vaultapi_free(struct wstate *ws)
+vaultapi_free(struct vaultapi *va)
 {
-	vault_snap_unref(ws->vault);
-	ws->vault = NULL;
-	vault_store_free(ws->vstore);
-	ws->vstore = NULL;
+	if (va == NULL)
+		return;
+	vault_snap_unref(va->vault);
+	vault_store_free(va->vs);
+	free(va);
+}
+
+const struct vault_snap *
+vaultapi_active(const struct vaultapi *va)
+{
+	return va->vault;
 }
 
 /* A change no request waits for (policy file bindings, a rotated file). */
@@ -170,21 +200,22 @@ vaultapi_logged_cb(int err, const char *msg, void *arg)
  * the active vault while no vault was written through the API.
  */
 void
-vaultapi_policy_changed(struct wstate *ws)
+vaultapi_policy_changed(struct vaultapi *va)
 {
-	struct vault_store *vs = vaultapi_store(ws);
-	struct binding_set *bs = (struct binding_set *)policy_bindings(ws->policy);
-	struct vault_store_ctx cx = {.policy = ws->policy, .token = ws->cfg->token};
+	struct vault_store *vs = vaultapi_store(va);
+	struct binding_set *bs = (struct binding_set *)policy_bindings(wstate_policy(va->ws));
+	struct vault_store_ctx cx = {
+	    .policy = wstate_policy(va->ws), .token = wstate_cfg(va->ws)->token};
 	struct vault_snap *snap;
 	char err[512];
 
 	if (vs == NULL || vault_store_exists(vs))
 		return;
 	if (bs == NULL || binding_set_count(bs) == 0) {
-		if (ws->vault != NULL) {
-			vault_snap_unref(ws->vault);
-			ws->vault = NULL;
-			wstate_publish_vault(ws, vaultapi_logged_cb, NULL);
+		if (va->vault != NULL) {
+			vault_snap_unref(va->vault);
+			va->vault = NULL;
+			wstate_publish_vault(va->ws, va->vault, vaultapi_logged_cb, NULL);
 		}
 		return;
 	}
@@ -195,21 +226,21 @@ vaultapi_policy_changed(struct wstate *ws)
 		    LOG_ERROR, "vault", "vault_error", "policy file bindings not loaded: %s", err);
 		return;
 	}
-	vault_snap_unref(ws->vault);
-	ws->vault = snap;
-	vaultapi_audit(ws, "policy_file");
-	wstate_publish_vault(ws, vaultapi_logged_cb, NULL);
+	vault_snap_unref(va->vault);
+	va->vault = snap;
+	vaultapi_audit(va, "policy_file");
+	wstate_publish_vault(va->ws, va->vault, vaultapi_logged_cb, NULL);
 }
 
 static void
-vaultapi_audit(struct wstate *ws, const char *op)
+vaultapi_audit(struct vaultapi *va, const char *op)
 {
 	struct log_line l;
-	const struct binding_set *bs = ws->vault ? vault_snap_bindings(ws->vault) : NULL;
+	const struct binding_set *bs = va->vault ? vault_snap_bindings(va->vault) : NULL;
 
 	log_begin(&l, LOG_INFO, "vault", "vault_update");
 	log_str(&l, "op", op);
-	log_uint(&l, "revision", ws->vstore ? vault_store_revision(ws->vstore) : 0);
+	log_uint(&l, "revision", va->vs ? vault_store_revision(va->vs) : 0);
 	log_uint(&l, "credentials", bs ? binding_credential_count(bs) : 0);
 	log_uint(&l, "bindings", bs ? binding_set_count(bs) : 0);
 	log_end(&l);
@@ -217,16 +248,17 @@ vaultapi_audit(struct wstate *ws, const char *op)
 
 /* Make snap the active snapshot (takes it). */
 static void
-vaultapi_activate(struct wstate *ws, struct vault_snap *snap)
+vaultapi_activate(struct vaultapi *va, struct vault_snap *snap)
 {
-	vault_snap_unref(ws->vault);
-	ws->vault = snap;
+	vault_snap_unref(va->vault);
+	va->vault = snap;
 }
 
 static struct vault_store_ctx
-vaultapi_ctx(const struct wstate *ws)
+vaultapi_ctx(const struct vaultapi *va)
 {
-	struct vault_store_ctx cx = {.policy = ws->policy, .token = ws->cfg->token};
+	struct vault_store_ctx cx = {
+	    .policy = wstate_policy(va->ws), .token = wstate_cfg(va->ws)->token};
 
 	return cx;
 }
@@ -235,7 +267,7 @@ static json_t *
 vaultapi_parse(struct evhttp_request *req, const char *what, char *err, size_t errlen)
 {
 	size_t len;
-	char *body = api_body(req, &len);
+	char *body = http_body(req, &len);
 	json_error_t je;
 	json_t *j;
 
@@ -275,16 +307,16 @@ vaultapi_reason(int status)
 
 /* POST or PATCH through the store; the answer is the new state. */
 static void
-vaultapi_mutate(struct wstate *ws, struct evhttp_request *req, bool create)
+vaultapi_mutate(struct vaultapi *va, struct evhttp_request *req, bool create)
 {
-	struct vault_store_ctx cx = vaultapi_ctx(ws);
+	struct vault_store_ctx cx = vaultapi_ctx(va);
 	struct vault_snap *snap = NULL;
 	char err[512];
 	json_t *j;
 	int status;
 
-	if (create ? vault_store_exists(ws->vstore) : !vault_store_exists(ws->vstore)) {
-		api_error(req, create ? 409 : 404, create ? "Conflict" : "Not Found",
+	if (create ? vault_store_exists(va->vs) : !vault_store_exists(va->vs)) {
+		http_error(req, create ? 409 : 404, create ? "Conflict" : "Not Found",
 		    create ? "credential vault already exists" : "credential vault not found");
 		return;
 	}
@@ -293,24 +325,24 @@ vaultapi_mutate(struct wstate *ws, struct evhttp_request *req, bool create)
 	           : "invalid credential vault mutation request",
 	    err, sizeof(err));
 	if (j == NULL) {
-		api_error(req, 400, "Bad Request", err);
+		http_error(req, 400, "Bad Request", err);
 		return;
 	}
-	status = create ? vault_store_create(ws->vstore, j, &cx, &snap, err, sizeof(err))
-	                : vault_store_patch(ws->vstore, j, &cx, &snap, err, sizeof(err));
+	status = create ? vault_store_create(va->vs, j, &cx, &snap, err, sizeof(err))
+	                : vault_store_patch(va->vs, j, &cx, &snap, err, sizeof(err));
 	json_decref(j);
 	if (snap == NULL) {
-		api_error(req, status, vaultapi_reason(status), err);
+		http_error(req, status, vaultapi_reason(status), err);
 		return;
 	}
-	vaultapi_activate(ws, snap);
-	vaultapi_audit(ws, create ? "create" : "patch");
+	vaultapi_activate(va, snap);
+	vaultapi_audit(va, create ? "create" : "patch");
 	vaultapi_answer(
-	    ws, req, status, create ? "Created" : "OK", vault_store_state(ws->vstore, ws->vault));
+	    va, req, status, create ? "Created" : "OK", vault_store_state(va->vs, va->vault));
 }
 
 static void
-vaultapi_sub(struct wstate *ws, struct evhttp_request *req, const char *rest)
+vaultapi_sub(struct vaultapi *va, struct evhttp_request *req, const char *rest)
 {
 	json_t *st, *list, *v, *o;
 	const char *kind = NULL;
@@ -321,25 +353,25 @@ vaultapi_sub(struct wstate *ws, struct evhttp_request *req, const char *rest)
 	else if (strncmp(rest, "bindings", 8) == 0 && (rest[8] == '\0' || rest[8] == '/'))
 		kind = "bindings";
 	if (kind == NULL) {
-		api_error(req, 404, "Not Found", "not found");
+		http_error(req, 404, "Not Found", "not found");
 		return;
 	}
 	if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
-		api_allow(req, "GET");
+		http_allow(req, "GET");
 		return;
 	}
-	if (!vault_store_exists(ws->vstore)) {
-		api_error(req, 404, "Not Found", "credential vault not found");
+	if (!vault_store_exists(va->vs)) {
+		http_error(req, 404, "Not Found", "credential vault not found");
 		return;
 	}
-	st = vault_store_state(ws->vstore, ws->vault);
+	st = vault_store_state(va->vs, va->vault);
 	list = json_object_get(st, kind);
 	rest += strlen(kind);
 	if (*rest == '\0') {
 		o = json_object();
 		json_object_set(o, "revision", json_object_get(st, "revision"));
 		json_object_set(o, kind, list);
-		api_json(req, 200, "OK", o);
+		http_json(req, 200, "OK", o);
 		json_decref(o);
 		json_decref(st);
 		return;
@@ -352,36 +384,36 @@ vaultapi_sub(struct wstate *ws, struct evhttp_request *req, const char *rest)
 		json_array_foreach(list, i, v)
 		{
 			if (strcmp(vault_store_name(v), t) == 0) {
-				api_json(req, 200, "OK", v);
+				http_json(req, 200, "OK", v);
 				json_decref(st);
 				return;
 			}
 		}
 	}
-	api_error(req, 404, "Not Found",
+	http_error(req, 404, "Not Found",
 	    strcmp(kind, "credentials") == 0 ? "credential not found" : "binding not found");
 	json_decref(st);
 }
 
 /* Route /credential-vault and its subresources (auth already passed). */
 void
-vaultapi_handle(
-    struct wstate *ws, struct evhttp_request *req, const char *path, bool auth_on, bool proxy_ready)
+vaultapi_handle(struct vaultapi *va, struct evhttp_request *req, const char *path, bool auth_on,
+    bool proxy_ready)
 {
 	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
-	struct vault_store *vs = vaultapi_store(ws);
+	struct vault_store *vs = vaultapi_store(va);
 	bool write = cmd == EVHTTP_REQ_POST || cmd == EVHTTP_REQ_PATCH || cmd == EVHTTP_REQ_DELETE;
 
 	if (vs == NULL) {
-		api_error(req, 500, "Internal Server Error", "out of memory");
+		http_error(req, 500, "Internal Server Error", "out of memory");
 		return;
 	}
 	if (strncmp(path, "/credential-vault/", 18) == 0) {
-		vaultapi_sub(ws, req, path + 18);
+		vaultapi_sub(va, req, path + 18);
 		return;
 	}
 	if (!write && cmd != EVHTTP_REQ_GET) {
-		api_allow(req, "GET, POST, PATCH, DELETE");
+		http_allow(req, "GET, POST, PATCH, DELETE");
 		return;
 	}
 	if (write) {
@@ -389,46 +421,46 @@ vaultapi_handle(
 		const char *why = NULL;
 		if (!auth_on)
 			why = "credential vault requires egress API auth token";
-		else if (!ws->cfg->intercept)
+		else if (!wstate_cfg(va->ws)->intercept)
 			why = "credential vault requires transparent mitmproxy";
-		else if (ws->cfg->mode == CONFIG_MODE_DNS)
+		else if (wstate_cfg(va->ws)->mode == CONFIG_MODE_DNS)
 			/* DNS-only filtering lets the workload dial around the vault. */
 			why = "credential vault requires dns+nft egress enforcement";
-		else if (ws->cfg->ssl_insecure)
+		else if (wstate_cfg(va->ws)->ssl_insecure)
 			why = "credential vault rejects insecure upstream TLS mode";
 		else if (!proxy_ready)
 			why = "credential proxy is not ready";
 		if (why != NULL) {
-			api_error(req, 412, "Precondition Failed", why);
+			http_error(req, 412, "Precondition Failed", why);
 			return;
 		}
 	}
 	switch (cmd) {
 	case EVHTTP_REQ_GET:
 		if (!vault_store_exists(vs))
-			api_error(req, 404, "Not Found", "credential vault not found");
+			http_error(req, 404, "Not Found", "credential vault not found");
 		else {
-			json_t *j = vault_store_state(vs, ws->vault);
-			api_json(req, 200, "OK", j);
+			json_t *j = vault_store_state(vs, va->vault);
+			http_json(req, 200, "OK", j);
 			json_decref(j);
 		}
 		return;
 	case EVHTTP_REQ_POST:
-		vaultapi_mutate(ws, req, true);
+		vaultapi_mutate(va, req, true);
 		return;
 	case EVHTTP_REQ_PATCH:
-		vaultapi_mutate(ws, req, false);
+		vaultapi_mutate(va, req, false);
 		return;
 	default: /* DELETE */
 		if (!vault_store_exists(vs)) {
-			api_error(req, 404, "Not Found", "credential vault not found");
+			http_error(req, 404, "Not Found", "credential vault not found");
 			return;
 		}
 		vault_store_clear(vs);
-		vault_snap_unref(ws->vault);
-		ws->vault = NULL;
-		vaultapi_audit(ws, "delete");
-		vaultapi_answer(ws, req, 204, "No Content", NULL);
+		vault_snap_unref(va->vault);
+		va->vault = NULL;
+		vaultapi_audit(va, "delete");
+		vaultapi_answer(va, req, 204, "No Content", NULL);
 		return;
 	}
 }
@@ -440,16 +472,16 @@ vaultapi_handle(
  * old one. A file that cannot be read keeps the previous snapshot.
  */
 void
-vaultapi_rotate_files(struct wstate *ws)
+vaultapi_rotate_files(struct vaultapi *va)
 {
-	struct vault_store_ctx cx = vaultapi_ctx(ws);
+	struct vault_store_ctx cx = vaultapi_ctx(va);
 	struct vault_snap *snap;
 	bool changed = false;
 	char err[512];
 
-	if (ws->vstore == NULL)
+	if (va->vs == NULL)
 		return;
-	snap = vault_store_rotate(ws->vstore, ws->vault, &cx, &changed, err, sizeof(err));
+	snap = vault_store_rotate(va->vs, va->vault, &cx, &changed, err, sizeof(err));
 	if (!changed)
 		return;
 	if (snap == NULL) {
@@ -459,16 +491,16 @@ vaultapi_rotate_files(struct wstate *ws)
 		    err);
 		return;
 	}
-	vaultapi_activate(ws, snap);
-	vaultapi_audit(ws, "file_rotated");
-	wstate_publish_vault(ws, vaultapi_logged_cb, NULL);
+	vaultapi_activate(va, snap);
+	vaultapi_audit(va, "file_rotated");
+	wstate_publish_vault(va->ws, va->vault, vaultapi_logged_cb, NULL);
 }
 
 /* Would the current vault stay valid under the effective policy `p`? */
 int
-vaultapi_check_policy(struct wstate *ws, const struct policy *p, char *err, size_t errlen)
+vaultapi_check_policy(const struct vaultapi *va, const struct policy *p, char *err, size_t errlen)
 {
-	const struct binding_set *bs = ws->vault ? vault_snap_bindings(ws->vault) : NULL;
+	const struct binding_set *bs = va->vault ? vault_snap_bindings(va->vault) : NULL;
 	struct policy_err pe;
 
 	if (bs == NULL || binding_set_count(bs) == 0)

@@ -314,7 +314,7 @@ dnsproxy_sock_state_cb(void *arg, ares_socket_t fd, int readable, int writable)
 		return;
 	}
 	slot->fd = fd;
-	slot->ev = event_new(d->ws->base, fd, what | EV_PERSIST, dnsproxy_ares_io_cb, d);
+	slot->ev = event_new(wstate_base(d->ws), fd, what | EV_PERSIST, dnsproxy_ares_io_cb, d);
 	event_add(slot->ev, NULL);
 }
 
@@ -374,10 +374,10 @@ dnsq_finish_rcode(struct dnsq *dq, uint8_t rcode)
 	size_t n;
 
 	if (rcode == DNSWIRE_RCODE_SERVFAIL)
-		dq->d->ws->metrics->dns_servfail++;
+		wstate_metrics(dq->d->ws)->dns_servfail++;
 	if (dnswire_build_error(&dq->q, rcode, buf, sizeof(buf), &n) == 0)
 		dnsq_send(dq, buf, n);
-	metrics_observe(&dq->d->ws->metrics->dns_latency, dnsproxy_elapsed(&dq->start));
+	metrics_observe(&wstate_metrics(dq->d->ws)->dns_latency, dnsproxy_elapsed(&dq->start));
 	dnsq_free(dq);
 }
 
@@ -388,15 +388,15 @@ dnsq_learned_cb(const union chan_msg *reply, int fd, void *arg)
 
 	if (reply->result.err != 0) {
 		/* Fail closed: an address the kernel does not know is not given out. */
-		dq->d->ws->metrics->nft_errors++;
+		wstate_metrics(dq->d->ws)->nft_errors++;
 		log_msg(LOG_ERROR, "dns", "learn_error", "parent could not learn: %s",
 		    reply->result.msg);
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
 		return;
 	}
-	dq->d->ws->metrics->dns_learned += dq->nlearn;
+	wstate_metrics(dq->d->ws)->dns_learned += dq->nlearn;
 	dnsq_send(dq, dq->reply, dq->reply_len);
-	metrics_observe(&dq->d->ws->metrics->dns_latency, dnsproxy_elapsed(&dq->start));
+	metrics_observe(&wstate_metrics(dq->d->ws)->dns_latency, dnsproxy_elapsed(&dq->start));
 	dnsq_free(dq);
 }
 
@@ -410,7 +410,7 @@ dnsq_addr_pred(int family, const uint8_t *addr, void *arg)
 		char txt[INET6_ADDRSTRLEN];
 		struct log_line l;
 
-		dq->d->ws->metrics->dns_filtered_addrs++;
+		wstate_metrics(dq->d->ws)->dns_filtered_addrs++;
 		if (!dnsproxy_log_first(dq->d, dq->d->agg_filter, dq->q.name))
 			return false;
 		inet_ntop(family, addr, txt, sizeof(txt));
@@ -459,15 +459,15 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 	 * again on the policy in force now, so a late answer for a name that
 	 * is no longer allowed is never learned.
 	 */
-	if (dq->policy != d->ws->policy) {
+	if (dq->policy != wstate_policy(d->ws)) {
 		struct policy_decision dec;
 
 		policy_free(dq->policy);
-		dq->policy = policy_ref(d->ws->policy);
+		dq->policy = policy_ref(wstate_policy(d->ws));
 		pd = policy_dns(dq->policy);
 		policy_decide_name(dq->policy, dq->q.name, &dec);
 		if (dec.action != POLICY_ALLOW || !dnsq_ports(dq, &dec)) {
-			d->ws->metrics->dns_denied++;
+			wstate_metrics(d->ws)->dns_denied++;
 			if (dnsproxy_log_first(d, d->agg_deny, dq->q.name)) {
 				struct log_line l;
 				log_begin(&l, LOG_INFO, "dns", "dns_deny");
@@ -491,7 +491,7 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 	    dq->reply, cap, &dq->reply_len, &res);
 	if (st != DNSWIRE_OK) {
 		/* Malformed, a CNAME loop or a chain past DNSWIRE_MAX_CNAME_CHAIN. */
-		d->ws->metrics->dns_bad_answers++;
+		wstate_metrics(d->ws)->dns_bad_answers++;
 		if (dnsproxy_log_first(d, d->agg_answer, dq->q.name)) {
 			struct log_line l;
 			log_begin(&l, LOG_WARN, "dns", "dns_bad_answer");
@@ -526,8 +526,8 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 			l->port = dq->ports[k];
 			l->timeout_s = ttl;
 			memcpy(l->name, dq->q.name, strlen(dq->q.name));
-			if (learnmap_add(d->ws->learned, dq->q.name, l->family, l->addr, l->port,
-			        now.tv_sec + ttl) != 0) {
+			if (learnmap_add(wstate_learned(d->ws), dq->q.name, l->family, l->addr,
+			        l->port, now.tv_sec + ttl) != 0) {
 				log_msg(LOG_ERROR, "dns", "learn_full", "learned map full");
 				dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
 				return;
@@ -547,18 +547,18 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 	}
 	if (dq->nlearn == 0) {
 		dnsq_send(dq, dq->reply, dq->reply_len);
-		metrics_observe(&d->ws->metrics->dns_latency, dnsproxy_elapsed(&dq->start));
+		metrics_observe(&wstate_metrics(d->ws)->dns_latency, dnsproxy_elapsed(&dq->start));
 		dnsq_free(dq);
 		return;
 	}
 	/* A policy change in flight that removes the name: nothing is learned (fail closed). */
 	if (!wstate_pending_allows(d->ws, dq->q.name)) {
-		d->ws->metrics->dns_denied++;
+		wstate_metrics(d->ws)->dns_denied++;
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_NXDOMAIN);
 		return;
 	}
-	if (wchan_batch(d->ws->chan, dq->learns, sizeof(dq->learns[0]), dq->nlearn, dnsq_learned_cb,
-	        dq) != 0)
+	if (wchan_batch(wstate_chan(d->ws), dq->learns, sizeof(dq->learns[0]), dq->nlearn,
+	        dnsq_learned_cb, dq) != 0)
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
 }
 
@@ -596,10 +596,10 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 	clock_gettime(CLOCK_MONOTONIC, &dq->start);
 	d->inflight++;
 	dq->d = d;
-	ws->metrics->dns_queries++;
+	wstate_metrics(ws)->dns_queries++;
 	st = dnswire_parse_query(pkt, len, &dq->q, &used);
 	if (st != DNSWIRE_OK) {
-		ws->metrics->dns_formerr++;
+		wstate_metrics(ws)->dns_formerr++;
 		if (dq->q.hdr_valid) {
 			dnsq_finish_rcode(dq, DNSWIRE_RCODE_FORMERR);
 			return;
@@ -611,10 +611,10 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
 		return;
 	}
-	dq->policy = policy_ref(ws->policy);
+	dq->policy = policy_ref(wstate_policy(ws));
 	policy_decide_name(dq->policy, dq->q.name, &dec);
 	if (dec.action != POLICY_ALLOW || dq->q.opcode != 0) {
-		ws->metrics->dns_denied++;
+		wstate_metrics(ws)->dns_denied++;
 		if (dnsproxy_log_first(d, d->agg_deny, dq->q.name)) {
 			log_begin(&l, LOG_INFO, "dns", "dns_deny");
 			log_str(&l, "name", dq->q.name);
@@ -647,7 +647,7 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 	}
 	if (dec.kind == POLICY_TARGET_WILDCARD && dec.target != NULL &&
 	    !dnstunnel_ok(d->tunnel, dec.target, dq->q.name, dnsproxy_now_s())) {
-		ws->metrics->dns_denied++;
+		wstate_metrics(ws)->dns_denied++;
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_REFUSED);
 		return;
 	}
@@ -658,7 +658,7 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 	}
 	dq->max_addrs = DNSPROXY_MAX_LEARN / dq->nports;
 	dq->block_private = policy_dns(dq->policy)->filter_private;
-	ws->metrics->dns_allowed++;
+	wstate_metrics(ws)->dns_allowed++;
 	log_begin(&l, LOG_DEBUG, "dns", "dns_allow");
 	log_str(&l, "name", dq->q.name);
 	log_uint(&l, "qtype", dq->q.qtype);
@@ -786,7 +786,7 @@ dnsproxy_log_first(struct dnsproxy *d, struct logagg *a, const char *key)
 {
 	if (logagg_note(a, key, dnsproxy_now_s()) == LOGAGG_LOG)
 		return true;
-	d->ws->metrics->dns_log_suppressed++;
+	wstate_metrics(d->ws)->dns_log_suppressed++;
 	return false;
 }
 
@@ -798,7 +798,7 @@ dnstcp_deadline_cb(evutil_socket_t fd, short what, void *arg)
 	const char *why = t->state == DNSTCP_READING ? "query deadline" : "idle timeout";
 	struct log_line l;
 
-	d->ws->metrics->dns_tcp_timeouts++;
+	wstate_metrics(d->ws)->dns_tcp_timeouts++;
 	if (dnsproxy_log_first(d, d->agg_tcp, why)) {
 		log_begin(&l, LOG_INFO, "dns", "dns_tcp_close");
 		log_str(&l, "name", why);
@@ -908,7 +908,7 @@ dnsproxy_accept_cb(
 	if (d->ntcp >= DNSPROXY_MAX_TCP) {
 		struct log_line l;
 
-		d->ws->metrics->dns_tcp_refused++;
+		wstate_metrics(d->ws)->dns_tcp_refused++;
 		if (dnsproxy_log_first(d, d->agg_tcp, "connection cap")) {
 			log_begin(&l, LOG_WARN, "dns", "dns_tcp_refused");
 			log_str(&l, "name", "connection cap");
@@ -925,8 +925,8 @@ dnsproxy_accept_cb(
 	t->d = d;
 	t->refs = 1;
 	t->state = DNSTCP_BUSY; /* dnstcp_arm below enters IDLE */
-	t->bev = bufferevent_socket_new(d->ws->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	t->ev_deadline = evtimer_new(d->ws->base, dnstcp_deadline_cb, t);
+	t->bev = bufferevent_socket_new(wstate_base(d->ws), fd, BEV_OPT_CLOSE_ON_FREE);
+	t->ev_deadline = evtimer_new(wstate_base(d->ws), dnstcp_deadline_cb, t);
 	if (t->bev == NULL || t->ev_deadline == NULL) {
 		if (t->ev_deadline != NULL)
 			event_free(t->ev_deadline);
@@ -967,7 +967,7 @@ dnsproxy_upstreams(
     struct dnsproxy *d, struct ares_addr_port_node *nodes, size_t *n, char *err, size_t errlen)
 {
 	struct config own;
-	const struct config *c = d->ws->cfg;
+	const struct config *c = wstate_cfg(d->ws);
 
 	/* The parent resolved them once; a proxy run alone resolves its own. */
 	if (c->nupstreams == 0) {
@@ -1007,7 +1007,7 @@ dnsproxy_upstreams(
 static int
 dnsproxy_listen(struct dnsproxy *d, int v6, char *err, size_t errlen)
 {
-	const struct listen_set *ls = &d->ws->cfg->listen;
+	const struct listen_set *ls = &wstate_cfg(d->ws)->listen;
 	int ufd = ls->fd[v6 ? LISTEN_DNS_UDP6 : LISTEN_DNS_UDP4];
 	int tfd = ls->fd[v6 ? LISTEN_DNS_TCP6 : LISTEN_DNS_TCP4];
 	struct sockaddr_storage ss;
@@ -1019,13 +1019,13 @@ dnsproxy_listen(struct dnsproxy *d, int v6, char *err, size_t errlen)
 		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
 		s6->sin6_family = AF_INET6;
 		s6->sin6_addr = in6addr_loopback;
-		s6->sin6_port = htons(d->ws->cfg->dns_port);
+		s6->sin6_port = htons(wstate_cfg(d->ws)->dns_port);
 		sl = sizeof(*s6);
 	} else {
 		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
 		s4->sin_family = AF_INET;
 		s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		s4->sin_port = htons(d->ws->cfg->dns_port);
+		s4->sin_port = htons(wstate_cfg(d->ws)->dns_port);
 		sl = sizeof(*s4);
 	}
 	if (ufd < 0) {
@@ -1040,13 +1040,14 @@ dnsproxy_listen(struct dnsproxy *d, int v6, char *err, size_t errlen)
 		}
 	}
 	d->udp[v6] = ufd;
-	d->ev_udp[v6] = event_new(d->ws->base, ufd, EV_READ | EV_PERSIST, dnsproxy_udp_cb, d);
+	d->ev_udp[v6] =
+	    event_new(wstate_base(d->ws), ufd, EV_READ | EV_PERSIST, dnsproxy_udp_cb, d);
 	event_add(d->ev_udp[v6], NULL);
 	if (tfd >= 0)
-		d->tcp[v6] = evconnlistener_new(d->ws->base, dnsproxy_accept_cb, d,
+		d->tcp[v6] = evconnlistener_new(wstate_base(d->ws), dnsproxy_accept_cb, d,
 		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, tfd);
 	else
-		d->tcp[v6] = evconnlistener_new_bind(d->ws->base, dnsproxy_accept_cb, d,
+		d->tcp[v6] = evconnlistener_new_bind(wstate_base(d->ws), dnsproxy_accept_cb, d,
 		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC |
 		        (v6 ? LEV_OPT_BIND_IPV6ONLY : 0),
 		    64, (struct sockaddr *)&ss, (int)sl);
@@ -1055,7 +1056,7 @@ dnsproxy_listen(struct dnsproxy *d, int v6, char *err, size_t errlen)
 	return 0;
 fail:
 	snprintf(err, errlen, "DNS listener on %s port %u: %s", v6 ? "[::1]" : "127.0.0.1",
-	    d->ws->cfg->dns_port, strerror(errno));
+	    wstate_cfg(d->ws)->dns_port, strerror(errno));
 	return -1;
 }
 
@@ -1081,7 +1082,8 @@ dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg, char *er
 	/* The watch first, so that no change after the scan goes unseen. */
 	d->ownfd = ownnet_watch_open();
 	if (d->ownfd >= 0) {
-		d->ev_own = event_new(ws->base, d->ownfd, EV_READ | EV_PERSIST, dnsproxy_own_cb, d);
+		d->ev_own =
+		    event_new(wstate_base(ws), d->ownfd, EV_READ | EV_PERSIST, dnsproxy_own_cb, d);
 		if (d->ev_own == NULL || event_add(d->ev_own, NULL) != 0) {
 			snprintf(err, errlen, "own networks watch");
 			goto fail;
@@ -1107,7 +1109,7 @@ dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg, char *er
 	}
 	{
 		struct timeval tv = {DNSPROXY_AGG_TICK_S, 0};
-		d->ev_agg = event_new(ws->base, -1, EV_PERSIST, dnsproxy_agg_cb, d);
+		d->ev_agg = event_new(wstate_base(ws), -1, EV_PERSIST, dnsproxy_agg_cb, d);
 		if (d->ev_agg == NULL || event_add(d->ev_agg, &tv) != 0) {
 			snprintf(err, errlen, "log aggregation timer");
 			goto fail;
@@ -1144,15 +1146,15 @@ dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg, char *er
 		snprintf(err, errlen, "c-ares servers: %s", ares_strerror(rc));
 		goto fail;
 	}
-	d->ev_timer = evtimer_new(ws->base, dnsproxy_ares_timeout_cb, d);
+	d->ev_timer = evtimer_new(wstate_base(ws), dnsproxy_ares_timeout_cb, d);
 	if (dnsproxy_listen(d, 0, err, errlen) != 0 || dnsproxy_listen(d, 1, err, errlen) != 0)
 		goto fail;
 	{
 		unsigned fam = (d->want_v4 ? SOCKPOOL_V4 : 0) | (d->want_v6 ? SOCKPOOL_V6 : 0);
 
 		for (int st = 0; st < 2; st++) {
-			d->pool[st] = sockpool_new(
-			    ws->base, ws->chan, st ? SOCK_STREAM : SOCK_DGRAM, DNSPROXY_POOL, fam);
+			d->pool[st] = sockpool_new(wstate_base(ws), wstate_chan(ws),
+			    st ? SOCK_STREAM : SOCK_DGRAM, DNSPROXY_POOL, fam);
 			if (d->pool[st] == NULL) {
 				snprintf(err, errlen, "out of memory");
 				goto fail;
@@ -1164,7 +1166,7 @@ dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg, char *er
 		struct log_line l;
 		char txt[INET6_ADDRSTRLEN];
 		log_begin(&l, LOG_INFO, "dns", "dns_listen");
-		log_uint(&l, "port", ws->cfg->dns_port);
+		log_uint(&l, "port", wstate_cfg(ws)->dns_port);
 		log_uint(&l, "upstreams", nnodes);
 		inet_ntop(nodes[0].family, &nodes[0].addr, txt, sizeof(txt));
 		log_str(&l, "upstream", txt);

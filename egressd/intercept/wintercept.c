@@ -65,7 +65,7 @@ wintercept_sni_allowed(void *arg, const char *canon)
 	struct wintercept *w = arg;
 	struct policy_decision d;
 
-	policy_decide_name(w->ws->policy, canon, &d);
+	policy_decide_name(wstate_policy(w->ws), canon, &d);
 	return d.action == POLICY_ALLOW;
 }
 
@@ -77,10 +77,10 @@ wintercept_dst_ok(void *arg, const char *canon, int family, const uint8_t *addr,
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	if (learnmap_has(w->ws->learned, canon, family, addr, port, ts.tv_sec))
+	if (learnmap_has(wstate_learned(w->ws), canon, family, addr, port, ts.tv_sec))
 		return true;
 	/* An explicit IP allow rule (or defaultAction allow) covers the address too. */
-	policy_decide_addr(w->ws->policy, family, addr, port, IPPROTO_TCP, &d);
+	policy_decide_addr(wstate_policy(w->ws), family, addr, port, IPPROTO_TCP, &d);
 	return d.action == POLICY_ALLOW;
 }
 
@@ -90,7 +90,7 @@ wintercept_terminate_all(void *arg)
 {
 	struct wintercept *w = arg;
 
-	return w->ws->cfg->terminate_all || policy_terminate_all(w->ws->policy);
+	return wstate_cfg(w->ws)->terminate_all || policy_terminate_all(wstate_policy(w->ws));
 }
 
 static int
@@ -106,13 +106,13 @@ wintercept_snapshot(void *arg)
 {
 	struct wintercept *w = arg;
 
-	return w->ws->vault == NULL ? NULL : vault_snap_ref(w->ws->vault);
+	return wstate_vault(w->ws) == NULL ? NULL : vault_snap_ref(wstate_vault(w->ws));
 }
 
 static void
 wintercept_count(void *arg, enum intercept_metric m, uint64_t n)
 {
-	struct metrics *mt = ((struct wintercept *)arg)->ws->metrics;
+	struct metrics *mt = wstate_metrics(((struct wintercept *)arg)->ws);
 
 	switch (m) {
 	case INTERCEPT_M_ACCEPTED:
@@ -258,7 +258,7 @@ wintercept_get_leaf(void *arg, const char *host, intercept_leaf_cb cb, void *cba
 	}
 	n = leaf_cache_pubkey_der(w->leaves, m->key, sizeof(m->key));
 	m->hdr.type = CHAN_LEAF_REQ;
-	m->hdr.id = wchan_id(w->ws->chan);
+	m->hdr.id = wchan_id(wstate_chan(w->ws));
 	m->key_len = (uint16_t)(n > 0 ? n : 0);
 	snprintf(m->name, sizeof(m->name), "%s", host);
 	r->w = w;
@@ -266,7 +266,7 @@ wintercept_get_leaf(void *arg, const char *host, intercept_leaf_cb cb, void *cba
 	r->cb = cb;
 	r->arg = cbarg;
 	snprintf(r->host, sizeof(r->host), "%s", host);
-	if (n <= 0 || wchan_request(w->ws->chan, m, wintercept_leaf_reply, r) != 0) {
+	if (n <= 0 || wchan_request(wstate_chan(w->ws), m, wintercept_leaf_reply, r) != 0) {
 		free(m);
 		free(r);
 		return -1;
@@ -295,7 +295,7 @@ static const struct intercept_ops wintercept_ops = {
 struct wintercept *
 wintercept_new(struct wstate *ws, char *err, size_t errlen)
 {
-	const struct config *cfg = ws->cfg;
+	const struct config *cfg = wstate_cfg(ws);
 	struct wintercept *w = calloc(1, sizeof(*w));
 	struct intercept_config icfg;
 	struct ca_config cc;
@@ -330,8 +330,8 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	w->leaves = leaf_cache_new(w->ca, NULL, err, errlen);
 	if (w->leaves == NULL)
 		goto fail;
-	w->pool = sockpool_new(
-	    ws->base, ws->chan, SOCK_STREAM, WINTERCEPT_POOL, SOCKPOOL_V4 | SOCKPOOL_V6);
+	w->pool = sockpool_new(wstate_base(ws), wstate_chan(ws), SOCK_STREAM, WINTERCEPT_POOL,
+	    SOCKPOOL_V4 | SOCKPOOL_V6);
 	if (w->pool == NULL) {
 		snprintf(err, errlen, "intercept: socket pool: out of memory");
 		goto fail;
@@ -359,7 +359,7 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	{
 		struct timeval tv = {WINTERCEPT_AGG_TICK_S, 0};
 
-		w->ev_agg = event_new(ws->base, -1, EV_PERSIST, wintercept_agg_cb, w);
+		w->ev_agg = event_new(wstate_base(ws), -1, EV_PERSIST, wintercept_agg_cb, w);
 		if (w->ev_agg == NULL || event_add(w->ev_agg, &tv) != 0) {
 			snprintf(err, errlen, "intercept: log aggregation timer");
 			goto fail;
@@ -369,7 +369,7 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	w->ops = wintercept_ops;
 	if (ca_can_sign(w->ca))
 		w->ops.get_leaf = NULL;
-	w->ic = intercept_new(ws->base, &w->ops, w, &icfg, err, errlen);
+	w->ic = intercept_new(wstate_base(ws), &w->ops, w, &icfg, err, errlen);
 	if (w->ic == NULL)
 		goto fail;
 	{
@@ -400,7 +400,7 @@ wintercept_free(struct wintercept *w)
 		struct wintercept_leafreq *r = w->leafreqs;
 
 		wintercept_leaf_unlink(r);
-		wchan_cancel(w->ws->chan, r->id);
+		wchan_cancel(wstate_chan(w->ws), r->id);
 		free(r);
 	}
 	intercept_free(w->ic);

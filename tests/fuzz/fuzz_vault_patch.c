@@ -115,7 +115,7 @@ fuzz_init(void)
 
 /* One request to the vault API; the reply is in reply_code/reply_body. */
 static void
-fuzz_request(struct wstate *ws, enum evhttp_cmd_type cmd, const void *body, size_t len)
+fuzz_request(struct vaultapi *ws, enum evhttp_cmd_type cmd, const void *body, size_t len)
 {
 	struct evhttp_request *req = evhttp_request_new(NULL, NULL);
 
@@ -133,7 +133,7 @@ fuzz_request(struct wstate *ws, enum evhttp_cmd_type cmd, const void *body, size
 
 /* The GET state, as a string the caller frees. */
 static char *
-fuzz_state(struct wstate *ws)
+fuzz_state(struct vaultapi *ws)
 {
 	char *s;
 
@@ -238,7 +238,7 @@ fuzz_check_log(const struct fuzz_strings *fs, const uint8_t *raw, size_t rawlen)
 
 /* Create the base vault (POST), as every run starts from it. */
 static void
-fuzz_create(struct wstate *ws)
+fuzz_create(struct vaultapi *ws)
 {
 	struct fuzz_strings none;
 
@@ -262,15 +262,15 @@ fuzz_create(struct wstate *ws)
  * was (checked below), an accepted one is undone by DELETE and POST, so
  * that every run starts from the base vault without rebuilding it.
  */
-static struct wstate fuzz_ws;
+static struct vaultapi *fuzz_va;
 static char *fuzz_base_state;
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct wstate *ws = &fuzz_ws;
+	struct vaultapi *ws;
 	struct fuzz_strings fs;
-	struct vault_snap *snap;
+	const struct vault_snap *snap;
 	char *before, *after, *answer;
 	int code;
 	json_t *doc, *exp;
@@ -278,15 +278,22 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	fuzz_init();
 	if (fuzz_base_state == NULL) {
-		ws->cfg = &fuzz_cfg;
-		ws->metrics = &ws->metrics_local;
-		ws->policy = fuzz_policy;
+		struct wstate *st = wstate_new(&fuzz_cfg, CHAN_ROLE_CONTROL, NULL, NULL, NULL);
+
+		if (st == NULL)
+			abort();
+		wstate_set_policy(st, policy_ref(fuzz_policy));
+		/* No channel: every answer is immediate. */
+		if ((fuzz_va = vaultapi_new(st, NULL)) == NULL)
+			abort();
+		ws = fuzz_va;
 		fuzz_create(ws);
 		fuzz_base_state = fuzz_state(ws);
 	}
 	memset(&fs, 0, sizeof(fs));
+	ws = fuzz_va;
 	before = fuzz_state(ws);
-	snap = ws->vault;
+	snap = vaultapi_active(ws);
 	rev = vault_snap_revision(snap);
 	if (rev != 1 || strcmp(before, fuzz_base_state) != 0)
 		abort();
@@ -303,20 +310,21 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_no_secret(after, strlen(after), &fs, data, size);
 	if (code == 200) {
 		/* The answer is the new state, one revision on. */
-		if (strcmp(answer, after) != 0 || ws->vault == NULL ||
-		    vault_snap_revision(ws->vault) != rev + 1)
+		if (strcmp(answer, after) != 0 || vaultapi_active(ws) == NULL ||
+		    vault_snap_revision(vaultapi_active(ws)) != rev + 1)
 			abort();
 		exp = json_is_object(doc) ? json_object_get(doc, "expectedRevision") : NULL;
 		if (exp != NULL && !json_is_null(exp) &&
 		    (!json_is_integer(exp) || json_integer_value(exp) != (json_int_t)rev))
 			abort();
 		fuzz_request(ws, EVHTTP_REQ_DELETE, NULL, 0);
-		if (reply_code != 204 || ws->vault != NULL)
+		if (reply_code != 204 || vaultapi_active(ws) != NULL)
 			abort();
 		fuzz_create(ws);
 	} else {
 		/* Refused: nothing changed. */
-		if ((code != 400 && code != 409) || strcmp(before, after) != 0 || ws->vault != snap)
+		if ((code != 400 && code != 409) || strcmp(before, after) != 0 ||
+		    vaultapi_active(ws) != snap)
 			abort();
 	}
 	fuzz_check_log(&fs, data, size);

@@ -28,6 +28,25 @@ else
 	fail=1
 fi
 
+# The children's code has no include cycle: the shared child state
+# (egressd/child/, but worker.c, which picks each role's service) knows
+# none of the role folders, and the vault's routes do not call back into
+# the API that owns them (they share egressd/control/httpreply.h).
+src="${EGRESSD_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}"
+for f in "$src"/egressd/child/*.[ch]; do
+	[ "$(basename "$f")" = worker.c ] && continue
+	bad=$(grep -oE '#include "egressd/(control|dns|intercept)/[a-z_]+\.h"' "$f" | head -3)
+	if [ -n "$bad" ]; then
+		echo "FAIL egressd/child/$(basename "$f") includes a role's module: $(echo $bad)"
+		fail=1
+	fi
+done
+if grep -q '#include "egressd/control/api.h"' "$src"/egressd/control/vaultapi.[ch]; then
+	echo "FAIL egressd/control/vaultapi includes api.h (api.c includes vaultapi.h: a cycle)"
+	fail=1
+fi
+[ "$fail" = 0 ] && echo "ok   no include cycle between the child state, the API and the vault's routes"
+
 # libc's exported symbols (and the compiler's runtime) are the only
 # outside names the parsers may use besides libyaml and jansson.
 libc=$(ldd /bin/true | awk '/libc\.so/ {print $3}')

@@ -64,7 +64,7 @@ test_chunked_apply(void **state)
 	struct event_base *base = event_base_new();
 	struct fakeparent f;
 	struct config cfg;
-	struct wstate ws;
+	struct wstate *ws;
 	struct done d = {0};
 	struct timespec now;
 
@@ -72,43 +72,39 @@ test_chunked_apply(void **state)
 	assert_non_null(base);
 	assert_int_equal(fakeparent_init(&f, base), 0);
 	config_defaults(&cfg);
-	memset(&ws, 0, sizeof(ws));
-	ws.cfg = &cfg;
-	ws.metrics = &ws.metrics_local;
-	ws.base = base;
-	ws.chan = f.wc;
-	ws.learned = learnmap_new();
-	ws.policy = policy_new_deny_all();
-	assert_non_null(ws.learned);
+	ws = wstate_new(&cfg, CHAN_ROLE_CONTROL, base, f.wc, NULL);
+	assert_non_null(ws);
+	wstate_set_policy(ws, policy_new_deny_all());
+	assert_non_null(wstate_learned(ws));
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	{
 		uint8_t a[16] = {192, 0, 2, 10};
 
-		assert_int_equal(
-		    learnmap_add(ws.learned, "h1.example.com", AF_INET, a, 443, now.tv_sec + 60),
+		assert_int_equal(learnmap_add(wstate_learned(ws), "h1.example.com", AF_INET, a, 443,
+		                     now.tv_sec + 60),
 		    0);
-		assert_int_equal(
-		    learnmap_add(ws.learned, "gone.example.com", AF_INET, a, 443, now.tv_sec + 60),
+		assert_int_equal(learnmap_add(wstate_learned(ws), "gone.example.com", AF_INET, a,
+		                     443, now.tv_sec + 60),
 		    0);
 	}
 	/*
 	 * 600 rules: about 40 KiB of policy_wire, several chunks (the fake
 	 * parent shares our thread: the channel buffer must hold them all).
 	 */
-	wstate_apply(&ws, big_policy(600, ""), applied_cb, &d);
+	wstate_apply(ws, big_policy(600, ""), applied_cb, &d);
 	assert_int_equal(d.calls, 0); /* nothing swaps before the parent answers */
-	assert_int_equal(policy_rule_count(ws.policy, POLICY_ORIGIN_USER), 0);
+	assert_int_equal(policy_rule_count(wstate_policy(ws), POLICY_ORIGIN_USER), 0);
 	for (int i = 0; i < 400 && d.calls == 0; i++)
 		event_base_loop(base, EVLOOP_NONBLOCK);
 	assert_int_equal(d.calls, 1);
 	assert_int_equal(d.err, 0);
 	assert_int_equal(f.invalid, 0);
 	assert_int_equal(f.policies, 1);
-	assert_int_equal(ws.revision, 1);
-	assert_int_equal(policy_rule_count(ws.policy, POLICY_ORIGIN_USER), 600);
+	assert_int_equal(wstate_revision(ws), 1);
+	assert_int_equal(policy_rule_count(wstate_policy(ws), POLICY_ORIGIN_USER), 600);
 	/* The learned entry of a name the new policy does not allow is gone. */
-	assert_int_equal(learnmap_count(ws.learned), 1);
-	wstate_stop(&ws);
+	assert_int_equal(learnmap_count(wstate_learned(ws)), 1);
+	wstate_free(ws);
 	fakeparent_fini(&f);
 	event_base_free(base);
 }
