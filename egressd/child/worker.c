@@ -59,7 +59,7 @@ worker_dns_ready_cb(void *arg)
 static void *
 worker_dns_start(struct wstate *ws, char *err, size_t errlen)
 {
-	return dnsproxy_new(ws, worker_dns_ready_cb, ws, err, errlen);
+	return dnsproxy_new(ws, worker_dns_ready_cb, ws, NULL, err, errlen);
 }
 
 static void

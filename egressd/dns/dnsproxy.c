@@ -104,10 +104,10 @@ struct dnstcp {
 struct dnsproxy {
 	struct wstate *ws;
 	struct dnstunnel *tunnel; /* distinct names per wildcard rule (dnstunnel.c) */
-	ares_channel ch;
-	bool ares_ok;
-	struct event *ev_timer;
-	struct dnsproxy_aresfd afds[DNSPROXY_MAX_ARES_FDS];
+	struct dnsproxy_resolver_ops rops;
+	void *resolver; /* rops.open's, or NULL */
+	struct ares_addr_port_node nodes[DNSPROXY_MAX_UPSTREAMS];
+	size_t nnodes;
 	int udp[2];
 	struct event *ev_udp[2];
 	struct evconnlistener *tcp[2];
@@ -126,10 +126,24 @@ struct dnsproxy {
 	bool ready_sent;
 };
 
+/* The c-ares resolver (dnsproxy_cares): one channel in the proxy's loop. */
+struct dnsproxy_ares {
+	struct dnsproxy *d;
+	ares_channel ch;
+	struct event *ev_timer;
+	struct dnsproxy_aresfd afds[DNSPROXY_MAX_ARES_FDS];
+};
+
+/* One query through c-ares: the proxy's callback. */
+struct dnsproxy_ares_q {
+	dnsproxy_answer_cb cb;
+	void *arg;
+};
+
 static bool dnsproxy_log_first(struct dnsproxy *d, struct logagg *a, const char *key);
 struct policy_decision;
 static bool dnsq_ports(struct dnsq *dq, const struct policy_decision *dec);
-static void dnsproxy_ares_timer(struct dnsproxy *d);
+static void dnsproxy_ares_timer(struct dnsproxy_ares *r);
 
 static double
 dnsproxy_elapsed(const struct timespec *a)
@@ -212,7 +226,7 @@ dnsproxy_pool_ready_cb(void *arg)
 static ares_socket_t
 dnsproxy_asocket(int family, int type, int protocol, void *arg)
 {
-	struct dnsproxy *d = arg;
+	struct dnsproxy *d = ((struct dnsproxy_ares *)arg)->d;
 	int fd = sockpool_take(d->pool[(type & 0xf) == SOCK_STREAM], family);
 
 	/* Never fall back to an unmarked socket: it would be redirected to us. */
@@ -259,46 +273,46 @@ static const struct ares_socket_functions dnsproxy_sockfns = {
 static void
 dnsproxy_ares_io_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct dnsproxy *d = arg;
+	struct dnsproxy_ares *r = arg;
 
-	ares_process_fd(d->ch, (what & EV_READ) ? fd : ARES_SOCKET_BAD,
+	ares_process_fd(r->ch, (what & EV_READ) ? fd : ARES_SOCKET_BAD,
 	    (what & EV_WRITE) ? fd : ARES_SOCKET_BAD);
-	dnsproxy_ares_timer(d);
+	dnsproxy_ares_timer(r);
 }
 
 static void
 dnsproxy_ares_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct dnsproxy *d = arg;
+	struct dnsproxy_ares *r = arg;
 
-	ares_process_fd(d->ch, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
-	dnsproxy_ares_timer(d);
+	ares_process_fd(r->ch, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
+	dnsproxy_ares_timer(r);
 }
 
 static void
-dnsproxy_ares_timer(struct dnsproxy *d)
+dnsproxy_ares_timer(struct dnsproxy_ares *r)
 {
 	struct timeval tv, *t;
 
-	t = ares_timeout(d->ch, NULL, &tv);
+	t = ares_timeout(r->ch, NULL, &tv);
 	if (t == NULL)
-		evtimer_del(d->ev_timer);
+		evtimer_del(r->ev_timer);
 	else
-		evtimer_add(d->ev_timer, t);
+		evtimer_add(r->ev_timer, t);
 }
 
 static void
 dnsproxy_sock_state_cb(void *arg, ares_socket_t fd, int readable, int writable)
 {
-	struct dnsproxy *d = arg;
+	struct dnsproxy_ares *r = arg;
 	struct dnsproxy_aresfd *slot = NULL, *free_slot = NULL;
 	short what = (readable ? EV_READ : 0) | (writable ? EV_WRITE : 0);
 
 	for (int i = 0; i < DNSPROXY_MAX_ARES_FDS; i++) {
-		if (d->afds[i].fd == fd)
-			slot = &d->afds[i];
-		else if (d->afds[i].fd < 0 && free_slot == NULL)
-			free_slot = &d->afds[i];
+		if (r->afds[i].fd == fd)
+			slot = &r->afds[i];
+		else if (r->afds[i].fd < 0 && free_slot == NULL)
+			free_slot = &r->afds[i];
 	}
 	if (slot != NULL) {
 		event_free(slot->ev);
@@ -314,9 +328,126 @@ dnsproxy_sock_state_cb(void *arg, ares_socket_t fd, int readable, int writable)
 		return;
 	}
 	slot->fd = fd;
-	slot->ev = event_new(wstate_base(d->ws), fd, what | EV_PERSIST, dnsproxy_ares_io_cb, d);
+	slot->ev = event_new(wstate_base(r->d->ws), fd, what | EV_PERSIST, dnsproxy_ares_io_cb, r);
 	event_add(slot->ev, NULL);
 }
+
+/* c-ares's status as the resolver seam's errno (dnsproxy.h). */
+static int
+dnsproxy_ares_errno(int status)
+{
+	switch (status) {
+	case ARES_SUCCESS:
+		return 0;
+	case ARES_EDESTRUCTION:
+	case ARES_ECANCELLED:
+		return ECANCELED;
+	case ARES_ETIMEOUT:
+		return ETIMEDOUT;
+	case ARES_ECONNREFUSED:
+		return ECONNREFUSED;
+	case ARES_ENOMEM:
+		return ENOMEM;
+	default:
+		return EIO;
+	}
+}
+
+static void
+dnsproxy_ares_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
+{
+	struct dnsproxy_ares_q *q = arg;
+	int e = dnsproxy_ares_errno(status);
+
+	q->cb(q->arg, e, e == 0 ? abuf : NULL, e == 0 && alen > 0 ? (size_t)alen : 0);
+	free(q);
+}
+
+static void
+dnsproxy_ares_send(void *rv, const uint8_t *query, size_t len, dnsproxy_answer_cb cb, void *arg)
+{
+	struct dnsproxy_ares *r = rv;
+	struct dnsproxy_ares_q *q = malloc(sizeof(*q));
+
+	if (q == NULL) {
+		cb(arg, ENOMEM, NULL, 0);
+		return;
+	}
+	q->cb = cb;
+	q->arg = arg;
+	ares_send(r->ch, query, (int)len, dnsproxy_ares_answer_cb, q);
+	dnsproxy_ares_timer(r);
+}
+
+static void
+dnsproxy_ares_close(void *rv)
+{
+	struct dnsproxy_ares *r = rv;
+
+	if (r == NULL)
+		return;
+	if (r->ch != NULL)
+		ares_destroy(r->ch); /* runs callbacks with ARES_EDESTRUCTION */
+	for (int i = 0; i < DNSPROXY_MAX_ARES_FDS; i++)
+		if (r->afds[i].ev != NULL)
+			event_free(r->afds[i].ev);
+	if (r->ev_timer != NULL)
+		event_free(r->ev_timer);
+	free(r);
+}
+
+static void *
+dnsproxy_ares_open(void *arg, struct dnsproxy *d, char *err, size_t errlen)
+{
+	struct dnsproxy_ares *r = calloc(1, sizeof(*r));
+	struct ares_options opts;
+	int rc;
+
+	if (r == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	r->d = d;
+	for (int i = 0; i < DNSPROXY_MAX_ARES_FDS; i++)
+		r->afds[i].fd = -1;
+	rc = ares_library_init(ARES_LIB_INIT_ALL);
+	if (rc != ARES_SUCCESS) {
+		snprintf(err, errlen, "c-ares init: %s", ares_strerror(rc));
+		free(r);
+		return NULL;
+	}
+	memset(&opts, 0, sizeof(opts));
+	opts.sock_state_cb = dnsproxy_sock_state_cb;
+	opts.sock_state_cb_data = r;
+	opts.timeout = 2000;
+	opts.tries = 2;
+	/*
+	 * NOCHECKRESP: NXDOMAIN/REFUSED answers are relayed, not retried.
+	 * STAYOPEN: keep upstream sockets between queries; each new one is a
+	 * round trip to the parent for a marked socket.
+	 */
+	opts.flags = ARES_FLAG_NOCHECKRESP | ARES_FLAG_STAYOPEN;
+	rc = ares_init_options(&r->ch, &opts,
+	    ARES_OPT_SOCK_STATE_CB | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS);
+	if (rc != ARES_SUCCESS) {
+		snprintf(err, errlen, "c-ares: %s", ares_strerror(rc));
+		r->ch = NULL;
+		dnsproxy_ares_close(r);
+		return NULL;
+	}
+	ares_set_socket_functions(r->ch, &dnsproxy_sockfns, r);
+	rc = ares_set_servers_ports(r->ch, d->nodes);
+	r->ev_timer = evtimer_new(wstate_base(d->ws), dnsproxy_ares_timeout_cb, r);
+	if (rc != ARES_SUCCESS || r->ev_timer == NULL) {
+		snprintf(err, errlen, "c-ares servers: %s", ares_strerror(rc));
+		dnsproxy_ares_close(r);
+		return NULL;
+	}
+	return r;
+}
+
+const struct dnsproxy_resolver_ops dnsproxy_cares = {
+    dnsproxy_ares_open, dnsproxy_ares_send, dnsproxy_ares_close, NULL};
 
 /* --- Replies ---------------------------------------------------------- */
 
@@ -429,7 +560,7 @@ dnsq_addr_pred(int family, const uint8_t *addr, void *arg)
 }
 
 static void
-dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
+dnsq_answer_cb(void *arg, int status, const uint8_t *abuf, size_t alen)
 {
 	struct dnsq *dq = arg;
 	struct dnsproxy *d = dq->d;
@@ -441,15 +572,15 @@ dnsq_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int ale
 	struct timespec now;
 	enum dnswire_status st;
 
-	if (status == ARES_EDESTRUCTION) {
+	if (status == ECANCELED) {
 		dnsq_free(dq);
 		return;
 	}
-	if (status != ARES_SUCCESS || abuf == NULL || alen < DNSWIRE_HDR_LEN) {
+	if (status != 0 || abuf == NULL || alen < DNSWIRE_HDR_LEN) {
 		struct log_line l;
 		log_begin(&l, LOG_WARN, "dns", "dns_upstream_fail");
 		log_str(&l, "name", dq->q.name);
-		log_str(&l, "error", ares_strerror(status));
+		log_str(&l, "error", status != 0 ? strerror(status) : "short answer");
 		log_end(&l);
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
 		return;
@@ -607,7 +738,7 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 		dnsq_free(dq); /* not even a header: drop */
 		return;
 	}
-	if (d->inflight > DNSPROXY_MAX_INFLIGHT || !d->ares_ok) {
+	if (d->inflight > DNSPROXY_MAX_INFLIGHT || d->resolver == NULL) {
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
 		return;
 	}
@@ -670,8 +801,7 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
 		return;
 	}
-	ares_send(d->ch, qbuf, (int)qlen, dnsq_answer_cb, dq);
-	dnsproxy_ares_timer(d);
+	d->rops.send(d->resolver, qbuf, qlen, dnsq_answer_cb, dq);
 }
 
 static void
@@ -1061,13 +1191,10 @@ fail:
 }
 
 struct dnsproxy *
-dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg, char *err, size_t errlen)
+dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg,
+    const struct dnsproxy_resolver_ops *resolver, char *err, size_t errlen)
 {
 	struct dnsproxy *d = calloc(1, sizeof(*d));
-	struct ares_options opts;
-	struct ares_addr_port_node nodes[DNSPROXY_MAX_UPSTREAMS];
-	size_t nnodes;
-	int rc;
 
 	if (d == NULL) {
 		snprintf(err, errlen, "out of memory");
@@ -1077,8 +1204,7 @@ dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg, char *er
 	d->ready_cb = ready_cb;
 	d->ready_arg = arg;
 	d->udp[0] = d->udp[1] = -1;
-	for (int i = 0; i < DNSPROXY_MAX_ARES_FDS; i++)
-		d->afds[i].fd = -1;
+	d->rops = resolver != NULL ? *resolver : dnsproxy_cares;
 	/* The watch first, so that no change after the scan goes unseen. */
 	d->ownfd = ownnet_watch_open();
 	if (d->ownfd >= 0) {
@@ -1115,38 +1241,11 @@ dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg, char *er
 			goto fail;
 		}
 	}
-	if (dnsproxy_upstreams(d, nodes, &nnodes, err, errlen) != 0)
+	if (dnsproxy_upstreams(d, d->nodes, &d->nnodes, err, errlen) != 0)
 		goto fail;
-	rc = ares_library_init(ARES_LIB_INIT_ALL);
-	if (rc != ARES_SUCCESS) {
-		snprintf(err, errlen, "c-ares init: %s", ares_strerror(rc));
+	d->resolver = d->rops.open(d->rops.arg, d, err, errlen);
+	if (d->resolver == NULL)
 		goto fail;
-	}
-	memset(&opts, 0, sizeof(opts));
-	opts.sock_state_cb = dnsproxy_sock_state_cb;
-	opts.sock_state_cb_data = d;
-	opts.timeout = 2000;
-	opts.tries = 2;
-	/*
-	 * NOCHECKRESP: NXDOMAIN/REFUSED answers are relayed, not retried.
-	 * STAYOPEN: keep upstream sockets between queries; each new one is a
-	 * round trip to the parent for a marked socket.
-	 */
-	opts.flags = ARES_FLAG_NOCHECKRESP | ARES_FLAG_STAYOPEN;
-	rc = ares_init_options(&d->ch, &opts,
-	    ARES_OPT_SOCK_STATE_CB | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS);
-	if (rc != ARES_SUCCESS) {
-		snprintf(err, errlen, "c-ares: %s", ares_strerror(rc));
-		goto fail;
-	}
-	d->ares_ok = true;
-	ares_set_socket_functions(d->ch, &dnsproxy_sockfns, d);
-	rc = ares_set_servers_ports(d->ch, nodes);
-	if (rc != ARES_SUCCESS) {
-		snprintf(err, errlen, "c-ares servers: %s", ares_strerror(rc));
-		goto fail;
-	}
-	d->ev_timer = evtimer_new(wstate_base(ws), dnsproxy_ares_timeout_cb, d);
 	if (dnsproxy_listen(d, 0, err, errlen) != 0 || dnsproxy_listen(d, 1, err, errlen) != 0)
 		goto fail;
 	{
@@ -1167,8 +1266,8 @@ dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg, char *er
 		char txt[INET6_ADDRSTRLEN];
 		log_begin(&l, LOG_INFO, "dns", "dns_listen");
 		log_uint(&l, "port", wstate_cfg(ws)->dns_port);
-		log_uint(&l, "upstreams", nnodes);
-		inet_ntop(nodes[0].family, &nodes[0].addr, txt, sizeof(txt));
+		log_uint(&l, "upstreams", d->nnodes);
+		inet_ntop(d->nodes[0].family, &d->nodes[0].addr, txt, sizeof(txt));
 		log_str(&l, "upstream", txt);
 		log_end(&l);
 	}
@@ -1183,11 +1282,9 @@ dnsproxy_free(struct dnsproxy *d)
 {
 	if (d == NULL)
 		return;
-	if (d->ares_ok)
-		ares_destroy(d->ch); /* runs callbacks with ARES_EDESTRUCTION */
-	for (int i = 0; i < DNSPROXY_MAX_ARES_FDS; i++)
-		if (d->afds[i].ev != NULL)
-			event_free(d->afds[i].ev);
+	/* Queries in flight get ECANCELED and free themselves. */
+	if (d->resolver != NULL)
+		d->rops.close(d->resolver);
 	for (int v6 = 0; v6 < 2; v6++) {
 		if (d->ev_udp[v6] != NULL)
 			event_free(d->ev_udp[v6]);
@@ -1198,8 +1295,6 @@ dnsproxy_free(struct dnsproxy *d)
 	}
 	for (int st = 0; st < 2; st++)
 		sockpool_free(d->pool[st]);
-	if (d->ev_timer != NULL)
-		event_free(d->ev_timer);
 	dnstunnel_free(d->tunnel);
 	if (d->ev_agg != NULL)
 		event_free(d->ev_agg);

@@ -1,13 +1,15 @@
 /*
- * The DNS proxy (worker): answers the workload's queries on loopback,
- * refuses denied names locally, resolves allowed ones with a fresh query
- * through c-ares over marked sockets, and has the parent learn the answer
- * addresses before the client sees them.
+ * The DNS proxy (dns process): answers the workload's queries on
+ * loopback, refuses denied names locally, resolves allowed ones with a
+ * fresh query through its resolver (c-ares over marked sockets), and has
+ * the parent learn the answer addresses before the client sees them.
  */
 #ifndef EGRESSD_DNSPROXY_H
 #define EGRESSD_DNSPROXY_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "egressd/common/chan.h"
 
@@ -39,12 +41,36 @@ struct dnsproxy;
 #define DNSPROXY_MAX_LEARN CHAN_MAX_BATCH
 
 /*
- * Bind the listeners (127.0.0.1 and ::1, UDP and TCP, on cfg->dns_port),
- * set up c-ares with the upstream servers and start filling the socket
- * pool. `ready_cb` is called once the first marked sockets arrived.
+ * The answer to one upstream query: status 0 and the message, or an errno
+ * (ETIMEDOUT, ECONNREFUSED, EIO...) and no message. ECANCELED when the
+ * resolver is closed with the query in flight: the query is to be freed,
+ * not answered.
  */
-struct dnsproxy *dnsproxy_new(
-    struct wstate *ws, void (*ready_cb)(void *arg), void *arg, char *err, size_t errlen);
+typedef void (*dnsproxy_answer_cb)(void *arg, int status, const uint8_t *msg, size_t len);
+
+/*
+ * The resolver the proxy sends its fresh queries through: c-ares over
+ * marked sockets (dnsproxy_cares), or a fake in tests (tests/lib/
+ * fakeresolver.c, tests/replay/). `open` gets the proxy (for its
+ * upstreams, its loop and its socket pool) and the ops' arg.
+ */
+struct dnsproxy_resolver_ops {
+	void *(*open)(void *arg, struct dnsproxy *d, char *err, size_t errlen);
+	void (*send)(void *r, const uint8_t *query, size_t len, dnsproxy_answer_cb cb, void *cbarg);
+	void (*close)(void *r);
+	void *arg;
+};
+
+extern const struct dnsproxy_resolver_ops dnsproxy_cares;
+
+/*
+ * Bind the listeners (127.0.0.1 and ::1, UDP and TCP, on cfg->dns_port),
+ * open the resolver (NULL: c-ares with the upstream servers) and start
+ * filling the socket pool. `ready_cb` is called once the first marked
+ * sockets arrived.
+ */
+struct dnsproxy *dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg,
+    const struct dnsproxy_resolver_ops *resolver, char *err, size_t errlen);
 
 void dnsproxy_free(struct dnsproxy *d);
 
