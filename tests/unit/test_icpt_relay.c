@@ -33,108 +33,9 @@
 #include "vault/secret.h"
 #include "vault/snap.h"
 
+#include "relayharness.h"
+
 #define SECRET "sk-live-CANARY1-relay-0123456789abcdef"
-#define RX_MAX 65536
-#define MAX_SCRIPT 8
-#define PUMP_TURNS 400 /* loop turns of at most 10 ms: a hang ends the test, it does not time it */
-
-struct h {
-	struct event_base *base;
-	struct intercept *ic;
-	struct vault_snap *snap;
-	int w;   /* the workload's end */
-	int lfd; /* the upstream's listener */
-	int ufd; /* the accepted upstream connection */
-	int accepts;
-	struct sockaddr_in up;
-	char urx[RX_MAX]; /* what the upstream received */
-	size_t urxlen;
-	char wrx[RX_MAX]; /* what the workload received */
-	size_t wrxlen;
-	bool weof;
-	const char *script[MAX_SCRIPT]; /* one answer per request head upstream sees */
-	size_t nscript, heads;
-	char log[4096]; /* event:reason of every log record */
-};
-
-struct sockjob {
-	int fd;
-	intercept_socket_cb cb;
-	void *arg;
-};
-
-static bool
-f_sni_allowed(void *arg, const char *canon)
-{
-	(void)arg;
-	return strcmp(canon, "api.allowed.test") == 0;
-}
-
-static bool
-f_dst_ok(void *arg, const char *canon, int family, const uint8_t *addr, uint16_t port)
-{
-	(void)arg, (void)canon, (void)family, (void)addr, (void)port;
-	return true;
-}
-
-static void
-f_sock_later(evutil_socket_t fd, short what, void *arg)
-{
-	struct sockjob *j = arg;
-
-	(void)fd, (void)what;
-	j->cb(j->fd, j->fd < 0 ? EIO : 0, j->arg);
-	free(j);
-}
-
-/* The worker's marked socket: a plain one, delivered on a later loop turn. */
-static int
-f_get_socket(void *arg, int family, intercept_socket_cb cb, void *cbarg)
-{
-	struct h *h = arg;
-	struct sockjob *j = calloc(1, sizeof(*j));
-	struct timeval tv = {0, 0};
-
-	assert_non_null(j);
-	j->fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	j->cb = cb;
-	j->arg = cbarg;
-	assert_int_equal(event_base_once(h->base, -1, EV_TIMEOUT, f_sock_later, j, &tv), 0);
-	return 0;
-}
-
-static struct vault_snap *
-f_snapshot(void *arg)
-{
-	struct h *h = arg;
-
-	return vault_snap_ref(h->snap);
-}
-
-static void
-f_count(void *arg, enum intercept_metric m, uint64_t n)
-{
-	(void)arg, (void)m, (void)n;
-}
-
-static void
-f_log(void *arg, const struct intercept_event *ev)
-{
-	struct h *h = arg;
-	size_t n = strlen(h->log);
-
-	snprintf(h->log + n, sizeof(h->log) - n, "%s:%s ", ev->event,
-	    ev->reason != NULL ? ev->reason : "-");
-}
-
-static const struct intercept_ops f_ops = {
-    .sni_allowed = f_sni_allowed,
-    .dst_ok = f_dst_ok,
-    .get_upstream_socket = f_get_socket,
-    .snapshot = f_snapshot,
-    .count = f_count,
-    .log = f_log,
-};
 
 /*
  * b1: X-Api-Key on GET and POST of /v1/ (plain HTTP, so that the relay
@@ -164,174 +65,10 @@ mksnap(void)
 	return snap;
 }
 
-/* A plain workload connection to 203.0.113.10:80, built as icpt_accept_cb does. */
-static struct h *
+static struct relay *
 h_new(void)
 {
-	struct h *h = calloc(1, sizeof(*h));
-	struct intercept *ic = calloc(1, sizeof(*ic));
-	struct icpt_conn *c = calloc(1, sizeof(*c));
-	socklen_t len = sizeof(h->up);
-	int sv[2];
-
-	assert_non_null(h);
-	assert_non_null(ic);
-	assert_non_null(c);
-	h->base = event_base_new();
-	assert_non_null(h->base);
-	h->snap = mksnap();
-	h->ufd = -1;
-	h->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	assert_true(h->lfd >= 0);
-	h->up.sin_family = AF_INET;
-	h->up.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(h->lfd, (struct sockaddr *)&h->up, sizeof(h->up)), 0);
-	assert_int_equal(listen(h->lfd, 4), 0);
-	assert_int_equal(getsockname(h->lfd, (struct sockaddr *)&h->up, &len), 0);
-
-	ic->base = h->base;
-	ic->ops = &f_ops;
-	ic->arg = h;
-	ic->cfg.tls_port = 15443;
-	ic->cfg.plain_port = 15080;
-	ic->cfg.max_conns = 16;
-	ic->cfg.max_buffer = INTERCEPT_MAX_BUFFER;
-	ic->cfg.head_timeout_s = INTERCEPT_MAX_HEAD_S;
-	ic->cfg.idle_timeout_s = ICPT_DEFAULT_IDLE_S;
-	ic->cfg.connect_timeout_s = INTERCEPT_MAX_CONNECT_S;
-	h->ic = ic;
-
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
-	h->w = sv[1];
-	c->ic = ic;
-	c->id = ++ic->next_id;
-	c->tls = false;
-	c->state = ICPT_S_HELLO;
-	c->ev_free = event_new(ic->base, -1, 0, icpt_free_cb, c);
-	c->craw = bufferevent_socket_new(ic->base, sv[0], BEV_OPT_CLOSE_ON_FREE);
-	assert_non_null(c->ev_free);
-	assert_non_null(c->craw);
-	c->cbev = c->craw;
-	ic->conns = c;
-	ic->nconns = 1;
-	memcpy(&c->dst, &h->up, sizeof(h->up));
-	c->dstlen = sizeof(h->up);
-	c->family = AF_INET;
-	assert_int_equal(inet_pton(AF_INET, "203.0.113.10", c->addr), 1);
-	c->port = 80;
-	assert_true(icpt_set_state(c, ICPT_S_HTTP));
-	icpt_http_start(c);
-	return h;
-}
-
-static void
-h_free(struct h *h)
-{
-	intercept_free(h->ic);
-	/* Deferred frees of closed connections run on this last turn. */
-	event_base_loop(h->base, EVLOOP_NONBLOCK);
-	vault_snap_unref(h->snap);
-	close(h->w);
-	close(h->lfd);
-	if (h->ufd >= 0)
-		close(h->ufd);
-	event_base_free(h->base);
-	free(h);
-}
-
-static size_t
-count(const char *hay, const char *needle)
-{
-	size_t n = 0;
-
-	for (const char *p = strstr(hay, needle); p != NULL; p = strstr(p + 1, needle))
-		n++;
-	return n;
-}
-
-/* The upstream answers every new request head with the next scripted response. */
-static void
-up_serve(struct h *h)
-{
-	size_t heads;
-
-	if (h->ufd < 0) {
-		int fd = accept4(h->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-
-		if (fd < 0)
-			return;
-		h->ufd = fd;
-		h->accepts++;
-	}
-	for (;;) {
-		ssize_t n;
-
-		if (h->urxlen + 1 >= sizeof(h->urx))
-			break;
-		n = read(h->ufd, h->urx + h->urxlen, sizeof(h->urx) - 1 - h->urxlen);
-		if (n <= 0)
-			break;
-		h->urxlen += (size_t)n;
-		h->urx[h->urxlen] = '\0';
-	}
-	heads = count(h->urx, "\r\n\r\n");
-	while (h->heads < heads) {
-		const char *r = h->heads < h->nscript ? h->script[h->heads] : NULL;
-
-		h->heads++;
-		if (r != NULL)
-			assert_int_equal(write(h->ufd, r, strlen(r)), (ssize_t)strlen(r));
-	}
-}
-
-static void
-w_read(struct h *h)
-{
-	for (;;) {
-		ssize_t n;
-
-		if (h->wrxlen + 1 >= sizeof(h->wrx))
-			return;
-		n = read(h->w, h->wrx + h->wrxlen, sizeof(h->wrx) - 1 - h->wrxlen);
-		if (n == 0)
-			h->weof = true;
-		if (n <= 0)
-			return;
-		h->wrxlen += (size_t)n;
-		h->wrx[h->wrxlen] = '\0';
-	}
-}
-
-/* Run the loop until the workload has received want (or EOF), at most turns times. */
-static bool
-pump_n(struct h *h, const char *want, int turns)
-{
-	for (int i = 0; i < turns; i++) {
-		struct pollfd p[2] = {{.fd = h->w, .events = POLLIN},
-		    {.fd = h->ufd >= 0 ? h->ufd : h->lfd, .events = POLLIN}};
-
-		event_base_loop(h->base, EVLOOP_NONBLOCK);
-		up_serve(h);
-		w_read(h);
-		if (want != NULL && strstr(h->wrx, want) != NULL)
-			return true;
-		if (h->weof)
-			return want == NULL;
-		(void)poll(p, 2, 10);
-	}
-	return false;
-}
-
-static bool
-pump(struct h *h, const char *want)
-{
-	return pump_n(h, want, PUMP_TURNS);
-}
-
-static void
-send_w(struct h *h, const char *s)
-{
-	assert_int_equal(write(h->w, s, strlen(s)), (ssize_t)strlen(s));
+	return relay_new(mksnap());
 }
 
 /* ---------------------------------------------------------------- item 1 */
@@ -348,21 +85,21 @@ send_w(struct h *h, const char *s)
 static void
 bodiless(const char *req, const char *resp, const char *first_seen)
 {
-	struct h *h = h_new();
+	struct relay *h = h_new();
 
 	h->script[0] = resp;
 	h->script[1] = NEXT_RESP;
 	h->nscript = 2;
-	send_w(h, req);
-	assert_true(pump(h, first_seen));
-	send_w(h, NEXT_REQ);
-	if (!pump(h, "next-body"))
+	relay_send(h, req);
+	assert_true(relay_pump(h, first_seen));
+	relay_send(h, NEXT_REQ);
+	if (!relay_pump(h, "next-body"))
 		fail_msg(
 		    "no answer to the request after %.40s -> %.40s (log: %s)", req, resp, h->log);
 	assert_false(h->weof);
 	assert_int_equal(h->accepts, 1);
 	assert_int_equal(h->heads, 2);
-	h_free(h);
+	relay_free(h);
 }
 
 static void
@@ -401,14 +138,14 @@ test_bodiless_keepalive(void **state)
 static void
 test_connect_refused(void **state)
 {
-	struct h *h = h_new();
+	struct relay *h = h_new();
 
 	(void)state;
-	send_w(h, "CONNECT api.allowed.test:443 HTTP/1.1\r\n" HOST "\r\n");
-	assert_true(pump(h, NULL));
+	relay_send(h, "CONNECT api.allowed.test:443 HTTP/1.1\r\n" HOST "\r\n");
+	assert_true(relay_pump(h, NULL));
 	assert_non_null(strstr(h->wrx, "HTTP/1.1 405 "));
 	assert_int_equal(h->urxlen, 0);
-	h_free(h);
+	relay_free(h);
 }
 
 /* ---------------------------------------------------------------- item 3 */
@@ -417,12 +154,12 @@ test_connect_refused(void **state)
 static void
 refused(const char *req, const char *reason)
 {
-	struct h *h = h_new();
+	struct relay *h = h_new();
 
 	h->script[0] = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nserved";
 	h->nscript = 1;
-	send_w(h, req);
-	assert_true(pump(h, NULL));
+	relay_send(h, req);
+	assert_true(relay_pump(h, NULL));
 	if (strstr(h->wrx, "HTTP/1.1 403 ") != h->wrx)
 		fail_msg("not refused: %.60s (got %.60s)", req, h->wrx);
 	assert_null(strstr(h->wrx, "served"));
@@ -431,7 +168,7 @@ refused(const char *req, const char *reason)
 	assert_null(strstr(h->urx, "DELETE"));
 	if (strstr(h->log, reason) == NULL)
 		fail_msg("reason %s not logged: %s", reason, h->log);
-	h_free(h);
+	relay_free(h);
 }
 
 static void
@@ -460,24 +197,24 @@ test_method_override_refused(void **state)
 static void
 body_refused(const char *ctype, const char *part1, const char *part2)
 {
-	struct h *h = h_new();
+	struct relay *h = h_new();
 	char req[1024];
 
 	/* The upstream never answers: the refusal is ours. */
 	snprintf(req, sizeof(req), "POST /v1/x HTTP/1.1\r\n" HOST "%sContent-Length: %zu\r\n\r\n%s",
 	    ctype, strlen(part1) + strlen(part2), part1);
-	send_w(h, req);
+	relay_send(h, req);
 	/* The first part goes upstream; nothing comes back yet. */
-	if (pump_n(h, "HTTP/1.1", 20))
+	if (relay_pump_n(h, "HTTP/1.1", 20))
 		fail_msg("answered early: %s%s: %.60s (log %s)", part1, part2, h->wrx, h->log);
-	send_w(h, part2);
-	assert_true(pump(h, NULL));
+	relay_send(h, part2);
+	assert_true(relay_pump(h, NULL));
 	if (strstr(h->wrx, "HTTP/1.1 403 ") != h->wrx)
 		fail_msg("not refused: %s%s (got %.60s)", part1, part2, h->wrx);
 	assert_null(strstr(h->urx, "_method"));
 	assert_null(strstr(h->wrx, SECRET));
 	assert_non_null(strstr(h->log, "method_override"));
-	h_free(h);
+	relay_free(h);
 }
 
 static void
@@ -500,20 +237,20 @@ test_body_override_refused(void **state)
 static void
 test_chunked_body_override_refused(void **state)
 {
-	struct h *h = h_new();
+	struct relay *h = h_new();
 
 	(void)state;
-	send_w(h, "POST /v1/x HTTP/1.1\r\n" HOST "Transfer-Encoding: chunked\r\n\r\n"
-	          "6\r\na=1&_m\r\n3;x=y\r\neth\r\n");
-	if (pump_n(h, "HTTP/1.1", 20))
+	relay_send(h, "POST /v1/x HTTP/1.1\r\n" HOST "Transfer-Encoding: chunked\r\n\r\n"
+	              "6\r\na=1&_m\r\n3;x=y\r\neth\r\n");
+	if (relay_pump_n(h, "HTTP/1.1", 20))
 		fail_msg("answered early: %.60s (log %s)", h->wrx, h->log);
-	send_w(h, "3\r\nod=\r\n6\r\nDELETE\r\n0\r\n\r\n");
-	assert_true(pump(h, NULL));
+	relay_send(h, "3\r\nod=\r\n6\r\nDELETE\r\n0\r\n\r\n");
+	assert_true(relay_pump(h, NULL));
 	assert_ptr_equal(strstr(h->wrx, "HTTP/1.1 403 "), h->wrx);
 	assert_null(strstr(h->urx, "od="));
 	assert_null(strstr(h->urx, "DELETE"));
 	assert_non_null(strstr(h->log, "method_override"));
-	h_free(h);
+	relay_free(h);
 }
 
 /* What looks like an override but is not one is relayed. */
@@ -533,7 +270,7 @@ test_override_lookalikes_pass(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		struct h *h = h_new();
+		struct relay *h = h_new();
 		char req[1024];
 
 		h->script[0] = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nserved";
@@ -543,10 +280,10 @@ test_override_lookalikes_pass(void **state)
 			    strlen(ok[i][1]), ok[i][1]);
 		else
 			snprintf(req, sizeof(req), "%s\r\n", ok[i][0]);
-		send_w(h, req);
-		if (!pump(h, "served"))
+		relay_send(h, req);
+		if (!relay_pump(h, "served"))
 			fail_msg("refused: %.70s (log %s)", req, h->log);
-		h_free(h);
+		relay_free(h);
 	}
 }
 
@@ -554,34 +291,34 @@ test_override_lookalikes_pass(void **state)
 static void
 test_workload_credentials_stripped(void **state)
 {
-	struct h *h = h_new();
+	struct relay *h = h_new();
 
 	(void)state;
 	h->script[0] = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nserved";
 	h->nscript = 1;
-	send_w(h, "GET /v1/x HTTP/1.1\r\n" HOST "Authorization: Bearer attacker-1\r\n"
-	          "Proxy-Authorization: Basic attacker-2\r\nCookie: session=attacker-3\r\n"
-	          "x-api-key: attacker-4\r\nX-API-KEY: attacker-5\r\nApi-Key: attacker-6\r\n"
-	          "X-Auth-Token: attacker-7\r\nX-Access-Token: attacker-8\r\n"
-	          "X-Goog-Api-Key: attacker-9\r\nX-Keep: kept\r\n"
-	          "X-Forwarded-Host: attacker-10.test\r\nForwarded: host=attacker-11.test\r\n"
-	          "X-Forwarded-For: 127.0.0.1\r\nX-Real-IP: 127.0.0.1\r\n\r\n");
-	assert_true(pump(h, "served"));
+	relay_send(h, "GET /v1/x HTTP/1.1\r\n" HOST "Authorization: Bearer attacker-1\r\n"
+	              "Proxy-Authorization: Basic attacker-2\r\nCookie: session=attacker-3\r\n"
+	              "x-api-key: attacker-4\r\nX-API-KEY: attacker-5\r\nApi-Key: attacker-6\r\n"
+	              "X-Auth-Token: attacker-7\r\nX-Access-Token: attacker-8\r\n"
+	              "X-Goog-Api-Key: attacker-9\r\nX-Keep: kept\r\n"
+	              "X-Forwarded-Host: attacker-10.test\r\nForwarded: host=attacker-11.test\r\n"
+	              "X-Forwarded-For: 127.0.0.1\r\nX-Real-IP: 127.0.0.1\r\n\r\n");
+	assert_true(relay_pump(h, "served"));
 	assert_null(strstr(h->urx, "attacker"));
 	assert_null(strstr(h->urx, "127.0.0.1"));
-	assert_int_equal(count(h->urx, "X-Api-Key: " SECRET "\r\n"), 1);
+	assert_int_equal(relay_count(h->urx, "X-Api-Key: " SECRET "\r\n"), 1);
 	assert_non_null(strstr(h->urx, "X-Keep: kept\r\n"));
-	h_free(h);
+	relay_free(h);
 
 	/* Not credentialed: relayed as sent. */
 	h = h_new();
 	h->script[0] = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nserved";
 	h->nscript = 1;
-	send_w(h, "GET /other HTTP/1.1\r\n" HOST "Cookie: session=mine\r\n\r\n");
-	assert_true(pump(h, "served"));
+	relay_send(h, "GET /other HTTP/1.1\r\n" HOST "Cookie: session=mine\r\n\r\n");
+	assert_true(relay_pump(h, "served"));
 	assert_non_null(strstr(h->urx, "Cookie: session=mine\r\n"));
 	assert_null(strstr(h->urx, SECRET));
-	h_free(h);
+	relay_free(h);
 }
 
 /* ---------------------------------------------------------------- item 4 */
@@ -597,58 +334,58 @@ test_workload_credentials_stripped(void **state)
 static void
 test_upgrade_websocket_without_compression(void **state)
 {
-	struct h *h = h_new();
+	struct relay *h = h_new();
 
 	(void)state;
 	h->script[0] = WS_101("");
 	h->nscript = 1;
-	send_w(h, WS_REQ("/v1/ws", "websocket",
-	              "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
-	              "sec-websocket-extensions: x-webkit-deflate-frame\r\n"));
-	assert_true(pump(h, "101 Switching"));
+	relay_send(h, WS_REQ("/v1/ws", "websocket",
+	                  "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
+	                  "sec-websocket-extensions: x-webkit-deflate-frame\r\n"));
+	assert_true(relay_pump(h, "101 Switching"));
 	assert_non_null(strstr(h->urx, "X-Api-Key: " SECRET "\r\n"));
 	assert_null(strcasestr(h->urx, "sec-websocket-extensions"));
 	assert_null(strstr(h->urx, "deflate"));
-	h_free(h);
+	relay_free(h);
 
 	/* The server negotiates compression anyway: 502, never its 101. */
 	h = h_new();
 	h->script[0] = WS_101("Sec-WebSocket-Extensions: permessage-deflate\r\n");
 	h->nscript = 1;
-	send_w(
+	relay_send(
 	    h, WS_REQ("/v1/ws", "websocket", "Sec-WebSocket-Extensions: permessage-deflate\r\n"));
-	assert_true(pump(h, NULL));
+	assert_true(relay_pump(h, NULL));
 	assert_ptr_equal(strstr(h->wrx, "HTTP/1.1 502 "), h->wrx);
 	assert_null(strstr(h->wrx, "101"));
-	h_free(h);
+	relay_free(h);
 
 	/* A 101 to another protocol than the one asked for: 502. */
 	h = h_new();
 	h->script[0] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n"
 	               "Connection: Upgrade\r\n\r\n";
 	h->nscript = 1;
-	send_w(h, WS_REQ("/v1/ws", "websocket", ""));
-	assert_true(pump(h, NULL));
+	relay_send(h, WS_REQ("/v1/ws", "websocket", ""));
+	assert_true(relay_pump(h, NULL));
 	assert_ptr_equal(strstr(h->wrx, "HTTP/1.1 502 "), h->wrx);
-	h_free(h);
+	relay_free(h);
 }
 
 static void
 upgrade_refused(const char *req)
 {
-	struct h *h = h_new();
+	struct relay *h = h_new();
 
 	h->script[0] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n"
 	               "Connection: Upgrade\r\n\r\n";
 	h->nscript = 1;
-	send_w(h, req);
-	assert_true(pump(h, NULL));
+	relay_send(h, req);
+	assert_true(relay_pump(h, NULL));
 	if (strstr(h->wrx, "HTTP/1.1 403 ") != h->wrx)
 		fail_msg("not refused: %.80s (got %.60s)", req, h->wrx);
 	assert_null(strstr(h->wrx, "101"));
 	assert_int_equal(h->urxlen, 0);
 	assert_non_null(strstr(h->log, "upgrade_refused"));
-	h_free(h);
+	relay_free(h);
 }
 
 static void
@@ -670,16 +407,16 @@ test_upgrade_other_refused(void **state)
 static void
 test_unexpected_101(void **state)
 {
-	struct h *h = h_new();
+	struct relay *h = h_new();
 
 	(void)state;
 	h->script[0] = WS_101("");
 	h->nscript = 1;
-	send_w(h, "GET /v1/x HTTP/1.1\r\n" HOST "\r\n");
-	assert_true(pump(h, NULL));
+	relay_send(h, "GET /v1/x HTTP/1.1\r\n" HOST "\r\n");
+	assert_true(relay_pump(h, NULL));
 	assert_ptr_equal(strstr(h->wrx, "HTTP/1.1 502 "), h->wrx);
 	assert_non_null(strstr(h->log, "unexpected_101"));
-	h_free(h);
+	relay_free(h);
 }
 
 /* The connection state machine refuses every transition it does not list. */
