@@ -16,14 +16,14 @@
 
 enum chan_type {
 	CHAN_NONE = 0,
-	CHAN_SOCKET_REQ, /* worker -> parent: a marked socket, please */
-	CHAN_SOCKET_REP, /* parent -> worker: the socket (fd attached) or an errno */
-	CHAN_LEARN,      /* worker -> parent: an answer's address for a name, with a timeout */
+	CHAN_SOCKET_REQ, /* dns, intercept -> parent: a marked socket, please */
+	CHAN_SOCKET_REP, /* parent -> child: the socket (fd attached) or an errno */
+	CHAN_LEARN,      /* dns -> parent (parent -> intercept): a name's address, with a timeout */
 	CHAN_POLICY,     /* either way: one chunk of the effective policy (policy_wire) */
-	CHAN_RESULT,     /* parent -> worker: outcome of a request, by id */
-	CHAN_READY,      /* worker -> parent: listeners are up, policy applied */
-	CHAN_LEAF_REQ,   /* worker -> parent: a leaf for a host and the worker's public key */
-	CHAN_LEAF_REP,   /* parent -> worker: the leaf (DER) or an errno */
+	CHAN_RESULT,     /* parent -> child: outcome of a request, by id */
+	CHAN_READY,      /* child -> parent: this child serves */
+	CHAN_LEAF_REQ,   /* intercept -> parent: a leaf for a host and its public key */
+	CHAN_LEAF_REP,   /* parent -> intercept: the leaf (DER) or an errno */
 	CHAN_VAULT,      /* either way: one chunk of the active vault (vault_wire) */
 	CHAN_ACK,        /* child -> parent: a pushed document or learn batch is in force */
 	CHAN_TYPE_MAX,
@@ -100,10 +100,11 @@ struct chan_learn {
 /*
  * The effective policy travels as a policy_wire document cut into chunks
  * of one id: offsets follow each other from 0, CHAN_POLICY_MORE marks all
- * but the last, and the last ends at total. From the worker it is the
- * policy to apply (answered by one CHAN_RESULT); from the parent, sent
- * once to a new worker before anything else, it is the policy in force
- * (total 0: none yet).
+ * but the last, and the last ends at total. From control it is the policy
+ * to apply (answered by one CHAN_RESULT once dns and intercept have it);
+ * from the parent it is the policy in force, sent first to every new
+ * child (CHAN_ID_HANDOVER; total 0: none yet) and pushed to dns and
+ * intercept after every change (acknowledged by CHAN_ACK).
  */
 #define CHAN_POLICY_MORE 0x1
 
@@ -144,9 +145,10 @@ struct chan_ack {
 };
 
 /*
- * The worker never holds the CA private key: it asks the parent for each
- * leaf it does not have cached, with the public key of its own leaf key.
- * The parent mints only for a canonical name the CA may sign.
+ * No child holds the CA private key: the intercept asks the parent for
+ * each leaf it does not have cached, with the public key of its own leaf
+ * key. The parent mints only for a canonical name the policy allows and
+ * the CA may sign.
  */
 struct chan_leaf_req {
 	struct chan_hdr hdr;

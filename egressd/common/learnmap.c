@@ -1,5 +1,5 @@
 /*
- * Learned-destination map (worker). A chained hash table keyed by
+ * Learned-destination map (dns and intercept, and the parent's copy). A chained hash table keyed by
  * (name, family, address, port). Bounded: it never grows past
  * LEARNMAP_MAX_ENTRIES, so a resolver flood cannot exhaust memory.
  */

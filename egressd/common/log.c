@@ -1,5 +1,5 @@
 /*
- * JSON-lines logger, used by the parent and the worker. Each line is built
+ * JSON-lines logger, used by the parent and its children. Each line is built
  * in a fixed buffer and written with a single write(2) so that lines of the
  * two processes never interleave. Values from the network go through
  * log_escape(): escaped to ASCII and capped, so a hostile name cannot forge

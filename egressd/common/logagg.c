@@ -1,5 +1,5 @@
 /*
- * Per-key, per-window aggregation of deny-type log events (worker). The
+ * Per-key, per-window aggregation of deny-type log events (dns and intercept). The
  * table is a fixed array of LOGAGG_MAX_KEYS entries searched linearly
  * with exact comparison of the key, so a chosen name can neither collide
  * into another's count nor grow memory. Lines written per window are

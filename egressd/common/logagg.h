@@ -1,5 +1,5 @@
 /*
- * Aggregation of repeated log events (worker): a hostile workload can make
+ * Aggregation of repeated log events (dns and intercept): a hostile workload can make
  * the sidecar refuse something as often as it likes, and one line per
  * refusal would fill the disk and drown the audit trail. Per window, the
  * first event of each key (a DNS name) is logged in full; repeats are

@@ -1,5 +1,5 @@
 /*
- * Prometheus text exposition of the worker's counters (worker process).
+ * Prometheus text exposition of the children's counters (control process, from the shared pages).
  * Nothing here takes a label value from the network, so no escaping is
  * needed beyond the fixed mode string.
  */

@@ -1,6 +1,6 @@
 /*
  * Worker counters and latency histograms, served as Prometheus text on
- * GET /metrics. Plain integers: the worker is single-threaded.
+ * GET /metrics. Plain integers: each child is single-threaded and writes only its own page (shstat.c).
  */
 #ifndef EGRESSD_METRICS_H
 #define EGRESSD_METRICS_H

@@ -1,5 +1,5 @@
 /*
- * Control API (worker process): the OpenSandbox egress sidecar's HTTP API
+ * Control API (control process): the OpenSandbox egress sidecar's HTTP API
  * on libevent's evhttp. Auth comes first, before routing or method checks,
  * and is a constant-time comparison; loopback is not trusted because the
  * workload shares it. Failed attempts draw on one global budget (the

@@ -1,5 +1,5 @@
 /*
- * DNS proxy (worker process). Every query of the workload arrives here by
+ * DNS proxy (dns process). Every query of the workload arrives here by
  * the nft redirect of port 53. A denied name is answered NXDOMAIN locally
  * with no upstream packet (a query is itself an exfiltration channel). An
  * allowed name is resolved with a fresh query of ours (new id, only the
@@ -1034,7 +1034,7 @@ dnsproxy_accept_cb(
 	struct dnstcp *t;
 	struct timeval wr = {DNSPROXY_TCP_IDLE_S, 0};
 
-	/* The cap keeps descriptors for everything else the worker serves. */
+	/* The cap keeps descriptors for the upstream sockets the dns process also needs. */
 	if (d->ntcp >= DNSPROXY_MAX_TCP) {
 		struct log_line l;
 

@@ -1,5 +1,5 @@
 /*
- * DNS tunnelling limit (worker): an allowed wildcard zone is a channel to
+ * DNS tunnelling limit (dns process): an allowed wildcard zone is a channel to
  * whoever runs its name servers, every distinct name a message. Distinct
  * names per wildcard rule are counted per window; past the limit the
  * proxy answers REFUSED.

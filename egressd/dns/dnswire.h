@@ -1,5 +1,5 @@
 /*
- * dnswire: DNS message parsing and building for the DNS proxy (worker).
+ * dnswire: DNS message parsing and building for the DNS proxy (dns process).
  * Pure functions over caller buffers; no allocation, no I/O.
  */
 #ifndef EGRESSD_DNSWIRE_H

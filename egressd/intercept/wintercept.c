@@ -1,8 +1,8 @@
 /*
- * wintercept: interception glue (worker process). Holds the sandbox CA's
+ * wintercept: interception glue (intercept process). Holds the sandbox CA's
  * certificate (its private key stays in the parent, which mints every leaf
  * for the leaf cache's key on a miss), the leaf cache and a pool of marked
- * TCP sockets, and answers the interceptor's questions from the worker
+ * TCP sockets, and answers the interceptor's questions from the intercept process's
  * state: is this name allowed, was this address learned for it (or covered
  * by an IP rule), what is the active vault revision. It must never give
  * the interceptor an unmarked socket.
@@ -241,7 +241,7 @@ wintercept_leaf_reply(const union chan_msg *reply, int fd, void *arg)
 	free(r);
 }
 
-/* Ask the parent for a leaf (the CA key never enters the worker). */
+/* Ask the parent for a leaf (the CA key never enters a child). */
 static int
 wintercept_get_leaf(void *arg, const char *host, intercept_leaf_cb cb, void *cbarg)
 {
@@ -279,7 +279,7 @@ wintercept_get_leaf(void *arg, const char *host, intercept_leaf_cb cb, void *cba
 	return 0;
 }
 
-/* Leaves come from the parent (get_leaf is cleared for a CA of the worker's own). */
+/* Leaves come from the parent (get_leaf is cleared for a CA of the intercept's own). */
 static const struct intercept_ops wintercept_ops = {
     .sni_allowed = wintercept_sni_allowed,
     .dst_ok = wintercept_dst_ok,
@@ -365,7 +365,7 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 			goto fail;
 		}
 	}
-	/* A CA of the worker's own (it holds the key): the cache mints. */
+	/* A CA of the intercept's own (it holds the key): the cache mints. */
 	w->ops = wintercept_ops;
 	if (ca_can_sign(w->ca))
 		w->ops.get_leaf = NULL;

@@ -1,5 +1,5 @@
 /*
- * wintercept: the worker's glue around vault/intercept: the sandbox CA and
+ * wintercept: the intercept process's glue around vault/intercept: the sandbox CA and
  * its export, the leaf cache, marked upstream sockets, and the policy,
  * learned-address and vault hooks the interceptor calls.
  */

@@ -2,7 +2,7 @@
  * listen: the listening sockets (parent process). Each is made once with
  * SO_MARK set (only a process with CAP_NET_ADMIN can), so that the nft
  * input chain can tell it from a socket the workload bound to the same
- * port, and non-blocking: the worker that serves it inherits it by fork.
+ * port, and non-blocking: the child that serves it inherits it by fork (and only that one).
  */
 #include <arpa/inet.h>
 #include <errno.h>

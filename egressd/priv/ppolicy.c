@@ -2,7 +2,7 @@
  * The parent's copy of the effective policy (parent process); see
  * ppolicy.h. A worker may only propose a whole policy through the strict
  * decoder; what the kernel enforces is computed here from that decoded
- * copy, never taken from the worker as sets or flags.
+ * copy, never taken from a child as sets or flags.
  */
 #include <errno.h>
 #include <netinet/in.h>

@@ -1,11 +1,12 @@
 /*
- * The parent's own copy of the effective policy. The worker hands it a
+ * The parent's own copy of the effective policy. Control hands it a
  * policy as a policy_wire document (CHAN_POLICY chunks); the parent
  * decodes it with the strict parser, writes its static sets and default
  * action itself, forgets the learned addresses and ends the flows the new
- * policy no longer allows, and only then keeps it. Every learn request is
- * checked against this copy, and a new worker is given it at start, so a
- * worker restart never reverts a policy the API applied.
+ * policy no longer allows, and only then keeps it (and pushes it to dns
+ * and intercept). Every learn request is checked against this copy, and
+ * every new child is given it at start, so a restart never reverts a
+ * policy the API applied.
  */
 #ifndef EGRESSD_PPOLICY_H
 #define EGRESSD_PPOLICY_H
@@ -25,15 +26,15 @@ void ppolicy_free(struct ppolicy *pp);
 /* Outcome of one policy chunk. */
 enum ppolicy_status {
 	PPOLICY_MORE,      /* wait for the next chunk */
-	PPOLICY_DONE,      /* applied (*err 0) or refused (*err, msg): answer the worker */
-	PPOLICY_VIOLATION, /* chunks out of sequence: the worker is broken (*why) */
+	PPOLICY_DONE,      /* applied (*err 0) or refused (*err, msg): answer control */
+	PPOLICY_VIOLATION, /* chunks out of sequence: control is broken (*why) */
 };
 
-/* Feed one validated chunk from the worker. */
+/* Feed one validated chunk from control. */
 enum ppolicy_status ppolicy_chunk(struct ppolicy *pp, const union chan_msg *m, int *err, char *msg,
     size_t msglen, const char **why);
 
-/* Drop a document being received (the worker is gone). */
+/* Drop a document being received (control is gone). */
 void ppolicy_rx_reset(struct ppolicy *pp);
 
 /*
