@@ -14,6 +14,8 @@
 #include "egressd/child/wchan.h"
 
 #define WCHAN_SLOTS (WCHAN_MAX_PENDING * 2)
+/* How long a send waits for room on a full channel before it counts as broken. */
+#define WCHAN_SEND_MS 10000
 
 struct wchan_slot {
 	uint32_t id;    /* 0: free */
@@ -185,7 +187,7 @@ wchan_request(struct wchan *w, const void *msg, wchan_reply_cb cb, void *arg)
 	for (size_t i = 0; i < WCHAN_SLOTS; i++) {
 		struct wchan_slot *s = &w->slots[(hdr.id + i) % WCHAN_SLOTS];
 		if (s->id == 0) {
-			if (chan_send(w->fd, msg, -1) != 0) {
+			if (chan_send_wait(w->fd, msg, WCHAN_SEND_MS) != 0) {
 				log_msg(LOG_ERROR, "proc", "chan_send",
 				    "send of a %s request failed: %s", chan_type_name(hdr.type),
 				    strerror(errno));
@@ -212,7 +214,7 @@ wchan_send(struct wchan *w, const void *msg)
 		errno = EPIPE;
 		return -1;
 	}
-	if (chan_send(w->fd, msg, -1) != 0) {
+	if (chan_send_wait(w->fd, msg, WCHAN_SEND_MS) != 0) {
 		log_msg(LOG_ERROR, "proc", "chan_send", "send of a %s message failed: %s",
 		    chan_type_name(((const struct chan_hdr *)msg)->type), strerror(errno));
 		wchan_break(w, "send to parent failed");

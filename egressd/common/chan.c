@@ -537,7 +537,7 @@ chan_doc_take(struct chan_doc *d, size_t *len)
 }
 
 /* One send, waiting for room until the deadline. */
-static int
+int
 chan_send_wait(int fd, const void *msg, int timeout_ms)
 {
 	for (;;) {

@@ -210,6 +210,13 @@ int chan_pair(int sv[2]) __attribute__((warn_unused_result));
 int chan_send(int fd, const void *msg, int passfd) __attribute__((warn_unused_result));
 
 /*
+ * Send one message (no descriptor), waiting at most timeout_ms while the
+ * socket is full (the peer reads as fast as it can; a burst of chunks
+ * outruns the socket buffer). 0, or -1 with errno (ETIMEDOUT).
+ */
+int chan_send_wait(int fd, const void *msg, int timeout_ms) __attribute__((warn_unused_result));
+
+/*
  * Receive one message into *out and validate it for `side`. A passed fd,
  * if any, is returned in *passfd (else -1); an fd that arrives on a
  * message that may not carry one is closed and the message is INVALID.

@@ -288,7 +288,8 @@ parent_reply(struct pkid *k, uint32_t id, unsigned req_type, int err, const char
 	r.req_type = (uint16_t)req_type;
 	r.err = err;
 	snprintf(r.msg, sizeof(r.msg), "%s", msg ? msg : "");
-	if (chan_send(k->chanfd, &r, -1) != 0)
+	/* A reply that cannot be sent leaves a request of the child hanging: wait for room. */
+	if (chan_send_wait(k->chanfd, &r, PARENT_SEND_MS) != 0)
 		log_msg(LOG_WARN, "proc", "chan_send", "reply failed: %s", strerror(errno));
 }
 
@@ -416,7 +417,7 @@ parent_push_learns(struct parent *p, struct ppush *u, const struct chan_learn *l
 		m.hdr.type = CHAN_LEARN;
 		m.hdr.id = u->id;
 		m.hdr.flags = i + 1 < n ? CHAN_LEARN_MORE : 0;
-		if (chan_send(k->chanfd, &m, -1) != 0) {
+		if (chan_send_wait(k->chanfd, &m, PARENT_SEND_MS) != 0) {
 			log_msg(LOG_ERROR, "proc", "push_failed",
 			    "learn push to intercept failed: %s", strerror(errno));
 			kill(k->pid, SIGKILL);
