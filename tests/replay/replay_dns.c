@@ -26,11 +26,9 @@
  * case passes; each mismatch is printed.
  */
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +45,7 @@
 #include "egressd/dns/dnsproxy.h"
 #include "egressd/dns/dnswire.h"
 #include "fakeparent.h"
+#include "replay.h"
 #include "fakeresolver.h"
 #include "policy/policy.h"
 
@@ -75,23 +74,6 @@ struct rcase {
 	struct expect_learn learn[MAX_EXPECT];
 	int upstream; /* -1: not checked */
 };
-
-static int fails;
-
-static void bad(const char *cs, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-bad(const char *cs, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "FAIL %s: ", cs);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	fails++;
-}
 
 static uint16_t
 qtype_of(const char *t)
@@ -300,7 +282,7 @@ run_case(const char *name, const struct rcase *c, struct fakeresolver *fr, uint1
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
 
 	if (base == NULL || fakeparent_init(&fp, base) != 0) {
-		bad(name, "setup failed");
+		replay_bad(name, "setup failed");
 		return;
 	}
 	fr->base = base;
@@ -312,14 +294,14 @@ run_case(const char *name, const struct rcase *c, struct fakeresolver *fr, uint1
 	p = c->wire ? policy_wire_decode(c->policy, strlen(c->policy), &pe)
 	            : policy_from_json(c->policy, strlen(c->policy), NULL, &pe);
 	if (ws == NULL || p == NULL) {
-		bad(name, "policy does not load: %s", p == NULL ? pe.msg : "no state");
+		replay_bad(name, "policy does not load: %s", p == NULL ? pe.msg : "no state");
 		policy_free(p);
 		goto out_ws;
 	}
 	wstate_set_policy(ws, p);
 	d = dnsproxy_new(ws, ready_cb, &ready, &fr->ops, err, sizeof(err));
 	if (d == NULL) {
-		bad(name, "dnsproxy_new: %s", err);
+		replay_bad(name, "dnsproxy_new: %s", err);
 		goto out_ws;
 	}
 	for (int i = 0; i < TURNS && !ready; i++)
@@ -329,7 +311,7 @@ run_case(const char *name, const struct rcase *c, struct fakeresolver *fr, uint1
 	if (!ready || cli < 0 ||
 	    dnswire_build_query(
 	        0x4242, c->qname, c->qtype, DNSWIRE_CLASS_IN, q + 2, sizeof(q) - 2, &qlen) != 0) {
-		bad(name, "the proxy is not ready or the query does not build");
+		replay_bad(name, "the proxy is not ready or the query does not build");
 		goto out_d;
 	}
 	if (c->tcp) {
@@ -348,16 +330,16 @@ run_case(const char *name, const struct rcase *c, struct fakeresolver *fr, uint1
 	for (int i = 0; i < TURNS && fr->pending > 0; i++)
 		turn(base);
 	if (got <= 0) {
-		bad(name, "no answer");
+		replay_bad(name, "no answer");
 		goto out_cli;
 	}
 	if (parse_answer(c->tcp ? ans + 2 : ans, c->tcp ? (size_t)got - 2 : (size_t)got, &rcode,
 	        fam, addrs, &naddr) != 0) {
-		bad(name, "the answer does not parse");
+		replay_bad(name, "the answer does not parse");
 		goto out_cli;
 	}
 	if (c->rcode >= 0 && rcode != c->rcode)
-		bad(name, "rcode %d, expected %d", rcode, c->rcode);
+		replay_bad(name, "rcode %d, expected %d", rcode, c->rcode);
 	if (c->answers >= 0) {
 		bool ok = naddr == c->answers;
 
@@ -369,28 +351,32 @@ run_case(const char *name, const struct rcase *c, struct fakeresolver *fr, uint1
 			ok = found;
 		}
 		if (!ok)
-			bad(name, "the answer holds %d addresses, expected %d (or others)", naddr,
-			    c->answers);
+			replay_bad(name, "the answer holds %d addresses, expected %d (or others)",
+			    naddr, c->answers);
 	}
 	if (c->nlearn >= 0) {
 		if ((int)fp.nlearns != c->nlearn)
-			bad(name, "the parent got %zu learns, expected %d", fp.nlearns, c->nlearn);
+			replay_bad(
+			    name, "the parent got %zu learns, expected %d", fp.nlearns, c->nlearn);
 		for (int i = 0; i < c->nlearn && i < (int)fp.nlearns; i++) {
 			const struct chan_learn *l = &fp.learns[i];
 			const struct expect_learn *w = &c->learn[i];
 
 			if (strcmp(l->name, w->name) != 0 ||
 			    !same_addr(l->family, l->addr, w->family, w->addr))
-				bad(name, "learn %d (%s): another name or address", i, l->name);
+				replay_bad(
+				    name, "learn %d (%s): another name or address", i, l->name);
 			if (l->port != w->port || l->timeout_s != w->timeout)
-				bad(name, "learn %d (%s): port %u timeout %u, expected %u and %u",
-				    i, l->name, l->port, l->timeout_s, w->port, w->timeout);
+				replay_bad(name,
+				    "learn %d (%s): port %u timeout %u, expected %u and %u", i,
+				    l->name, l->port, l->timeout_s, w->port, w->timeout);
 		}
 	}
 	if (c->upstream >= 0 && (int)fr->asked != c->upstream)
-		bad(name, "the resolver was asked %u times, expected %d", fr->asked, c->upstream);
+		replay_bad(
+		    name, "the resolver was asked %u times, expected %d", fr->asked, c->upstream);
 	if (fp.invalid != 0)
-		bad(name, "%u messages the parent's validator refused", fp.invalid);
+		replay_bad(name, "%u messages the parent's validator refused", fp.invalid);
 out_cli:
 	if (cli >= 0)
 		close(cli);
@@ -402,49 +388,23 @@ out_ws:
 	event_base_free(base);
 }
 
+/* One case: a port of our own for each run (ctest runs tests side by side). */
+static void
+dns_case(const char *path, const char *name)
+{
+	struct rcase c;
+	struct fakeresolver fr;
+
+	fakeresolver_init(&fr, NULL);
+	if (load_case(path, &c, &fr) != 0)
+		replay_bad(name, "the case does not parse");
+	else
+		run_case(name, &c, &fr, (uint16_t)(20000 + getpid() % 20000));
+}
+
 int
 main(int argc, char **argv)
 {
-	struct dirent **names;
-	int n, ran = 0;
-	/* A port of our own for each run (ctest runs tests side by side). */
-	uint16_t port = (uint16_t)(20000 + getpid() % 20000);
-
-	if (argc != 2) {
-		fprintf(stderr, "usage: replay_dns CASE_DIR\n");
-		return 2;
-	}
 	log_init("dns", LOG_ERROR, 2);
-	n = scandir(argv[1], &names, NULL, alphasort);
-	if (n < 0) {
-		perror(argv[1]);
-		return 2;
-	}
-	for (int i = 0; i < n; i++) {
-		size_t len = strlen(names[i]->d_name);
-		char path[4096];
-		struct rcase c;
-		struct fakeresolver fr;
-
-		if (len > 5 && strcmp(names[i]->d_name + len - 5, ".case") == 0) {
-			snprintf(path, sizeof(path), "%s/%s", argv[1], names[i]->d_name);
-			fakeresolver_init(&fr, NULL);
-			if (load_case(path, &c, &fr) != 0) {
-				fprintf(
-				    stderr, "FAIL %s: the case does not parse\n", names[i]->d_name);
-				fails++;
-			} else {
-				int before = fails;
-
-				run_case(names[i]->d_name, &c, &fr, port);
-				printf(
-				    "%s %s\n", fails == before ? "ok  " : "FAIL", names[i]->d_name);
-			}
-			ran++;
-		}
-		free(names[i]);
-	}
-	free(names);
-	printf("%d cases, %d failures\n", ran, fails);
-	return fails == 0 && ran > 0 ? 0 : 1;
+	return replay_main(argc, argv, "replay_dns", dns_case);
 }

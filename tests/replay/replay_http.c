@@ -23,8 +23,6 @@
  *
  * Exit 0 when every case passes; each mismatch is printed.
  */
-#include <dirent.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +32,7 @@
 #include "policy/binding.h"
 #include "policy/policy.h"
 #include "relayharness.h"
+#include "replay.h"
 #include "vault/secret.h"
 #include "vault/snap.h"
 
@@ -57,23 +56,6 @@ struct hcase {
 	struct hexp exp[MAX_EXPECT];
 	size_t nexp;
 };
-
-static int fails;
-
-static void bad(const char *cs, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-bad(const char *cs, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "FAIL %s: ", cs);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	fails++;
-}
 
 /* A copy of s with \r \n \t \\ unescaped. */
 static char *
@@ -208,17 +190,17 @@ case_snap(const char *name, const char *js)
 	char err[256];
 
 	if (bs == NULL) {
-		bad(name, "the vault does not load: %s", pe.msg);
+		replay_bad(name, "the vault does not load: %s", pe.msg);
 		return NULL;
 	}
 	n = binding_credential_count(bs);
 	for (size_t i = 0; i < n && i < 16; i++)
 		if (binding_credential_reveal(bs, i, reveal_cb, &sec[i]) != 0 || sec[i] == NULL) {
-			bad(name, "credential %zu has no inline value", i);
+			replay_bad(name, "credential %zu has no inline value", i);
 			goto out;
 		}
 	if (n <= 16 && (snap = vault_snap_new(bs, sec, n, 1, err, sizeof(err))) == NULL)
-		bad(name, "vault_snap_new: %s", err);
+		replay_bad(name, "vault_snap_new: %s", err);
 out:
 	for (size_t i = 0; i < n && i < 16; i++)
 		secret_unref(sec[i]);
@@ -240,7 +222,7 @@ run_case(const char *name, const struct hcase *c)
 	h->nscript = c->nupstream;
 	relay_send(h, c->request);
 	if (!relay_pump(h, c->wait))
-		bad(name, "the workload never got \"%s\" (log: %s)", c->wait, h->log);
+		replay_bad(name, "the workload never got \"%s\" (log: %s)", c->wait, h->log);
 	for (size_t i = 0; i < c->nexp; i++) {
 		const struct hexp *e = &c->exp[i];
 		const char *where = e->kind == W_HAS || e->kind == W_LACKS ? h->wrx : h->urx;
@@ -250,61 +232,40 @@ run_case(const char *name, const struct hcase *c)
 		case UP_HAS:
 		case W_HAS:
 			if (!has)
-				bad(name, "the %s did not get \"%s\"",
+				replay_bad(name, "the %s did not get \"%s\"",
 				    e->kind == UP_HAS ? "upstream" : "workload", e->text);
 			break;
 		case UP_LACKS:
 		case W_LACKS:
 			if (has)
-				bad(name, "the %s got \"%s\"",
+				replay_bad(name, "the %s got \"%s\"",
 				    e->kind == UP_LACKS ? "upstream" : "workload", e->text);
 			break;
 		case UP_COUNT:
 			if (relay_count(h->urx, e->text) != e->n)
-				bad(name, "the upstream got \"%s\" %zu times, expected %u", e->text,
-				    relay_count(h->urx, e->text), e->n);
+				replay_bad(name, "the upstream got \"%s\" %zu times, expected %u",
+				    e->text, relay_count(h->urx, e->text), e->n);
 			break;
 		}
 	}
 	relay_free(h);
 }
 
+static void
+http_case(const char *path, const char *name)
+{
+	struct hcase c;
+
+	if (load_case(path, &c) != 0)
+		replay_bad(name, "the case does not parse");
+	else
+		run_case(name, &c);
+	case_free(&c);
+}
+
 int
 main(int argc, char **argv)
 {
-	struct dirent **names;
-	int n, ran = 0;
-
-	if (argc != 2) {
-		fprintf(stderr, "usage: replay_http CASE_DIR\n");
-		return 2;
-	}
 	log_init("intercept", LOG_ERROR, 2);
-	n = scandir(argv[1], &names, NULL, alphasort);
-	if (n < 0) {
-		perror(argv[1]);
-		return 2;
-	}
-	for (int i = 0; i < n; i++) {
-		size_t len = strlen(names[i]->d_name);
-		char path[4096];
-		struct hcase c;
-
-		if (len > 5 && strcmp(names[i]->d_name + len - 5, ".case") == 0) {
-			int before = fails;
-
-			snprintf(path, sizeof(path), "%s/%s", argv[1], names[i]->d_name);
-			if (load_case(path, &c) != 0)
-				bad(names[i]->d_name, "the case does not parse");
-			else
-				run_case(names[i]->d_name, &c);
-			case_free(&c);
-			printf("%s %s\n", fails == before ? "ok  " : "FAIL", names[i]->d_name);
-			ran++;
-		}
-		free(names[i]);
-	}
-	free(names);
-	printf("%d cases, %d failures\n", ran, fails);
-	return fails == 0 && ran > 0 ? 0 : 1;
+	return replay_main(argc, argv, "replay_http", http_case);
 }
