@@ -38,11 +38,9 @@
 struct wintercept {
 	struct wstate *ws;
 	struct ca *ca;
-	bool own_ca; /* false when the parent's CA is used */
 	struct leaf_cache *leaves;
 	struct sockpool *pool;
 	struct intercept *ic;
-	bool exported;
 	struct intercept_ops ops;            /* wintercept_ops, for this CA */
 	struct wintercept_leafreq *leafreqs; /* asked of the parent, not answered */
 	struct logagg *agg_ca;               /* client_rejected_ca: one line per host and window */
@@ -279,7 +277,7 @@ wintercept_get_leaf(void *arg, const char *host, intercept_leaf_cb cb, void *cba
 	return 0;
 }
 
-/* Leaves come from the parent (get_leaf is cleared for a CA of the intercept's own). */
+/* Leaves come from the parent: the CA key is not here. */
 static const struct intercept_ops wintercept_ops = {
     .sni_allowed = wintercept_sni_allowed,
     .dst_ok = wintercept_dst_ok,
@@ -298,35 +296,26 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	const struct config *cfg = wstate_cfg(ws);
 	struct wintercept *w = calloc(1, sizeof(*w));
 	struct intercept_config icfg;
-	struct ca_config cc;
 
 	if (w == NULL) {
 		snprintf(err, errlen, "intercept: out of memory");
 		return NULL;
 	}
 	w->ws = ws;
-	memset(&cc, 0, sizeof(cc));
 	/* Upstream verification is never turned off: the secret must reach only the real host. */
 	if (cfg->ssl_insecure)
 		log_msg(LOG_WARN, "vault", "intercept_config",
 		    "ssl-insecure is ignored: upstream certificates are always verified");
-	if (cfg->ca != NULL)
-		w->ca = cfg->ca; /* the parent's, shared by every worker incarnation */
-	else if (cfg->ca_cert[0] != '\0' || cfg->ca_key[0] != '\0') {
-		w->ca = ca_load(cfg->ca_cert, cfg->ca_key, err, errlen);
-		w->own_ca = true;
-	} else {
-		w->ca = ca_generate(&cc, err, errlen);
-		w->own_ca = true;
-	}
-	if (w->ca == NULL)
+	/*
+	 * The parent's CA (made or loaded, and exported, before any child
+	 * ran), shared by every intercept incarnation; its private key stayed
+	 * in the parent, which mints the leaves.
+	 */
+	w->ca = cfg->ca;
+	if (w->ca == NULL) {
+		snprintf(err, errlen, "intercept: no sandbox CA from the parent");
 		goto fail;
-	/* The parent exported its CA before it started us; our own is exported here. */
-	if (w->own_ca && cfg->ca_export[0] != '\0') {
-		if (ca_export_pem(w->ca, cfg->ca_export, err, errlen) != 0)
-			goto fail;
 	}
-	w->exported = true;
 	w->leaves = leaf_cache_new(w->ca, NULL, err, errlen);
 	if (w->leaves == NULL)
 		goto fail;
@@ -365,10 +354,7 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 			goto fail;
 		}
 	}
-	/* A CA of the intercept's own (it holds the key): the cache mints. */
 	w->ops = wintercept_ops;
-	if (ca_can_sign(w->ca))
-		w->ops.get_leaf = NULL;
 	w->ic = intercept_new(wstate_base(ws), &w->ops, w, &icfg, err, errlen);
 	if (w->ic == NULL)
 		goto fail;
@@ -408,16 +394,14 @@ wintercept_free(struct wintercept *w)
 		event_free(w->ev_agg);
 	logagg_free(w->agg_ca); /* writes the summaries still pending */
 	leaf_cache_free(w->leaves);
-	if (w->own_ca)
-		ca_free(w->ca);
 	free(w);
 }
 
-/* True once the CA is exported and the listeners are up. */
+/* True once the listeners are up (the parent exported the CA before). */
 bool
 wintercept_ready(const struct wintercept *w)
 {
-	return w != NULL && w->exported && intercept_listening(w->ic);
+	return w != NULL && intercept_listening(w->ic);
 }
 
 /* The CA certificate PEM. */
