@@ -1277,6 +1277,12 @@ fail:
 	return NULL;
 }
 
+size_t
+dnsproxy_tcp_clients(const struct dnsproxy *d)
+{
+	return d->ntcp;
+}
+
 void
 dnsproxy_free(struct dnsproxy *d)
 {

@@ -74,6 +74,9 @@ struct dnsproxy *dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), vo
 
 void dnsproxy_free(struct dnsproxy *d);
 
+/* DNS-over-TCP clients connected now. */
+size_t dnsproxy_tcp_clients(const struct dnsproxy *d);
+
 /* Whether the answer address may be learned and given to the workload. */
 bool dnsproxy_addr_ok(
     const struct dnsproxy *d, int family, const unsigned char *addr, bool block_private);

@@ -380,6 +380,9 @@ run_case(const char *name, const struct rcase *c, struct fakeresolver *fr, uint1
 out_cli:
 	if (cli >= 0)
 		close(cli);
+	/* The proxy sees its TCP client go (and frees it) before it is freed itself. */
+	for (int i = 0; i < TURNS && d != NULL && dnsproxy_tcp_clients(d) > 0; i++)
+		turn(base);
 out_d:
 	dnsproxy_free(d);
 out_ws:
