@@ -100,8 +100,14 @@ struct ppush {
 	uint32_t reply_id;
 	uint16_t reply_type;
 	int err;
-	bool hard;   /* a policy: a child that refuses it is killed (it cannot go on deciding) */
-	char *vault; /* a vault push: its document (wiped when freed) */
+	bool hard; /* a policy: a child that refuses it is killed (it cannot go on deciding) */
+	/*
+	 * A new vault for the intercept (control's, or none when control
+	 * died): its document (NULL: the empty vault), wiped when freed, and
+	 * the vault in force once the intercept took it.
+	 */
+	bool new_vault;
+	char *vault;
 	size_t vault_len;
 };
 
@@ -207,16 +213,10 @@ parent_ready_file(struct parent *p, bool present)
 }
 
 /*
- * A child is ready once it said so. (What is pushed to it later waits for
- * its acknowledgement where that matters: the request that caused it.)
+ * Publish which children are ready (each once it sent READY; what is
+ * pushed later holds back only the request that caused it), and
+ * egressd's readiness when all are.
  */
-static bool
-parent_kid_ready(const struct pkid *k)
-{
-	return k->ready;
-}
-
-/* Publish which children are ready, and egressd's readiness when all are. */
 static void
 parent_update_ready(struct parent *p)
 {
@@ -224,7 +224,7 @@ parent_update_ready(struct parent *p)
 	bool all;
 
 	for (int r = 0; r < CHAN_ROLE_MAX; r++)
-		if ((p->present & (1u << r)) && parent_kid_ready(&p->kids[r]))
+		if ((p->present & (1u << r)) && p->kids[r].ready)
 			ready |= 1u << r;
 	all = ready == p->present;
 	if (p->shs.status != NULL) {
@@ -322,7 +322,7 @@ parent_push_finish(struct parent *p, struct ppush *u)
 {
 	struct pkid *k = &p->kids[u->reply_role];
 
-	if (u->vault != NULL || u->reply_type == CHAN_VAULT) {
+	if (u->new_vault) {
 		if (u->err == 0) {
 			parent_vault_free(p->vault, p->vault_len);
 			p->vault = u->vault;
@@ -379,28 +379,39 @@ parent_push_drop_role(struct parent *p, enum chan_role role)
 	parent_push_settle(p);
 }
 
-/* Send a push's document to the child of `role`, which must then acknowledge it. */
+/* A push was sent to k (rc 0): it must now acknowledge it; else it is killed. */
 static void
-parent_push_doc(struct parent *p, struct ppush *u, enum chan_role role, unsigned type)
+parent_push_sent(struct ppush *u, struct pkid *k, unsigned type, int rc)
 {
-	struct pkid *k = &p->kids[role];
-	int rc;
-
-	if (!parent_alive(k))
-		return;
-	if (type == CHAN_POLICY)
-		rc = ppolicy_send(p->pp, k->chanfd, u->id);
-	else
-		rc = chan_doc_send(
-		    k->chanfd, CHAN_VAULT, u->id, u->vault, u->vault_len, PARENT_SEND_MS);
 	if (rc != 0) {
 		/* It does not take what is in force: it cannot go on deciding. */
 		log_msg(LOG_ERROR, "proc", "push_failed", "%s push to %s failed: %s",
-		    chan_type_name(type), chan_role_name(role), strerror(errno));
+		    chan_type_name(type), chan_role_name(k->role), strerror(errno));
 		kill(k->pid, SIGKILL);
 		return;
 	}
-	u->waiting |= 1u << role;
+	u->waiting |= 1u << k->role;
+}
+
+/* The policy in force to the child of `role`. */
+static void
+parent_push_policy(struct parent *p, struct ppush *u, enum chan_role role)
+{
+	struct pkid *k = &p->kids[role];
+
+	if (parent_alive(k))
+		parent_push_sent(u, k, CHAN_POLICY, ppolicy_send(p->pp, k->chanfd, u->id));
+}
+
+/* A vault document (NULL, 0: none) to the intercept. */
+static void
+parent_push_vault(struct parent *p, struct ppush *u, const char *doc, size_t len)
+{
+	struct pkid *k = &p->kids[CHAN_ROLE_INTERCEPT];
+
+	if (parent_alive(k))
+		parent_push_sent(u, k, CHAN_VAULT,
+		    chan_doc_send(k->chanfd, CHAN_VAULT, u->id, doc, len, PARENT_SEND_MS));
 }
 
 /* Learned entries to the intercept (which checks SNI against them), batched. */
@@ -448,7 +459,7 @@ parent_ack(struct pkid *k, const struct chan_ack *a)
 		log_str(&l, "role", chan_role_name(k->role));
 		log_str(&l, "why", strerror(a->err));
 		log_end(&l);
-		if (u->vault != NULL)
+		if (u->new_vault)
 			u->err = a->err; /* the intercept keeps the vault it had */
 		if (u->hard)
 			kill(k->pid, SIGKILL);
@@ -654,8 +665,8 @@ parent_policy(struct pkid *k, const union chan_msg *m)
 	u->reply_id = m->hdr.id;
 	u->reply_type = CHAN_POLICY;
 	u->hard = true;
-	parent_push_doc(p, u, CHAN_ROLE_DNS, CHAN_POLICY);
-	parent_push_doc(p, u, CHAN_ROLE_INTERCEPT, CHAN_POLICY);
+	parent_push_policy(p, u, CHAN_ROLE_DNS);
+	parent_push_policy(p, u, CHAN_ROLE_INTERCEPT);
 	parent_push_queue(p, u);
 }
 
@@ -690,14 +701,10 @@ parent_vault(struct pkid *k, const union chan_msg *m)
 	u->reply_pid = k->pid;
 	u->reply_id = m->hdr.id;
 	u->reply_type = CHAN_VAULT;
+	u->new_vault = true;
 	u->vault = doc;
 	u->vault_len = len;
-	if (u->vault == NULL) {
-		/* An empty vault: nothing to wipe, but still a vault push. */
-		u->vault = calloc(1, 1);
-		u->vault_len = 0;
-	}
-	parent_push_doc(p, u, CHAN_ROLE_INTERCEPT, CHAN_VAULT);
+	parent_push_vault(p, u, doc, len);
 	parent_push_queue(p, u);
 }
 
@@ -914,11 +921,10 @@ parent_kid_gone(struct pkid *k, int status)
 
 		log_msg(LOG_WARN, "vault", "vault_dropped",
 		    "control exited: the credential vault written through the API is dropped");
-		if (u != NULL && (u->vault = calloc(1, 1)) != NULL) {
-			parent_push_doc(p, u, CHAN_ROLE_INTERCEPT, CHAN_VAULT);
+		if (u != NULL) {
+			u->new_vault = true; /* the empty vault */
+			parent_push_vault(p, u, NULL, 0);
 			parent_push_queue(p, u);
-		} else {
-			free(u);
 		}
 	}
 	parent_update_ready(p);
@@ -1155,50 +1161,52 @@ retry : {
 }
 }
 
+/* The learned entries in force, gathered into batches for a new intercept. */
+struct parent_learn_batch {
+	struct parent *p;
+	struct chan_learn l[CHAN_MAX_BATCH];
+	size_t n;
+};
+
+static void
+parent_learn_batch_push(struct parent_learn_batch *b)
+{
+	struct ppush *u;
+
+	if (b->n > 0 && (u = parent_push_new(b->p)) != NULL) {
+		parent_push_learns(b->p, u, b->l, b->n);
+		parent_push_queue(b->p, u);
+	}
+	b->n = 0;
+}
+
 static void
 parent_learn_collect(const struct chan_learn *l, void *arg)
 {
-	struct parent *p = arg;
-	struct ppush *u;
+	struct parent_learn_batch *b = arg;
 
-	p->learns[p->nlearn++] = *l;
-	if (p->nlearn < CHAN_MAX_BATCH)
-		return;
-	if ((u = parent_push_new(p)) != NULL) {
-		parent_push_learns(p, u, p->learns, p->nlearn);
-		parent_push_queue(p, u);
-	}
-	p->nlearn = 0;
+	b->l[b->n++] = *l;
+	if (b->n == CHAN_MAX_BATCH)
+		parent_learn_batch_push(b);
 }
 
 static void
 parent_intercept_state(struct parent *p)
 {
+	struct parent_learn_batch *b;
 	struct ppush *u;
-	size_t keep = p->nlearn;
-	struct chan_learn saved[CHAN_MAX_BATCH];
 
+	/* Not a new vault: the one in force, handed to the new intercept. */
 	if (p->vault != NULL && (u = parent_push_new(p)) != NULL) {
-		/* Not a new vault: the one in force, handed to the new intercept. */
-		struct pkid *k = &p->kids[CHAN_ROLE_INTERCEPT];
-
-		if (chan_doc_send(
-		        k->chanfd, CHAN_VAULT, u->id, p->vault, p->vault_len, PARENT_SEND_MS) == 0)
-			u->waiting |= 1u << CHAN_ROLE_INTERCEPT;
-		else
-			kill(k->pid, SIGKILL);
+		parent_push_vault(p, u, p->vault, p->vault_len);
 		parent_push_queue(p, u);
 	}
-	/* A dns batch may be half received: keep it aside while the learned entries go. */
-	memcpy(saved, p->learns, keep * sizeof(saved[0]));
-	p->nlearn = 0;
-	ppolicy_foreach_learned(p->pp, parent_learn_collect, p);
-	if (p->nlearn > 0 && (u = parent_push_new(p)) != NULL) {
-		parent_push_learns(p, u, p->learns, p->nlearn);
-		parent_push_queue(p, u);
-	}
-	memcpy(p->learns, saved, keep * sizeof(saved[0]));
-	p->nlearn = keep;
+	if ((b = calloc(1, sizeof(*b))) == NULL)
+		return; /* the intercept learns them again as names are resolved */
+	b->p = p;
+	ppolicy_foreach_learned(p->pp, parent_learn_collect, b);
+	parent_learn_batch_push(b);
+	free(b);
 }
 
 /*
