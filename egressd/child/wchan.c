@@ -244,6 +244,25 @@ wchan_batch(struct wchan *w, void *msgs, size_t size, size_t n, wchan_reply_cb c
 	return 0;
 }
 
+int
+wchan_doc(struct wchan *w, unsigned type, const char *doc, size_t len, wchan_reply_cb cb, void *arg)
+{
+	struct chan_policy *c = malloc(sizeof(*c));
+	uint32_t id = wchan_id(w);
+	size_t off = 0;
+	int rc = 0;
+
+	if (c == NULL)
+		return -1;
+	do {
+		off = chan_doc_chunk(c, type, id, doc, len, off);
+		rc = off < len ? wchan_send(w, c) : wchan_request(w, c, cb, arg);
+	} while (rc == 0 && off < len);
+	explicit_bzero(c, sizeof(*c));
+	free(c);
+	return rc;
+}
+
 /* The reply will still come; mark the slot so that it is dropped. */
 void
 wchan_cancel(struct wchan *w, uint32_t id)

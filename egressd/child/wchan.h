@@ -55,6 +55,15 @@ int wchan_send(struct wchan *w, const void *msg) __attribute__((warn_unused_resu
 int wchan_batch(struct wchan *w, void *msgs, size_t size, size_t n, wchan_reply_cb cb, void *arg)
     __attribute__((warn_unused_result));
 
+/*
+ * Send a whole document (CHAN_POLICY or CHAN_VAULT) as chunks of one
+ * fresh id, CHAN_POLICY_MORE on all but the last, whose reply goes to cb.
+ * Every chunk buffer is wiped (a vault holds secrets). 0, or -1 if the
+ * channel broke or there was no memory (cb is then not called).
+ */
+int wchan_doc(struct wchan *w, unsigned type, const char *doc, size_t len, wchan_reply_cb cb,
+    void *arg) __attribute__((warn_unused_result));
+
 /* Forget a pending request whose requester is gone; its reply is dropped. */
 void wchan_cancel(struct wchan *w, uint32_t id);
 

@@ -66,7 +66,7 @@ struct wstate_apply {
 	struct policy *p;
 	wstate_applied_cb cb;
 	void *arg;
-	uint32_t id;
+	bool sent; /* handed to the parent: its answer is awaited */
 };
 
 static void wstate_apply_next(struct wstate *ws);
@@ -103,18 +103,42 @@ wstate_forgotten_cb(const struct learnmap_entry *e, void *arg)
 }
 
 /*
+ * Make p (a reference taken) the policy in force in this process: swap,
+ * bump the revision, forget the learned entries it no longer allows (the
+ * parent has forgotten them in the kernel), and log it.
+ */
+static void
+wstate_swap_policy(struct wstate *ws, struct policy *p)
+{
+	struct wstate_prune pr = {.newp = p};
+	struct policy *old = ws->policy;
+	struct log_line l;
+
+	ws->policy = p;
+	ws->revision++;
+	learnmap_prune(ws->learned, wstate_keep_learned, wstate_forgotten_cb, &pr);
+	policy_free(old);
+	log_begin(&l, LOG_INFO, "policy", "policy_apply");
+	log_uint(&l, "revision", ws->revision);
+	log_str(&l, "default", policy_action_str(policy_default_action(p)));
+	log_uint(&l, "rules", policy_rule_count(p, POLICY_ORIGIN_USER));
+	log_uint(&l, "deny_always", policy_rule_count(p, POLICY_ORIGIN_DENY_ALWAYS));
+	log_uint(&l, "allow_always", policy_rule_count(p, POLICY_ORIGIN_ALLOW_ALWAYS));
+	log_uint(&l, "forgotten", pr.forgotten);
+	log_end(&l);
+}
+
+/*
  * The parent has put the policy in force: its static sets, and the
- * learned addresses and flows it no longer allows are gone. Swap, and
- * drop the same learned entries from the worker's map.
+ * learned addresses and flows it no longer allows are gone; dns and
+ * intercept have it. Swap here too.
  */
 static void
 wstate_policy_cb(const union chan_msg *reply, int fd, void *arg)
 {
 	struct wstate_apply *a = arg;
 	struct wstate *ws = a->ws;
-	struct policy *old;
 	struct log_line l;
-	struct wstate_prune pr = {.newp = a->p};
 
 	if (reply->result.err != 0) {
 		ws->metrics->policy_failures++;
@@ -125,23 +149,10 @@ wstate_policy_cb(const union chan_msg *reply, int fd, void *arg)
 		wstate_apply_done(ws, a, EIO, reply->result.msg);
 		return;
 	}
-	old = ws->policy;
-	ws->policy = policy_ref(a->p);
-	ws->revision++;
 	ws->metrics->policy_applies++;
+	wstate_swap_policy(ws, policy_ref(a->p));
 	if (ws->svc != NULL && ws->svc_ops.policy_changed != NULL)
 		ws->svc_ops.policy_changed(ws->svc);
-	if (ws->learned != NULL)
-		learnmap_prune(ws->learned, wstate_keep_learned, wstate_forgotten_cb, &pr);
-	policy_free(old);
-	log_begin(&l, LOG_INFO, "policy", "policy_apply");
-	log_uint(&l, "revision", ws->revision);
-	log_str(&l, "default", policy_action_str(policy_default_action(a->p)));
-	log_uint(&l, "rules", policy_rule_count(a->p, POLICY_ORIGIN_USER));
-	log_uint(&l, "deny_always", policy_rule_count(a->p, POLICY_ORIGIN_DENY_ALWAYS));
-	log_uint(&l, "allow_always", policy_rule_count(a->p, POLICY_ORIGIN_ALLOW_ALWAYS));
-	log_uint(&l, "forgotten", pr.forgotten);
-	log_end(&l);
 	wstate_apply_done(ws, a, 0, "");
 }
 
@@ -150,45 +161,23 @@ static void
 wstate_apply_next(struct wstate *ws)
 {
 	struct wstate_apply *a = ws->applying;
-	struct chan_policy *c;
 	char *doc;
-	size_t len = 0, off = 0;
+	size_t len = 0;
+	int rc;
 
-	if (a == NULL || a->id != 0)
+	if (a == NULL || a->sent)
 		return;
 	doc = policy_wire_encode(a->p, &len);
-	if (doc == NULL || len > CHAN_MAX_POLICY_BYTES || (c = malloc(sizeof(*c))) == NULL) {
+	if (doc == NULL || len > CHAN_MAX_POLICY_BYTES) {
 		free(doc);
 		wstate_apply_done(ws, a, E2BIG, "policy too large for the channel");
 		return;
 	}
-	a->id = wchan_id(ws->chan);
-	do {
-		size_t n = len - off > CHAN_POLICY_CHUNK ? CHAN_POLICY_CHUNK : len - off;
-		int rc;
-
-		memset(c, 0, sizeof(*c));
-		c->hdr.type = CHAN_POLICY;
-		c->hdr.id = a->id;
-		c->total = (uint32_t)len;
-		c->offset = (uint32_t)off;
-		c->len = (uint32_t)n;
-		memcpy(c->data, doc + off, n);
-		off += n;
-		if (off < len) {
-			c->hdr.flags = CHAN_POLICY_MORE;
-			rc = wchan_send(ws->chan, c);
-		} else
-			rc = wchan_request(ws->chan, c, wstate_policy_cb, a);
-		if (rc != 0) {
-			free(c);
-			free(doc);
-			wstate_apply_done(ws, a, EPIPE, "channel to the parent is broken");
-			return;
-		}
-	} while (off < len);
-	free(c);
+	a->sent = true;
+	rc = wchan_doc(ws->chan, CHAN_POLICY, doc, len, wstate_policy_cb, a);
 	free(doc);
+	if (rc != 0)
+		wstate_apply_done(ws, a, EPIPE, "channel to the parent is broken");
 }
 
 /* Whether every policy still being applied allows name (see wstate.h). */
@@ -418,8 +407,7 @@ wstate_watch_cb(evutil_socket_t fd, short what, void *arg)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	if (ws->learned != NULL)
-		learnmap_expire(ws->learned, ts.tv_sec);
+	learnmap_expire(ws->learned, ts.tv_sec);
 	if (ws->role != CHAN_ROLE_CONTROL)
 		return;
 	if (ws->svc != NULL && ws->svc_ops.tick != NULL)
@@ -478,9 +466,7 @@ static int
 wstate_take_policy(struct wstate *ws, const char *doc, size_t len)
 {
 	struct policy_err pe;
-	struct policy *p, *old;
-	struct wstate_prune pr;
-	struct log_line l;
+	struct policy *p;
 
 	memset(&pe, 0, sizeof(pe));
 	p = policy_wire_decode(doc ? doc : "", len, &pe);
@@ -488,20 +474,7 @@ wstate_take_policy(struct wstate *ws, const char *doc, size_t len)
 		log_msg(LOG_ERROR, "policy", "policy_reject", "the parent's policy: %s", pe.msg);
 		return EINVAL;
 	}
-	pr.newp = p;
-	pr.forgotten = 0;
-	old = ws->policy;
-	ws->policy = p;
-	ws->revision++;
-	if (ws->learned != NULL)
-		learnmap_prune(ws->learned, wstate_keep_learned, wstate_forgotten_cb, &pr);
-	policy_free(old);
-	log_begin(&l, LOG_INFO, "policy", "policy_apply");
-	log_uint(&l, "revision", ws->revision);
-	log_str(&l, "default", policy_action_str(policy_default_action(p)));
-	log_uint(&l, "rules", policy_rule_count(p, POLICY_ORIGIN_USER));
-	log_uint(&l, "forgotten", pr.forgotten);
-	log_end(&l);
+	wstate_swap_policy(ws, p);
 	return 0;
 }
 
@@ -539,7 +512,7 @@ wstate_push_cb(const union chan_msg *m, void *arg)
 	case CHAN_LEARN:
 		/* The intercept checks SNI against the names the DNS proxy learned. */
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		if (ws->learned != NULL && ws->role == CHAN_ROLE_INTERCEPT &&
+		if (ws->role == CHAN_ROLE_INTERCEPT &&
 		    learnmap_add(ws->learned, m->learn.name, m->learn.family, m->learn.addr,
 		        m->learn.port, ts.tv_sec + m->learn.timeout_s) != 0)
 			ws->push_err = ENOSPC;
@@ -599,9 +572,8 @@ wstate_publish_vault(
 {
 	struct wstate_vpub *v;
 	char *doc;
-	size_t len, off = 0;
-	int err;
-	uint32_t id;
+	size_t len;
+	int err, rc;
 
 	if (ws->chan == NULL || !ws->cfg->intercept) {
 		if (cb != NULL)
@@ -618,40 +590,13 @@ wstate_publish_vault(
 	}
 	v->cb = cb;
 	v->arg = arg;
-	id = wchan_id(ws->chan);
-	do {
-		union chan_msg *c = calloc(1, sizeof(*c));
-		size_t n = len - off > CHAN_POLICY_CHUNK ? CHAN_POLICY_CHUNK : len - off;
-		int rc;
-
-		if (c == NULL) {
-			rc = -1;
-		} else {
-			c->vault.hdr.type = CHAN_VAULT;
-			c->vault.hdr.id = id;
-			c->vault.total = (uint32_t)len;
-			c->vault.offset = (uint32_t)off;
-			c->vault.len = (uint32_t)n;
-			if (n > 0)
-				memcpy(c->vault.data, doc + off, n);
-			off += n;
-			if (off < len) {
-				c->vault.hdr.flags = CHAN_POLICY_MORE;
-				rc = wchan_send(ws->chan, c);
-			} else
-				rc = wchan_request(ws->chan, c, wstate_vault_cb, v);
-			explicit_bzero(c, sizeof(*c));
-			free(c);
-		}
-		if (rc != 0) {
-			vault_wire_free(doc, len);
-			if (cb != NULL)
-				cb(EPIPE, "channel to the parent is broken", arg);
-			free(v);
-			return;
-		}
-	} while (off < len);
+	rc = wchan_doc(ws->chan, CHAN_VAULT, doc, len, wstate_vault_cb, v);
 	vault_wire_free(doc, len);
+	if (rc != 0) {
+		free(v);
+		if (cb != NULL)
+			cb(EPIPE, "channel to the parent is broken", arg);
+	}
 }
 
 /* ---- control: the others' status ---- */
@@ -696,7 +641,7 @@ wstate_learned_count(const struct wstate *ws)
 
 	if (st != NULL)
 		return st->learned;
-	return ws->learned != NULL ? learnmap_count(ws->learned) : 0;
+	return learnmap_count(ws->learned);
 }
 
 /* dns and intercept start from the policy the parent handed over (deny-all if none yet). */

@@ -558,6 +558,25 @@ chan_send_wait(int fd, const void *msg, int timeout_ms)
 	}
 }
 
+size_t
+chan_doc_chunk(
+    struct chan_policy *c, unsigned type, uint32_t id, const char *doc, size_t len, size_t off)
+{
+	size_t n = len - off > CHAN_POLICY_CHUNK ? CHAN_POLICY_CHUNK : len - off;
+
+	memset(c, 0, sizeof(*c));
+	c->hdr.type = (uint16_t)type;
+	c->hdr.id = id;
+	c->total = (uint32_t)len;
+	c->offset = (uint32_t)off;
+	c->len = (uint32_t)n;
+	if (n > 0)
+		memcpy(c->data, doc + off, n);
+	if (off + n < len)
+		c->hdr.flags = CHAN_POLICY_MORE;
+	return off + n;
+}
+
 int
 chan_doc_send(int fd, unsigned type, uint32_t id, const char *doc, size_t len, int timeout_ms)
 {
@@ -568,24 +587,9 @@ chan_doc_send(int fd, unsigned type, uint32_t id, const char *doc, size_t len, i
 	if (c == NULL)
 		return -1;
 	do {
-		size_t n = len - off > CHAN_POLICY_CHUNK ? CHAN_POLICY_CHUNK : len - off;
-
-		memset(c, 0, sizeof(*c));
-		c->hdr.type = (uint16_t)type;
-		c->hdr.id = id;
-		c->total = (uint32_t)len;
-		c->offset = (uint32_t)off;
-		c->len = (uint32_t)n;
-		if (n > 0)
-			memcpy(c->data, doc + off, n);
-		off += n;
-		if (off < len)
-			c->hdr.flags = CHAN_POLICY_MORE;
-		if (chan_send_wait(fd, c, timeout_ms) != 0) {
-			rc = -1;
-			break;
-		}
-	} while (off < len);
+		off = chan_doc_chunk(c, type, id, doc, len, off);
+		rc = chan_send_wait(fd, c, timeout_ms);
+	} while (rc == 0 && off < len);
 	explicit_bzero(c, sizeof(*c));
 	free(c);
 	return rc;

@@ -262,6 +262,14 @@ char *chan_doc_take(struct chan_doc *d, size_t *len);
 void chan_doc_reset(struct chan_doc *d);
 
 /*
+ * Fill *c with the chunk of a document that starts at off (of len bytes,
+ * type and id given), flags included; the offset of the next chunk.
+ * Done when it equals len.
+ */
+size_t chan_doc_chunk(
+    struct chan_policy *c, unsigned type, uint32_t id, const char *doc, size_t len, size_t off);
+
+/*
  * Send a whole document as chunks of `type` under one id, waiting at
  * most timeout_ms for room on a full socket. An empty document is one
  * empty chunk. 0, or -1 with errno.
