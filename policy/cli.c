@@ -99,8 +99,8 @@ cli_load(const char *path, struct policy_err *err)
 }
 
 /*
- * Load FILE, with the operator overlay DIR/deny.always and
- * DIR/allow.always when "-a DIR" leads the arguments (shifted away).
+ * Load FILE, with the operator overlay DIR/deny.always, DIR/allow.always
+ * and DIR/log_skip.always when "-a DIR" leads the arguments (shifted away).
  */
 static struct policy *
 cli_load_args(int *argc, char ***argv, struct policy_err *err)
@@ -125,7 +125,12 @@ cli_load_args(int *argc, char ***argv, struct policy_err *err)
 	snprintf(apath, sizeof(apath), "%s/allow.always", dir);
 	q = policy_with_always_files(p, dpath, apath, err);
 	policy_free(p);
-	return q;
+	if (q == NULL)
+		return NULL;
+	snprintf(dpath, sizeof(dpath), "%s/log_skip.always", dir);
+	p = policy_with_log_skip_file(q, dpath, err);
+	policy_free(q);
+	return p;
 }
 
 static void

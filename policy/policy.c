@@ -331,6 +331,7 @@ policy_free(struct policy *p)
 		return;
 	for (int o = 0; o < POLICY_ORIGIN_RULE_LISTS; o++)
 		policy_rules_free(&p->lists[o]);
+	policy_rules_free(&p->log_skip);
 	free(p->exact.e);
 	free(p->wild.e);
 	free(p->exact.bloom);

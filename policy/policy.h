@@ -178,6 +178,22 @@ struct policy *policy_with_always(const struct policy *p, const char *deny_name,
 struct policy *policy_with_always_files(const struct policy *p, const char *deny_path,
     const char *allow_path, struct policy_err *err) __attribute__((warn_unused_result));
 
+/*
+ * A copy of p whose log_skip list (OpenSandbox's log_skip.always: names
+ * whose successful resolutions are not logged) is parsed from buf: one
+ * name or "*.name" per line, '#' comments; an IP or CIDR line is an
+ * error naming the line. NULL buf = none. The name labels errors.
+ */
+struct policy *policy_with_log_skip(const struct policy *p, const char *name, const char *buf,
+    size_t len, struct policy_err *err) __attribute__((warn_unused_result));
+
+/* Same, reading the file; a missing file means an empty list. */
+struct policy *policy_with_log_skip_file(const struct policy *p, const char *path,
+    struct policy_err *err) __attribute__((warn_unused_result));
+
+/* Whether a canonical name's successful resolution goes unlogged (log_skip). */
+bool policy_log_skip(const struct policy *p, const char *canon);
+
 /* A copy of p with another binding set (takes a reference; NULL = none). */
 struct policy *policy_with_bindings(const struct policy *p, struct binding_set *bs)
     __attribute__((warn_unused_result));

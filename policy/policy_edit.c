@@ -41,8 +41,13 @@ policy_derive(const struct policy *base, struct policy_rules lists[POLICY_ORIGIN
 {
 	struct policy *p = policy_build(base->def, lists, &base->dns, bs);
 
-	if (p != NULL)
-		p->terminate_all = base->terminate_all;
+	if (p == NULL)
+		return NULL;
+	p->terminate_all = base->terminate_all;
+	if (policy_rules_copy(&p->log_skip, &base->log_skip) != 0) {
+		policy_free(p);
+		return NULL;
+	}
 	return p;
 }
 
@@ -242,10 +247,13 @@ policy_remove_json(
 	return p;
 }
 
-/* One always file: one target per line, blanks and '#' lines skipped. */
+/*
+ * One always file: one target per line, blanks and '#' lines skipped.
+ * names_only (log_skip.always) refuses IP literals and CIDRs.
+ */
 static int
 always_parse(const char *name, const char *buf, size_t len, enum policy_action action,
-    struct policy_rules *l, struct policy_err *err)
+    bool names_only, struct policy_rules *l, struct policy_err *err)
 {
 	size_t pos = 0;
 	unsigned line = 0;
@@ -272,6 +280,10 @@ always_parse(const char *name, const char *buf, size_t len, enum policy_action a
 		memset(&r, 0, sizeof(r));
 		enum policy_errcode code =
 		    policy_rule_target(s, n, POLICY_MAX_TARGET_LEN, &r, &why);
+		if (code == POLICY_ERR_NONE && names_only && r.kind >= POLICY_TARGET_ADDR) {
+			code = POLICY_ERR_INVALID;
+			why = "is not a domain pattern (a name or *.name)";
+		}
 		if (code != POLICY_ERR_NONE) {
 			char show[POLICY_SHOW_MAX + 8];
 			policy_show(show, sizeof(show), s + lead, n - lead);
@@ -307,9 +319,9 @@ policy_with_always(const struct policy *p, const char *deny_name, const char *de
 
 	memset(err, 0, sizeof(*err));
 	memset(lists, 0, sizeof(lists));
-	if (always_parse(deny_name, deny_buf, deny_len, POLICY_DENY,
+	if (always_parse(deny_name, deny_buf, deny_len, POLICY_DENY, false,
 	        &lists[POLICY_ORIGIN_DENY_ALWAYS], err) != 0 ||
-	    always_parse(allow_name, allow_buf, allow_len, POLICY_ALLOW,
+	    always_parse(allow_name, allow_buf, allow_len, POLICY_ALLOW, false,
 	        &lists[POLICY_ORIGIN_ALLOW_ALWAYS], err) != 0 ||
 	    policy_rules_copy(&lists[POLICY_ORIGIN_USER], &p->lists[POLICY_ORIGIN_USER]) != 0) {
 		for (int o = 0; o < POLICY_ORIGIN_RULE_LISTS; o++)
@@ -346,6 +358,52 @@ policy_with_always_files(
 	np = policy_with_always(p, deny_path, d, dl, allow_path, a, al, err);
 	free(d);
 	free(a);
+	return np;
+}
+
+/* log_skip.always; see policy.h. */
+struct policy *
+policy_with_log_skip(
+    const struct policy *p, const char *name, const char *buf, size_t len, struct policy_err *err)
+{
+	struct policy_rules skip, lists[POLICY_ORIGIN_RULE_LISTS];
+	struct policy *np;
+
+	memset(err, 0, sizeof(*err));
+	memset(&skip, 0, sizeof(skip));
+	if (always_parse(name, buf, len, POLICY_ALLOW, true, &skip, err) != 0) {
+		policy_rules_free(&skip);
+		return NULL;
+	}
+	if (policy_rules_dedup(&skip) != 0 || policy_copy_lists(p, lists) != 0) {
+		policy_rules_free(&skip);
+		return policy_nomem(err);
+	}
+	np = policy_derive(p, lists, binding_set_ref(p->bindings));
+	if (np == NULL) {
+		policy_rules_free(&skip);
+		return policy_nomem(err);
+	}
+	policy_rules_free(&np->log_skip);
+	np->log_skip = skip;
+	return np;
+}
+
+/* Same, from a file; see policy.h. */
+struct policy *
+policy_with_log_skip_file(const struct policy *p, const char *path, struct policy_err *err)
+{
+	char *b;
+	size_t n = 0;
+	bool missing = false;
+	struct policy *np;
+
+	memset(err, 0, sizeof(*err));
+	b = policy_read_file(path, POLICY_MAX_ALWAYS_BYTES, &n, err, &missing);
+	if (b == NULL && !missing)
+		return NULL;
+	np = policy_with_log_skip(p, path, b, n, err);
+	free(b);
 	return np;
 }
 

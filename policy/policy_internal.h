@@ -139,7 +139,8 @@ struct policy {
 	struct policy_rules lists[POLICY_ORIGIN_RULE_LISTS];
 	struct policy_dns dns;
 	struct binding_set *bindings;
-	bool terminate_all; /* terminateAll: every allowed TLS host is terminated */
+	bool terminate_all;           /* terminateAll: every allowed TLS host is terminated */
+	struct policy_rules log_skip; /* log_skip.always: names whose learn line is not written */
 	struct policy_ntab exact, wild;
 	struct policy_atab addrs;
 };

@@ -220,3 +220,25 @@ policy_learn_refusal(const struct policy *p, const char *canon, uint16_t port)
 		return "port scope not allowed for the name";
 	return NULL;
 }
+
+/* log_skip; see policy.h. Linear: the list is an operator's short file. */
+bool
+policy_log_skip(const struct policy *p, const char *canon)
+{
+	size_t len = canon ? strlen(canon) : 0;
+
+	for (size_t i = 0; p != NULL && i < p->log_skip.n; i++) {
+		const struct policy_rule *r = &p->log_skip.v[i];
+		size_t tl;
+
+		if (r->kind == POLICY_TARGET_NAME && strcmp(r->target, canon) == 0)
+			return true;
+		if (r->kind != POLICY_TARGET_WILDCARD)
+			continue;
+		/* "*.s" covers names strictly below s, as in the rules. */
+		tl = strlen(r->target + 1); /* ".s" */
+		if (len > tl && strcmp(canon + len - tl, r->target + 1) == 0)
+			return true;
+	}
+	return false;
+}

@@ -4,7 +4,8 @@
  *
  *   {"v":1,"defaultAction":"deny","terminateAll":false,
  *    "dns":{"ttlMin":60,"ttlMax":360,"filterPrivate":true},
- *    "denyAlways":[rule..],"allowAlways":[rule..],"egress":[rule..]}
+ *    "denyAlways":[rule..],"allowAlways":[rule..],"egress":[rule..],
+ *    "logSkip":["name"|"*.name"..]}
  *
  * Rules have the API's shape, so decoding goes through the API's rule
  * parser; the receiver trusts nothing the sender could not have written
@@ -17,8 +18,8 @@
 
 #define POLICY_WIRE_VERSION 1
 
-static const char *const wire_keys[] = {
-    "v", "defaultAction", "terminateAll", "dns", "denyAlways", "allowAlways", "egress", NULL};
+static const char *const wire_keys[] = {"v", "defaultAction", "terminateAll", "dns", "denyAlways",
+    "allowAlways", "egress", "logSkip", NULL};
 static const char *const wire_dns_keys[] = {"ttlMin", "ttlMax", "filterPrivate", NULL};
 /* The list keys, in enum policy_origin order. */
 static const char *const wire_lists[POLICY_ORIGIN_RULE_LISTS] = {
@@ -68,6 +69,12 @@ policy_wire_encode(const struct policy *p, size_t *len)
 		if (a == NULL || json_object_set_new(o, wire_lists[k], a) != 0)
 			goto out;
 	}
+	json_t *ls = json_array();
+	if (ls == NULL || json_object_set_new(o, "logSkip", ls) != 0)
+		goto out;
+	for (size_t i = 0; i < p->log_skip.n; i++)
+		if (json_array_append_new(ls, json_string(p->log_skip.v[i].target)) != 0)
+			goto out;
 	s = json_dumps(o, JSON_COMPACT);
 	if (s != NULL)
 		*len = strlen(s);
@@ -100,6 +107,59 @@ wire_bool(struct policy_ctx *c, const json_t *obj, const char *key, const char *
 		    c, POLICY_ERR_INVALID, obj, key, 0, 0, path, "%s must be a boolean", key);
 	*out = json_is_true(v);
 	return 0;
+}
+
+/*
+ * The logSkip list, through the log_skip.always parser (one line per
+ * string: a string holding a line break is refused). Replaces *pp.
+ */
+static int
+wire_log_skip(struct policy_ctx *c, const json_t *root, struct policy **pp)
+{
+	const json_t *a = json_object_get(root, "logSkip"), *v;
+	struct policy *np;
+	char *buf;
+	size_t i, n = 0, off = 0;
+
+	if (!json_is_array(a)) {
+		policy_ctx_fail(c, POLICY_ERR_INVALID, root, "logSkip", 0, 0, "",
+		    "logSkip must be an array of names");
+		goto fail;
+	}
+	if (json_array_size(a) == 0)
+		return 0;
+	json_array_foreach(a, i, v)
+	{
+		if (!json_is_string(v) ||
+		    memchr(json_string_value(v), '\n', json_string_length(v)) != NULL) {
+			policy_ctx_fail(c, POLICY_ERR_INVALID, root, "logSkip", 0, 0, "",
+			    "logSkip holds a name per string");
+			goto fail;
+		}
+		n += json_string_length(v) + 1;
+	}
+	if ((buf = malloc(n)) == NULL) {
+		c->err->code = POLICY_ERR_NOMEM;
+		snprintf(c->err->msg, sizeof(c->err->msg), "out of memory");
+		goto fail;
+	}
+	json_array_foreach(a, i, v)
+	{
+		memcpy(buf + off, json_string_value(v), json_string_length(v));
+		off += json_string_length(v);
+		buf[off++] = '\n';
+	}
+	np = policy_with_log_skip(*pp, "<wire>", buf, off, c->err);
+	free(buf);
+	if (np == NULL)
+		goto fail;
+	policy_free(*pp);
+	*pp = np;
+	return 0;
+fail:
+	policy_free(*pp);
+	*pp = NULL;
+	return -1;
 }
 
 struct policy *
@@ -191,6 +251,8 @@ policy_wire_decode(const char *buf, size_t len, struct policy_err *err)
 		goto out;
 	}
 	p->terminate_all = ta;
+	if (wire_log_skip(&c, root, &p) != 0)
+		goto out;
 out:
 	for (int k = 0; k < POLICY_ORIGIN_RULE_LISTS; k++)
 		policy_rules_free(&lists[k]);

@@ -57,7 +57,7 @@ struct wstate {
 	struct event *ev_watch;  /* policy and always files */
 	struct wstate_stamp {
 		long long mtime_ns, size, ino;
-	} stamps[3];
+	} stamps[4];
 };
 
 struct wstate_apply {
@@ -228,6 +228,16 @@ wstate_with_always(struct wstate *ws, const struct policy *user, char *err, size
 	snprintf(allow, sizeof(allow), "%s/allow.always", ws->cfg->always_dir);
 	memset(&pe, 0, sizeof(pe));
 	p = policy_with_always_files(user, deny, allow, &pe);
+	if (p != NULL) {
+		struct policy *q;
+
+		char skip[PATH_MAX + 20];
+
+		snprintf(skip, sizeof(skip), "%s/log_skip.always", ws->cfg->always_dir);
+		q = policy_with_log_skip_file(p, skip, &pe);
+		policy_free(p);
+		p = q;
+	}
 	if (p == NULL)
 		policy_err_format(&pe, err, errlen);
 	return p;
@@ -386,15 +396,17 @@ wstate_stamp(const char *path, struct wstate_stamp *st)
 static bool
 wstate_stamps(struct wstate *ws)
 {
-	char deny[PATH_MAX + 16], allow[PATH_MAX + 16];
-	struct wstate_stamp now[3];
+	char deny[PATH_MAX + 16], allow[PATH_MAX + 16], skip[PATH_MAX + 20];
+	struct wstate_stamp now[4];
 	bool changed;
 
 	snprintf(deny, sizeof(deny), "%s/deny.always", ws->cfg->always_dir);
 	snprintf(allow, sizeof(allow), "%s/allow.always", ws->cfg->always_dir);
+	snprintf(skip, sizeof(skip), "%s/log_skip.always", ws->cfg->always_dir);
 	wstate_stamp(ws->cfg->policy_file, &now[0]);
 	wstate_stamp(deny, &now[1]);
 	wstate_stamp(allow, &now[2]);
+	wstate_stamp(skip, &now[3]);
 	changed = memcmp(now, ws->stamps, sizeof(now)) != 0;
 	memcpy(ws->stamps, now, sizeof(now));
 	return changed;

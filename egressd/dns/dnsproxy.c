@@ -665,7 +665,8 @@ dnsq_answer_cb(void *arg, int status, const uint8_t *abuf, size_t alen)
 			}
 		}
 	}
-	if (res.naddrs > 0) {
+	/* log_skip.always silences successes only: refusals are always logged. */
+	if (res.naddrs > 0 && !policy_log_skip(dq->policy, dq->q.name)) {
 		struct log_line l;
 		char txt[INET6_ADDRSTRLEN];
 		log_begin(&l, LOG_INFO, "dns", "learn");

@@ -391,6 +391,59 @@ test_always(void **state)
 	policy_free(u);
 }
 
+/* log_skip.always: names only, line numbers on errors, kept by every derived policy. */
+static void
+test_log_skip(void **state)
+{
+	struct policy *u = load("{\"defaultAction\":\"deny\",\"egress\":["
+	                        "{\"action\":\"allow\",\"target\":\"a.example\"}]}");
+	const char *skip = "# quiet names\n\nNoisy.Example.\n  *.cdn.example  \n";
+	struct policy_err err;
+	struct policy *p = policy_with_log_skip(u, "log_skip.always", skip, strlen(skip), &err);
+	struct policy *q;
+	size_t removed = 0;
+
+	assert_non_null(p);
+	assert_true(policy_log_skip(p, "noisy.example"));
+	assert_true(policy_log_skip(p, "x.y.cdn.example"));
+	assert_false(policy_log_skip(p, "cdn.example"));
+	assert_false(policy_log_skip(p, "xcdn.example"));
+	assert_false(policy_log_skip(p, "a.example"));
+	assert_false(policy_log_skip(u, "noisy.example"));
+	/* the rules are untouched */
+	assert_int_equal(name_action(p, "a.example"), POLICY_ALLOW);
+	assert_int_equal(name_action(p, "noisy.example"), POLICY_DENY);
+	/* PATCH and DELETE derive from p: the list stays */
+	const char *patch = "[{\"action\":\"allow\",\"target\":\"b.example\"}]";
+	q = policy_patch_json(p, patch, strlen(patch), NULL, &err);
+	assert_non_null(q);
+	assert_true(policy_log_skip(q, "noisy.example"));
+	policy_free(q);
+	const char *del = "[\"a.example\"]";
+	q = policy_remove_json(p, del, strlen(del), &removed, &err);
+	assert_non_null(q);
+	assert_int_equal(removed, 1);
+	assert_true(policy_log_skip(q, "x.cdn.example"));
+	policy_free(q);
+	/* an address or CIDR line is refused, naming its line (as OpenSandbox) */
+	const char *bad = "ok.example\n# c\n192.0.2.0/24\n";
+	assert_null(policy_with_log_skip(u, "log_skip.always", bad, strlen(bad), &err));
+	assert_int_equal(err.line, 3);
+	assert_string_equal(err.file, "log_skip.always");
+	assert_non_null(strstr(err.msg, "not a domain pattern"));
+	bad = "2001:db8::1\n";
+	assert_null(policy_with_log_skip(u, "log_skip.always", bad, strlen(bad), &err));
+	bad = "bad..example\n";
+	assert_null(policy_with_log_skip(u, "log_skip.always", bad, strlen(bad), &err));
+	/* a missing file is an empty list */
+	q = policy_with_log_skip_file(u, "/nonexistent/log_skip.always", &err);
+	assert_non_null(q);
+	assert_false(policy_log_skip(q, "noisy.example"));
+	policy_free(q);
+	policy_free(p);
+	policy_free(u);
+}
+
 static void
 test_patch_and_delete(void **state)
 {
@@ -587,6 +640,7 @@ main(void)
 	    cmocka_unit_test(test_ports),
 	    cmocka_unit_test(test_addresses),
 	    cmocka_unit_test(test_always),
+	    cmocka_unit_test(test_log_skip),
 	    cmocka_unit_test(test_patch_and_delete),
 	    cmocka_unit_test(test_iteration_and_json),
 	};

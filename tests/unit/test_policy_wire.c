@@ -28,6 +28,7 @@ static const char yaml[] =
     "  - {action: allow, target: 2001:db8::/32, ports: [22]}\n";
 static const char deny_always[] = "203.0.113.7\nbad.example.com\n";
 static const char allow_always[] = "192.0.2.0/25\n";
+static const char log_skip[] = "noisy.example.com\n*.cdn.example.org\n";
 
 static struct policy *
 sample(void)
@@ -41,7 +42,10 @@ sample(void)
 	    strlen(allow_always), &err);
 	assert_non_null(p);
 	policy_free(u);
-	return p;
+	u = policy_with_log_skip(p, "skip", log_skip, strlen(log_skip), &err);
+	assert_non_null(u);
+	policy_free(p);
+	return u;
 }
 
 static void
@@ -108,6 +112,10 @@ test_round_trip(void **state)
 	same_addr(p, q, "192.0.2.9", 80);
 	same_addr(p, q, "2001:db8::1", 22);
 	same_addr(p, q, "2001:db8::1", 23);
+	assert_true(policy_log_skip(q, "noisy.example.com"));
+	assert_true(policy_log_skip(q, "a.cdn.example.org"));
+	assert_false(policy_log_skip(q, "cdn.example.org"));
+	assert_false(policy_log_skip(q, "api.example.com"));
 	free(w1);
 	free(w2);
 	policy_free(p);
@@ -152,7 +160,7 @@ static void
 test_refusals(void **state)
 {
 	struct policy_err err;
-	const char *ok = HEAD ",\"denyAlways\":[],\"allowAlways\":[],\"egress\":[]}";
+	const char *ok = HEAD ",\"denyAlways\":[],\"allowAlways\":[],\"egress\":[],\"logSkip\":[]}";
 	struct policy *q = policy_wire_decode(ok, strlen(ok), &err);
 
 	assert_non_null(q);
@@ -160,24 +168,35 @@ test_refusals(void **state)
 	refused("");
 	refused("[]");
 	refused("{\"v\":2,\"defaultAction\":\"deny\",\"terminateAll\":false," DNS
-	        ",\"denyAlways\":[],\"allowAlways\":[],\"egress\":[]}");
+	        ",\"denyAlways\":[],\"allowAlways\":[],\"egress\":[],\"logSkip\":[]}");
 	refused(HEAD ",\"denyAlways\":[],\"allowAlways\":[]}");
-	refused(HEAD ",\"denyAlways\":[],\"allowAlways\":[],\"egress\":[],\"extra\":1}");
+	refused(
+	    HEAD ",\"denyAlways\":[],\"allowAlways\":[],\"egress\":[],\"logSkip\":[],\"extra\":1}");
 	refused("{\"v\":1,\"defaultAction\":\"maybe\",\"terminateAll\":false," DNS
-	        ",\"denyAlways\":[],\"allowAlways\":[],\"egress\":[]}");
+	        ",\"denyAlways\":[],\"allowAlways\":[],\"egress\":[],\"logSkip\":[]}");
 	refused("{\"v\":1,\"defaultAction\":\"deny\",\"terminateAll\":false,"
 	        "\"dns\":{\"ttlMin\":0,\"ttlMax\":360,\"filterPrivate\":true}"
-	        ",\"denyAlways\":[],\"allowAlways\":[],\"egress\":[]}");
+	        ",\"denyAlways\":[],\"allowAlways\":[],\"egress\":[],\"logSkip\":[]}");
 	refused("{\"v\":1,\"defaultAction\":\"deny\",\"terminateAll\":false,"
 	        "\"dns\":{\"ttlMin\":600,\"ttlMax\":360,\"filterPrivate\":true}"
-	        ",\"denyAlways\":[],\"allowAlways\":[],\"egress\":[]}");
+	        ",\"denyAlways\":[],\"allowAlways\":[],\"egress\":[],\"logSkip\":[]}");
 	/* An allow rule smuggled into the deny-always list. */
 	refused(HEAD ",\"denyAlways\":[{\"action\":\"allow\",\"target\":\"0.0.0.0/0\"}],"
-	             "\"allowAlways\":[],\"egress\":[]}");
+	             "\"allowAlways\":[],\"egress\":[],\"logSkip\":[]}");
+	refused(HEAD
+	    ",\"denyAlways\":[],\"allowAlways\":[],"
+	    "\"egress\":[{\"action\":\"allow\",\"target\":\"bad_name.example\"}],\"logSkip\":[]}");
 	refused(HEAD ",\"denyAlways\":[],\"allowAlways\":[],"
-	             "\"egress\":[{\"action\":\"allow\",\"target\":\"bad_name.example\"}]}");
-	refused(HEAD ",\"denyAlways\":[],\"allowAlways\":[],"
-	             "\"egress\":[{\"action\":\"allow\",\"target\":\"a.example\",\"ports\":[0]}]}");
+	             "\"egress\":[{\"action\":\"allow\",\"target\":\"a.example\",\"ports\":[0]}],"
+	             "\"logSkip\":[]}");
+	/* logSkip: missing, not an array, an address, two lines in one string. */
+	refused(HEAD ",\"denyAlways\":[],\"allowAlways\":[],\"egress\":[]}");
+	refused(HEAD ",\"denyAlways\":[],\"allowAlways\":[],\"egress\":[],\"logSkip\":{}}");
+	refused(HEAD
+	    ",\"denyAlways\":[],\"allowAlways\":[],\"egress\":[],\"logSkip\":[\"192.0.2.1\"]}");
+	refused(HEAD ",\"denyAlways\":[],\"allowAlways\":[],\"egress\":[],"
+	             "\"logSkip\":[\"a.example\\nb.example\"]}");
+	refused(HEAD ",\"denyAlways\":[],\"allowAlways\":[],\"egress\":[],\"logSkip\":[1]}");
 }
 
 int
