@@ -107,7 +107,6 @@ cli_load_args(int *argc, char ***argv, struct policy_err *err)
 {
 	const char *dir = NULL;
 	struct policy *p, *q;
-	char dpath[4096], apath[4096];
 
 	if (*argc >= 3 && strcmp((*argv)[1], "-a") == 0) {
 		/* The view starts at DIR, which stands in for argv[0] (unused later). */
@@ -121,16 +120,9 @@ cli_load_args(int *argc, char ***argv, struct policy_err *err)
 	}
 	if ((p = cli_load((*argv)[1], err)) == NULL || dir == NULL)
 		return p;
-	snprintf(dpath, sizeof(dpath), "%s/deny.always", dir);
-	snprintf(apath, sizeof(apath), "%s/allow.always", dir);
-	q = policy_with_always_files(p, dpath, apath, err);
+	q = policy_with_always_dir(p, dir, err);
 	policy_free(p);
-	if (q == NULL)
-		return NULL;
-	snprintf(dpath, sizeof(dpath), "%s/log_skip.always", dir);
-	p = policy_with_log_skip_file(q, dpath, err);
-	policy_free(q);
-	return p;
+	return q;
 }
 
 static void

@@ -174,10 +174,6 @@ struct policy *policy_with_always(const struct policy *p, const char *deny_name,
     const char *deny_buf, size_t deny_len, const char *allow_name, const char *allow_buf,
     size_t allow_len, struct policy_err *err) __attribute__((warn_unused_result));
 
-/* Same, reading the two files; a missing file means no rules. */
-struct policy *policy_with_always_files(const struct policy *p, const char *deny_path,
-    const char *allow_path, struct policy_err *err) __attribute__((warn_unused_result));
-
 /*
  * A copy of p whose log_skip list (OpenSandbox's log_skip.always: names
  * whose successful resolutions are not logged) is parsed from buf: one
@@ -187,8 +183,12 @@ struct policy *policy_with_always_files(const struct policy *p, const char *deny
 struct policy *policy_with_log_skip(const struct policy *p, const char *name, const char *buf,
     size_t len, struct policy_err *err) __attribute__((warn_unused_result));
 
-/* Same, reading the file; a missing file means an empty list. */
-struct policy *policy_with_log_skip_file(const struct policy *p, const char *path,
+/*
+ * A copy of p with the operator directory's DIR/deny.always,
+ * DIR/allow.always and DIR/log_skip.always (a missing file means an
+ * empty list), built once. Errors name the file and line.
+ */
+struct policy *policy_with_always_dir(const struct policy *p, const char *dir,
     struct policy_err *err) __attribute__((warn_unused_result));
 
 /* Whether a canonical name's successful resolution goes unlogged (log_skip). */

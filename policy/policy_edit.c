@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,33 +333,22 @@ policy_with_always(const struct policy *p, const char *deny_name, const char *de
 	return np ? np : policy_nomem(err);
 }
 
-/* Always files; see policy.h. */
-struct policy *
-policy_with_always_files(
-    const struct policy *p, const char *deny_path, const char *allow_path, struct policy_err *err)
+/* log_skip.always lines into out (names only, deduplicated); see policy_internal.h. */
+int
+policy_log_skip_parse(
+    const char *name, const char *buf, size_t len, struct policy_rules *out, struct policy_err *err)
 {
-	char *d = NULL, *a = NULL;
-	size_t dl = 0, al = 0;
-	bool missing;
-	struct policy *np = NULL;
-
-	memset(err, 0, sizeof(*err));
-	if (deny_path != NULL) {
-		d = policy_read_file(deny_path, POLICY_MAX_ALWAYS_BYTES, &dl, err, &missing);
-		if (d == NULL && !missing)
-			return NULL;
+	memset(out, 0, sizeof(*out));
+	if (always_parse(name, buf, len, POLICY_ALLOW, true, out, err) != 0) {
+		policy_rules_free(out);
+		return -1;
 	}
-	if (allow_path != NULL) {
-		a = policy_read_file(allow_path, POLICY_MAX_ALWAYS_BYTES, &al, err, &missing);
-		if (a == NULL && !missing) {
-			free(d);
-			return NULL;
-		}
+	if (policy_rules_dedup(out) != 0) {
+		policy_rules_free(out);
+		policy_nomem(err);
+		return -1;
 	}
-	np = policy_with_always(p, deny_path, d, dl, allow_path, a, al, err);
-	free(d);
-	free(a);
-	return np;
+	return 0;
 }
 
 /* log_skip.always; see policy.h. */
@@ -370,17 +360,10 @@ policy_with_log_skip(
 	struct policy *np;
 
 	memset(err, 0, sizeof(*err));
-	memset(&skip, 0, sizeof(skip));
-	if (always_parse(name, buf, len, POLICY_ALLOW, true, &skip, err) != 0) {
-		policy_rules_free(&skip);
+	if (policy_log_skip_parse(name, buf, len, &skip, err) != 0)
 		return NULL;
-	}
-	if (policy_rules_dedup(&skip) != 0 || policy_copy_lists(p, lists) != 0) {
-		policy_rules_free(&skip);
-		return policy_nomem(err);
-	}
-	np = policy_derive(p, lists, binding_set_ref(p->bindings));
-	if (np == NULL) {
+	if (policy_copy_lists(p, lists) != 0 ||
+	    (np = policy_derive(p, lists, binding_set_ref(p->bindings))) == NULL) {
 		policy_rules_free(&skip);
 		return policy_nomem(err);
 	}
@@ -389,21 +372,38 @@ policy_with_log_skip(
 	return np;
 }
 
-/* Same, from a file; see policy.h. */
+/* The operator directory's three files, one build; see policy.h. */
 struct policy *
-policy_with_log_skip_file(const struct policy *p, const char *path, struct policy_err *err)
+policy_with_always_dir(const struct policy *p, const char *dir, struct policy_err *err)
 {
-	char *b;
-	size_t n = 0;
-	bool missing = false;
-	struct policy *np;
+	static const char *const files[3] = {"deny.always", "allow.always", "log_skip.always"};
+	char path[3][PATH_MAX + 20];
+	char *buf[3] = {NULL, NULL, NULL};
+	size_t len[3] = {0, 0, 0};
+	struct policy_rules skip;
+	struct policy *np = NULL;
+	bool missing;
 
 	memset(err, 0, sizeof(*err));
-	b = policy_read_file(path, POLICY_MAX_ALWAYS_BYTES, &n, err, &missing);
-	if (b == NULL && !missing)
-		return NULL;
-	np = policy_with_log_skip(p, path, b, n, err);
-	free(b);
+	for (int k = 0; k < 3; k++) {
+		snprintf(path[k], sizeof(path[k]), "%s/%s", dir, files[k]);
+		buf[k] = policy_read_file(path[k], POLICY_MAX_ALWAYS_BYTES, &len[k], err, &missing);
+		if (buf[k] == NULL && !missing)
+			goto out;
+	}
+	if (policy_log_skip_parse(path[2], buf[2], len[2], &skip, err) != 0)
+		goto out;
+	np = policy_with_always(p, path[0], buf[0], len[0], path[1], buf[1], len[1], err);
+	if (np != NULL) {
+		/* A fresh policy, not shared yet: its list is set in place. */
+		policy_rules_free(&np->log_skip);
+		np->log_skip = skip;
+	} else {
+		policy_rules_free(&skip);
+	}
+out:
+	for (int k = 0; k < 3; k++)
+		free(buf[k]);
 	return np;
 }
 

@@ -214,6 +214,9 @@ void policy_rule_deinit(struct policy_rule *r);
 enum policy_errcode policy_rule_target(
     const char *s, size_t len, size_t max_len, struct policy_rule *r, const char **why);
 int policy_rules_copy(struct policy_rules *dst, const struct policy_rules *src);
+/* log_skip.always lines (names and "*.name" only) into out, deduplicated; -1 with err. */
+int policy_log_skip_parse(const char *name, const char *buf, size_t len, struct policy_rules *out,
+    struct policy_err *err);
 int policy_rules_dedup(struct policy_rules *l);
 void policy_rules_free(struct policy_rules *l);
 int policy_rules_push(struct policy_rules *l, struct policy_rule *r);

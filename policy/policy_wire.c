@@ -111,20 +111,22 @@ wire_bool(struct policy_ctx *c, const json_t *obj, const char *key, const char *
 
 /*
  * The logSkip list, through the log_skip.always parser (one line per
- * string: a string holding a line break is refused). Replaces *pp.
+ * string: a string holding a line break is refused), into the freshly
+ * built p.
  */
 static int
-wire_log_skip(struct policy_ctx *c, const json_t *root, struct policy **pp)
+wire_log_skip(struct policy_ctx *c, const json_t *root, struct policy *p)
 {
 	const json_t *a = json_object_get(root, "logSkip"), *v;
-	struct policy *np;
+	struct policy_rules skip;
 	char *buf;
+	int rc;
 	size_t i, n = 0, off = 0;
 
 	if (!json_is_array(a)) {
 		policy_ctx_fail(c, POLICY_ERR_INVALID, root, "logSkip", 0, 0, "",
 		    "logSkip must be an array of names");
-		goto fail;
+		return -1;
 	}
 	if (json_array_size(a) == 0)
 		return 0;
@@ -134,14 +136,14 @@ wire_log_skip(struct policy_ctx *c, const json_t *root, struct policy **pp)
 		    memchr(json_string_value(v), '\n', json_string_length(v)) != NULL) {
 			policy_ctx_fail(c, POLICY_ERR_INVALID, root, "logSkip", 0, 0, "",
 			    "logSkip holds a name per string");
-			goto fail;
+			return -1;
 		}
 		n += json_string_length(v) + 1;
 	}
 	if ((buf = malloc(n)) == NULL) {
 		c->err->code = POLICY_ERR_NOMEM;
 		snprintf(c->err->msg, sizeof(c->err->msg), "out of memory");
-		goto fail;
+		return -1;
 	}
 	json_array_foreach(a, i, v)
 	{
@@ -149,17 +151,11 @@ wire_log_skip(struct policy_ctx *c, const json_t *root, struct policy **pp)
 		off += json_string_length(v);
 		buf[off++] = '\n';
 	}
-	np = policy_with_log_skip(*pp, "<wire>", buf, off, c->err);
+	rc = policy_log_skip_parse("<wire>", buf, off, &skip, c->err);
 	free(buf);
-	if (np == NULL)
-		goto fail;
-	policy_free(*pp);
-	*pp = np;
-	return 0;
-fail:
-	policy_free(*pp);
-	*pp = NULL;
-	return -1;
+	if (rc == 0)
+		p->log_skip = skip;
+	return rc;
 }
 
 struct policy *
@@ -251,8 +247,10 @@ policy_wire_decode(const char *buf, size_t len, struct policy_err *err)
 		goto out;
 	}
 	p->terminate_all = ta;
-	if (wire_log_skip(&c, root, &p) != 0)
-		goto out;
+	if (wire_log_skip(&c, root, p) != 0) {
+		policy_free(p);
+		p = NULL;
+	}
 out:
 	for (int k = 0; k < POLICY_ORIGIN_RULE_LISTS; k++)
 		policy_rules_free(&lists[k]);

@@ -220,24 +220,9 @@ wstate_apply(struct wstate *ws, struct policy *p, wstate_applied_cb cb, void *ar
 struct policy *
 wstate_with_always(struct wstate *ws, const struct policy *user, char *err, size_t errlen)
 {
-	char deny[PATH_MAX + 16], allow[PATH_MAX + 16];
 	struct policy_err pe;
-	struct policy *p;
+	struct policy *p = policy_with_always_dir(user, ws->cfg->always_dir, &pe);
 
-	snprintf(deny, sizeof(deny), "%s/deny.always", ws->cfg->always_dir);
-	snprintf(allow, sizeof(allow), "%s/allow.always", ws->cfg->always_dir);
-	memset(&pe, 0, sizeof(pe));
-	p = policy_with_always_files(user, deny, allow, &pe);
-	if (p != NULL) {
-		struct policy *q;
-
-		char skip[PATH_MAX + 20];
-
-		snprintf(skip, sizeof(skip), "%s/log_skip.always", ws->cfg->always_dir);
-		q = policy_with_log_skip_file(p, skip, &pe);
-		policy_free(p);
-		p = q;
-	}
 	if (p == NULL)
 		policy_err_format(&pe, err, errlen);
 	return p;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -376,14 +377,16 @@ test_always(void **state)
 	assert_non_null(f);
 	fputs("good.example\n", f);
 	fclose(f);
-	struct policy *q = policy_with_always_files(u, dpath, apath, &err);
+	struct policy *q = policy_with_always_dir(u, dir, &err);
 	assert_non_null(q);
 	assert_int_equal(policy_rule_count(q, POLICY_ORIGIN_DENY_ALWAYS), 1);
 	assert_int_equal(policy_rule_count(q, POLICY_ORIGIN_ALLOW_ALWAYS), 0);
 	assert_int_equal(name_action(q, "good.example"), POLICY_DENY);
 	/* a directory instead of a file is an error */
-	assert_null(policy_with_always_files(u, dir, NULL, &err));
+	assert_int_equal(mkdir(apath, 0700), 0);
+	assert_null(policy_with_always_dir(u, dir, &err));
 	assert_int_equal(err.code, POLICY_ERR_IO);
+	rmdir(apath);
 	unlink(dpath);
 	rmdir(dir);
 	policy_free(q);
@@ -435,11 +438,32 @@ test_log_skip(void **state)
 	assert_null(policy_with_log_skip(u, "log_skip.always", bad, strlen(bad), &err));
 	bad = "bad..example\n";
 	assert_null(policy_with_log_skip(u, "log_skip.always", bad, strlen(bad), &err));
-	/* a missing file is an empty list */
-	q = policy_with_log_skip_file(u, "/nonexistent/log_skip.always", &err);
+	/* the directory: a missing file is an empty list, a present one is read */
+	q = policy_with_always_dir(u, "/nonexistent", &err);
 	assert_non_null(q);
 	assert_false(policy_log_skip(q, "noisy.example"));
 	policy_free(q);
+	char dir[] = "/tmp/policy_skipXXXXXX", path[64];
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/log_skip.always", dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(skip, f);
+	fclose(f);
+	q = policy_with_always_dir(u, dir, &err);
+	assert_non_null(q);
+	assert_true(policy_log_skip(q, "noisy.example"));
+	assert_int_equal(name_action(q, "a.example"), POLICY_ALLOW);
+	policy_free(q);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("203.0.113.0/24\n", f);
+	fclose(f);
+	assert_null(policy_with_always_dir(u, dir, &err));
+	assert_int_equal(err.line, 1);
+	assert_string_equal(err.file, path);
+	unlink(path);
+	rmdir(dir);
 	policy_free(p);
 	policy_free(u);
 }
