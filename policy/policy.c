@@ -450,6 +450,13 @@ policy_rule_count(const struct policy *p, enum policy_origin origin)
 	return origin < POLICY_ORIGIN_RULE_LISTS ? p->lists[origin].n : 0;
 }
 
+/* log_skip entries; see policy.h. */
+size_t
+policy_log_skip_count(const struct policy *p)
+{
+	return p->log_skip.n;
+}
+
 /* One rule; see policy.h. */
 int
 policy_rule_get(

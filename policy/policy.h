@@ -194,6 +194,9 @@ struct policy *policy_with_always_dir(const struct policy *p, const char *dir,
 /* Whether a canonical name's successful resolution goes unlogged (log_skip). */
 bool policy_log_skip(const struct policy *p, const char *canon);
 
+/* Number of log_skip entries (names and wildcards). */
+size_t policy_log_skip_count(const struct policy *p);
+
 /* A copy of p with another binding set (takes a reference; NULL = none). */
 struct policy *policy_with_bindings(const struct policy *p, struct binding_set *bs)
     __attribute__((warn_unused_result));

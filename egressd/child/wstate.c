@@ -124,6 +124,7 @@ wstate_swap_policy(struct wstate *ws, struct policy *p)
 	log_uint(&l, "rules", policy_rule_count(p, POLICY_ORIGIN_USER));
 	log_uint(&l, "deny_always", policy_rule_count(p, POLICY_ORIGIN_DENY_ALWAYS));
 	log_uint(&l, "allow_always", policy_rule_count(p, POLICY_ORIGIN_ALLOW_ALWAYS));
+	log_uint(&l, "log_skip", policy_log_skip_count(p));
 	log_uint(&l, "forgotten", pr.forgotten);
 	log_end(&l);
 }
