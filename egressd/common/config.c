@@ -516,6 +516,69 @@ config_from_env(struct config *c, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * A port list ("80,443"): decimal ports 1-65535 separated by commas
+ * (spaces around them allowed), no empty element, none twice, and none
+ * already in prior (NULL = none); both lists together fit the intercept's
+ * CONFIG_MAX_INTERCEPT_PORTS. Errors name the setting, what.
+ */
+static int
+config_port_list(const char *list, const char *what, const char *prior, char *err, size_t errlen)
+{
+	unsigned long seen[CONFIG_MAX_INTERCEPT_PORTS];
+	size_t n = 0;
+
+	for (int pass = prior != NULL ? 0 : 1; pass < 2; pass++) {
+		const char *p = pass == 0 ? prior : list;
+
+		p += strspn(p, " ");
+		while (*p != '\0') {
+			char *end = NULL;
+			unsigned long v = 0;
+
+			if (*p >= '0' && *p <= '9')
+				v = strtoul(p, &end, 10);
+			if (v == 0 || v > 65535) {
+				snprintf(err, errlen,
+				    "%s: \"%.64s\" is not a comma-separated list of ports 1-65535",
+				    what, list);
+				return -1;
+			}
+			p = end + strspn(end, " ");
+			if (*p == ',') {
+				p++;
+				p += strspn(p, " ");
+				if (*p == '\0')
+					v = 0; /* a trailing comma: an empty element */
+			} else if (*p != '\0') {
+				v = 0;
+			}
+			if (v == 0) {
+				snprintf(err, errlen,
+				    "%s: \"%.64s\" is not a comma-separated list of ports 1-65535",
+				    what, list);
+				return -1;
+			}
+			for (size_t i = 0; i < n; i++)
+				if (seen[i] == v) {
+					snprintf(err, errlen, "%s: port %lu is listed twice%s",
+					    what, v,
+					    pass == 1 && prior != NULL
+					        ? " or is intercepted already"
+					        : "");
+					return -1;
+				}
+			if (n == CONFIG_MAX_INTERCEPT_PORTS) {
+				snprintf(err, errlen, "%s: more than %d intercept ports in all",
+				    what, CONFIG_MAX_INTERCEPT_PORTS);
+				return -1;
+			}
+			seen[n++] = v;
+		}
+	}
+	return 0;
+}
+
 int
 config_load(struct config *c, int argc, char **argv, char *err, size_t errlen)
 {
@@ -577,6 +640,12 @@ config_load(struct config *c, int argc, char **argv, char *err, size_t errlen)
 			return -1;
 		}
 	}
+	if (config_port_list(c->intercept_ports, "--intercept-ports (EGRESSD_INTERCEPT_PORTS)",
+	        NULL, err, errlen) != 0 ||
+	    config_port_list(c->intercept_extra_ports,
+	        "--intercept-extra-ports (OPENSANDBOX_EGRESS_MITMPROXY_EXTRA_PORTS)",
+	        c->intercept_ports, err, errlen) != 0)
+		return -1;
 	/* OpenSandbox's extra intercept ports add to ours (80 and 443 by default). */
 	if (c->intercept_extra_ports[0] != '\0') {
 		size_t n = strlen(c->intercept_ports);

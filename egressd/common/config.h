@@ -24,7 +24,6 @@ enum config_mode {
 	CONFIG_MODE_DNS,         /* DNS filtering only: compatibility, not secure */
 };
 
-#define CONFIG_MAX_INTERCEPT_PORTS 8
 #define CONFIG_TOKEN_MAX 256
 #define CONFIG_FILE_MAX (1u << 20) /* bytes of a --config file */
 
@@ -152,6 +151,7 @@ const char *config_mode_name(enum config_mode m);
 
 /* Most entries of OPENSANDBOX_EGRESS_DOH_BLOCKLIST. */
 #define CONFIG_MAX_DOH 64
+#define CONFIG_MAX_INTERCEPT_PORTS 16 /* = NFTRULES_MAX_INTERCEPT */
 
 /* One DoH blocklist entry: the prefix, masked. */
 struct config_prefix {

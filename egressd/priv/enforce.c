@@ -35,6 +35,8 @@ enforce_mark(struct enforce *e)
 		e->genid = g;
 }
 
+_Static_assert(CONFIG_MAX_INTERCEPT_PORTS == NFTRULES_MAX_INTERCEPT, "config checks the nft limit");
+
 /* Parse "80,443" into redirects to the plain and TLS listener ports. */
 static int
 enforce_ports(const struct config *cfg, struct nftrules_config *nc, char *err, size_t errlen)

@@ -192,6 +192,35 @@ test_extra_ports(void **state)
 	config_free(&c);
 }
 
+/* Port lists are checked at load, naming the setting: no late nft error. */
+static void
+test_port_lists(void **state)
+{
+	static const char *const bad[] = {"8443,abc", "70000", "0", "8443,,9443", "8443,", ",8443",
+	    "443", "8443,8443", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15", "-1", "8443x"};
+	struct config c;
+	char err[512] = "";
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		setenv("OPENSANDBOX_EGRESS_MITMPROXY_EXTRA_PORTS", bad[i], 1);
+		err[0] = '\0';
+		assert_int_equal(load(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), -1);
+		assert_non_null(strstr(err, "OPENSANDBOX_EGRESS_MITMPROXY_EXTRA_PORTS"));
+		config_free(&c);
+	}
+	/* Spaces around the ports are allowed, as in the other lists. */
+	setenv("OPENSANDBOX_EGRESS_MITMPROXY_EXTRA_PORTS", " 8443 , 9443 ", 1);
+	assert_int_equal(load(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), 0);
+	config_free(&c);
+	unsetenv("OPENSANDBOX_EGRESS_MITMPROXY_EXTRA_PORTS");
+	setenv("EGRESSD_INTERCEPT_PORTS", "80,,443", 1);
+	assert_int_equal(load(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "EGRESSD_INTERCEPT_PORTS"));
+	config_free(&c);
+	unsetenv("EGRESSD_INTERCEPT_PORTS");
+}
+
 /* OPENSANDBOX_EGRESS_DOH_BLOCKLIST: IPs and CIDRs of both families, masked; bad entries refused. */
 static void
 test_doh_blocklist(void **state)
@@ -244,6 +273,7 @@ main(void)
 	    cmocka_unit_test(test_file_good),
 	    cmocka_unit_test(test_env_audit),
 	    cmocka_unit_test(test_extra_ports),
+	    cmocka_unit_test(test_port_lists),
 	    cmocka_unit_test(test_doh_blocklist),
 	    cmocka_unit_test(test_precedence),
 	    cmocka_unit_test(test_file_refused),
