@@ -40,15 +40,91 @@ metrics_observe(struct metrics_hist *h, double seconds)
 	h->sum += seconds;
 }
 
-static void
-metrics_counter(struct evbuffer *out, const char *name, const char *help, uint64_t v)
+#define MC(field, name, help)                                                                      \
+	{                                                                                          \
+		name, help, offsetof(struct metrics, field)                                        \
+	}
+
+/* The counters, in /metrics order; OTLP exports the same list (otlp.c). */
+const struct metrics_def metrics_counters[] = {
+    MC(dns_queries, "egressd_dns_queries_total", "DNS queries received."),
+    MC(dns_allowed, "egressd_dns_allowed_total", "DNS queries resolved upstream."),
+    MC(dns_denied, "egressd_dns_denied_total", "DNS queries denied (NXDOMAIN)."),
+    MC(dns_servfail, "egressd_dns_servfail_total", "DNS queries answered SERVFAIL."),
+    MC(dns_formerr, "egressd_dns_formerr_total", "Malformed DNS queries."),
+    MC(dns_filtered_addrs, "egressd_dns_filtered_addresses_total",
+        "Answer addresses removed (loopback, link-local, metadata, private)."),
+    MC(dns_learned, "egressd_dns_learned_total", "Addresses added to the learned sets."),
+    MC(dns_log_suppressed, "egressd_dns_log_suppressed_total",
+        "DNS deny-type log lines folded into per-name summaries."),
+    MC(dns_bad_answers, "egressd_dns_bad_answers_total",
+        "Upstream answers refused (CNAME loop, chain too long, malformed)."),
+    MC(dns_tcp_refused, "egressd_dns_tcp_refused_total",
+        "DNS TCP connections refused at the connection cap."),
+    MC(dns_tcp_timeouts, "egressd_dns_tcp_timeouts_total",
+        "DNS TCP connections closed by the query deadline or idle timeout."),
+    MC(nft_errors, "egressd_nft_errors_total", "Failed nft changes."),
+    MC(policy_applies, "egressd_policy_applies_total", "Policy changes applied."),
+    MC(policy_failures, "egressd_policy_failures_total", "Policy changes refused."),
+    MC(api_requests, "egressd_api_requests_total", "Control API requests."),
+    MC(api_auth_failures, "egressd_api_auth_failures_total", "Control API auth failures."),
+    MC(conn_accepted, "egressd_connections_total", "Intercepted connections accepted."),
+    MC(conn_rejected, "egressd_connections_rejected_total", "Intercepted connections refused."),
+    MC(conn_limited, "egressd_connections_limited_total",
+        "Intercepted connections refused at the connection cap."),
+    MC(conn_passthrough, "egressd_connections_passthrough_total",
+        "Connections passed through without decryption."),
+    MC(conn_terminated, "egressd_connections_terminated_total",
+        "Connections terminated for credential injection."),
+    MC(inject_total, "egressd_injections_total", "Credentials injected."),
+    MC(redact_total, "egressd_redactions_total", "Secret occurrences masked."),
+};
+const size_t metrics_ncounters = sizeof(metrics_counters) / sizeof(metrics_counters[0]);
+_Static_assert(sizeof(metrics_counters) / sizeof(metrics_counters[0]) ==
+                   offsetof(struct metrics, dns_latency) / sizeof(uint64_t),
+    "every counter of struct metrics is exported");
+
+/* The histograms (seconds). */
+const struct metrics_def metrics_hists[] = {
+    MC(dns_latency, "egressd_dns_latency_seconds", "DNS answer latency."),
+    MC(api_latency, "egressd_policy_apply_seconds",
+        "Policy change to enforcement (API request to answer)."),
+};
+const size_t metrics_nhists = sizeof(metrics_hists) / sizeof(metrics_hists[0]);
+
+/* The gauges of the status page, in /metrics order. */
+const struct metrics_def metrics_gauges[METRICS_NGAUGES] = {
+    {"egressd_ready", "Enforcement in place.", 0},
+    {"egressd_policy_revision", "Applied policy changes.", 0},
+    {"egressd_learned_entries", "Learned destinations.", 0},
+};
+
+/* Bucket i's upper bound; see metrics.h. */
+double
+metrics_bound(int i)
 {
-	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name,
-	    name, (unsigned long long)v);
+	return metrics_bounds[i];
+}
+
+uint64_t
+metrics_counter_value(const struct metrics *m, size_t i)
+{
+	uint64_t v;
+
+	memcpy(&v, (const char *)m + metrics_counters[i].offset, sizeof(v));
+	return v;
+}
+
+const struct metrics_hist *
+metrics_hist_value(const struct metrics *m, size_t i)
+{
+	return (
+	    const struct metrics_hist *)(const void *)((const char *)m + metrics_hists[i].offset);
 }
 
 static void
-metrics_hist(struct evbuffer *out, const char *name, const char *help, const struct metrics_hist *h)
+metrics_hist_format(
+    struct evbuffer *out, const char *name, const char *help, const struct metrics_hist *h)
 {
 	uint64_t cum = 0;
 
@@ -70,70 +146,23 @@ int
 metrics_format(const struct metrics *m, const char *mode, uint64_t revision, bool ready,
     uint64_t learned_entries, struct evbuffer *out)
 {
+	const uint64_t gauge[METRICS_NGAUGES] = {ready ? 1 : 0, revision, learned_entries};
+
 	evbuffer_add_printf(out,
 	    "# HELP egressd_info Build and mode.\n# TYPE egressd_info gauge\n"
 	    "egressd_info{mode=\"%s\"} 1\n",
 	    mode);
-	evbuffer_add_printf(out,
-	    "# HELP egressd_ready Enforcement in place.\n"
-	    "# TYPE egressd_ready gauge\negressd_ready %d\n",
-	    ready ? 1 : 0);
-	evbuffer_add_printf(out,
-	    "# HELP egressd_policy_revision Applied policy changes.\n"
-	    "# TYPE egressd_policy_revision gauge\negressd_policy_revision %llu\n",
-	    (unsigned long long)revision);
-	evbuffer_add_printf(out,
-	    "# HELP egressd_learned_entries Learned destinations.\n"
-	    "# TYPE egressd_learned_entries gauge\negressd_learned_entries %llu\n",
-	    (unsigned long long)learned_entries);
-	metrics_counter(out, "egressd_dns_queries_total", "DNS queries received.", m->dns_queries);
-	metrics_counter(
-	    out, "egressd_dns_allowed_total", "DNS queries resolved upstream.", m->dns_allowed);
-	metrics_counter(
-	    out, "egressd_dns_denied_total", "DNS queries denied (NXDOMAIN).", m->dns_denied);
-	metrics_counter(
-	    out, "egressd_dns_servfail_total", "DNS queries answered SERVFAIL.", m->dns_servfail);
-	metrics_counter(out, "egressd_dns_formerr_total", "Malformed DNS queries.", m->dns_formerr);
-	metrics_counter(out, "egressd_dns_filtered_addresses_total",
-	    "Answer addresses removed (loopback, link-local, metadata, private).",
-	    m->dns_filtered_addrs);
-	metrics_counter(out, "egressd_dns_learned_total", "Addresses added to the learned sets.",
-	    m->dns_learned);
-	metrics_counter(out, "egressd_dns_log_suppressed_total",
-	    "DNS deny-type log lines folded into per-name summaries.", m->dns_log_suppressed);
-	metrics_counter(out, "egressd_dns_bad_answers_total",
-	    "Upstream answers refused (CNAME loop, chain too long, malformed).",
-	    m->dns_bad_answers);
-	metrics_counter(out, "egressd_dns_tcp_refused_total",
-	    "DNS TCP connections refused at the connection cap.", m->dns_tcp_refused);
-	metrics_counter(out, "egressd_dns_tcp_timeouts_total",
-	    "DNS TCP connections closed by the query deadline or idle timeout.",
-	    m->dns_tcp_timeouts);
-	metrics_counter(out, "egressd_nft_errors_total", "Failed nft changes.", m->nft_errors);
-	metrics_counter(
-	    out, "egressd_policy_applies_total", "Policy changes applied.", m->policy_applies);
-	metrics_counter(
-	    out, "egressd_policy_failures_total", "Policy changes refused.", m->policy_failures);
-	metrics_counter(
-	    out, "egressd_api_requests_total", "Control API requests.", m->api_requests);
-	metrics_counter(out, "egressd_api_auth_failures_total", "Control API auth failures.",
-	    m->api_auth_failures);
-	metrics_counter(out, "egressd_connections_total", "Intercepted connections accepted.",
-	    m->conn_accepted);
-	metrics_counter(out, "egressd_connections_rejected_total",
-	    "Intercepted connections refused.", m->conn_rejected);
-	metrics_counter(out, "egressd_connections_limited_total",
-	    "Intercepted connections refused at the connection cap.", m->conn_limited);
-	metrics_counter(out, "egressd_connections_passthrough_total",
-	    "Connections passed through without decryption.", m->conn_passthrough);
-	metrics_counter(out, "egressd_connections_terminated_total",
-	    "Connections terminated for credential injection.", m->conn_terminated);
-	metrics_counter(out, "egressd_injections_total", "Credentials injected.", m->inject_total);
-	metrics_counter(
-	    out, "egressd_redactions_total", "Secret occurrences masked.", m->redact_total);
-	metrics_hist(out, "egressd_dns_latency_seconds", "DNS answer latency.", &m->dns_latency);
-	metrics_hist(out, "egressd_policy_apply_seconds",
-	    "Policy change to enforcement (API request to answer).", &m->api_latency);
+	for (size_t i = 0; i < METRICS_NGAUGES; i++)
+		evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %llu\n",
+		    metrics_gauges[i].name, metrics_gauges[i].help, metrics_gauges[i].name,
+		    metrics_gauges[i].name, (unsigned long long)gauge[i]);
+	for (size_t i = 0; i < metrics_ncounters; i++)
+		evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n",
+		    metrics_counters[i].name, metrics_counters[i].help, metrics_counters[i].name,
+		    metrics_counters[i].name, (unsigned long long)metrics_counter_value(m, i));
+	for (size_t i = 0; i < metrics_nhists; i++)
+		metrics_hist_format(
+		    out, metrics_hists[i].name, metrics_hists[i].help, metrics_hist_value(m, i));
 	return 0;
 }
 

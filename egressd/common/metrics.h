@@ -6,6 +6,7 @@
 #define EGRESSD_METRICS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct evbuffer;
@@ -46,6 +47,30 @@ struct metrics {
 	struct metrics_hist dns_latency;
 	struct metrics_hist api_latency;
 };
+
+/* One exported series: its name, help text and place in struct metrics. */
+struct metrics_def {
+	const char *name;
+	const char *help;
+	size_t offset;
+};
+
+#define METRICS_NGAUGES 3 /* egressd_ready, _policy_revision, _learned_entries */
+
+extern const struct metrics_def metrics_counters[];
+extern const size_t metrics_ncounters;
+extern const struct metrics_def metrics_hists[];
+extern const size_t metrics_nhists;
+extern const struct metrics_def metrics_gauges[METRICS_NGAUGES];
+
+/* Counter i of metrics_counters in m. */
+uint64_t metrics_counter_value(const struct metrics *m, size_t i);
+
+/* Histogram i of metrics_hists in m (buckets per bucket, not cumulative). */
+const struct metrics_hist *metrics_hist_value(const struct metrics *m, size_t i);
+
+/* Upper bound of bucket i (seconds); the last bucket is +Inf. */
+double metrics_bound(int i);
 
 /* Add src's counters and histograms to dst (control sums the children's pages). */
 void metrics_add(struct metrics *dst, const volatile struct metrics *src);
