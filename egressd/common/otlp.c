@@ -1,0 +1,354 @@
+/*
+ * OTLP/HTTP metrics encoding; see otlp.h. Field numbers are those of
+ * the .proto files of opentelemetry-proto (collector/metrics,
+ * metrics, resource and common, v1).
+ * A nested message is written in place: its length is reserved as three
+ * varint bytes (OTLP_MAX_BODY < 2^21) and closed up when the message ends,
+ * so the output is canonical protobuf.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "egressd/common/otlp.h"
+#include "version.h"
+
+/* Wire types. */
+#define PB_VARINT 0
+#define PB_I64 1
+#define PB_LEN 2
+
+struct otlp_buf {
+	unsigned char *p;
+	size_t len;
+	size_t cap;
+	bool over;
+};
+
+static void
+pb_bytes(struct otlp_buf *b, const void *v, size_t n)
+{
+	if (b->over || b->cap - b->len < n) {
+		b->over = true;
+		return;
+	}
+	memcpy(b->p + b->len, v, n);
+	b->len += n;
+}
+
+static void
+pb_varint(struct otlp_buf *b, uint64_t v)
+{
+	unsigned char t[10];
+	size_t n = 0;
+
+	do {
+		t[n] = (unsigned char)(v & 0x7f);
+		v >>= 7;
+		if (v != 0)
+			t[n] |= 0x80;
+		n++;
+	} while (v != 0);
+	pb_bytes(b, t, n);
+}
+
+static void
+pb_tag(struct otlp_buf *b, unsigned field, unsigned wire)
+{
+	pb_varint(b, ((uint64_t)field << 3) | wire);
+}
+
+static void
+pb_le64(struct otlp_buf *b, uint64_t v)
+{
+	unsigned char t[8];
+
+	for (int i = 0; i < 8; i++)
+		t[i] = (unsigned char)(v >> (8 * i));
+	pb_bytes(b, t, 8);
+}
+
+static uint64_t
+pb_dbits(double d)
+{
+	uint64_t u;
+
+	memcpy(&u, &d, sizeof(u));
+	return u;
+}
+
+static void
+pb_fixed64(struct otlp_buf *b, unsigned field, uint64_t v)
+{
+	pb_tag(b, field, PB_I64);
+	pb_le64(b, v);
+}
+
+static void
+pb_string(struct otlp_buf *b, unsigned field, const char *s)
+{
+	size_t n = strlen(s);
+
+	pb_tag(b, field, PB_LEN);
+	pb_varint(b, n);
+	pb_bytes(b, s, n);
+}
+
+/* Open a nested message: its tag and three reserved length bytes. */
+static size_t
+pb_open(struct otlp_buf *b, unsigned field)
+{
+	static const unsigned char reserve[3];
+
+	pb_tag(b, field, PB_LEN);
+	pb_bytes(b, reserve, sizeof(reserve));
+	return b->len;
+}
+
+/* Close it: the minimal varint length, the body moved up against it. */
+static void
+pb_close(struct otlp_buf *b, size_t body)
+{
+	size_t n, k = 0;
+	unsigned char t[3];
+	uint64_t v;
+
+	if (b->over)
+		return;
+	n = b->len - body;
+	if (n >= (1u << 21)) {
+		b->over = true;
+		return;
+	}
+	v = n;
+	do {
+		t[k] = (unsigned char)(v & 0x7f);
+		v >>= 7;
+		if (v != 0)
+			t[k] |= 0x80;
+		k++;
+	} while (v != 0);
+	memcpy(b->p + body - 3, t, k);
+	memmove(b->p + body - 3 + k, b->p + body, n);
+	b->len -= 3 - k;
+}
+
+/* common.v1.KeyValue {key = 1, value = 2 (AnyValue {string_value = 1})}. */
+static void
+pb_keyvalue(struct otlp_buf *b, unsigned field, const char *key, const char *value)
+{
+	size_t kv = pb_open(b, field), av;
+
+	pb_string(b, 1, key);
+	av = pb_open(b, 2);
+	pb_string(b, 1, value);
+	pb_close(b, av);
+	pb_close(b, kv);
+}
+
+/* metrics.v1.NumberDataPoint {start = 2, time = 3, as_int = 6, attributes = 7}. */
+static void
+pb_number_point(struct otlp_buf *b, const struct otlp_export *x, bool with_start, uint64_t v,
+    const char *attr_key, const char *attr_value)
+{
+	size_t dp = pb_open(b, 1);
+
+	if (with_start)
+		pb_fixed64(b, 2, x->start_ns);
+	pb_fixed64(b, 3, x->now_ns);
+	pb_fixed64(b, 6, v); /* sfixed64: the same bytes */
+	if (attr_key != NULL)
+		pb_keyvalue(b, 7, attr_key, attr_value);
+	pb_close(b, dp);
+}
+
+/* metrics.v1.Metric {name = 1, description = 2, unit = 3, gauge = 5}. */
+static void
+pb_gauge(struct otlp_buf *b, const struct otlp_export *x, const char *name, const char *help,
+    uint64_t v, const char *attr_key, const char *attr_value)
+{
+	size_t m = pb_open(b, 2), g;
+
+	pb_string(b, 1, name);
+	pb_string(b, 2, help);
+	g = pb_open(b, 5);
+	pb_number_point(b, x, false, v, attr_key, attr_value);
+	pb_close(b, g);
+	pb_close(b, m);
+}
+
+/* Metric with sum = 7: Sum {data_points = 1, temporality = 2, is_monotonic = 3}. */
+static void
+pb_sum(struct otlp_buf *b, const struct otlp_export *x, const struct metrics_def *d, uint64_t v)
+{
+	size_t m = pb_open(b, 2), s;
+
+	pb_string(b, 1, d->name);
+	pb_string(b, 2, d->help);
+	s = pb_open(b, 7);
+	pb_number_point(b, x, true, v, NULL, NULL);
+	pb_tag(b, 2, PB_VARINT);
+	pb_varint(b, x->delta ? 1 : 2); /* AGGREGATION_TEMPORALITY_DELTA / _CUMULATIVE */
+	pb_tag(b, 3, PB_VARINT);
+	pb_varint(b, 1);
+	pb_close(b, s);
+	pb_close(b, m);
+}
+
+/*
+ * Metric with histogram = 9: Histogram {data_points = 1, temporality = 2};
+ * HistogramDataPoint {start = 2, time = 3, count = 4, sum = 5,
+ * bucket_counts = 6 (packed fixed64), explicit_bounds = 7 (packed double)}.
+ */
+static void
+pb_histogram(struct otlp_buf *b, const struct otlp_export *x, const struct metrics_def *d,
+    const struct metrics_hist *h)
+{
+	size_t m = pb_open(b, 2), hs, dp;
+
+	pb_string(b, 1, d->name);
+	pb_string(b, 2, d->help);
+	pb_string(b, 3, "s");
+	hs = pb_open(b, 9);
+	dp = pb_open(b, 1);
+	pb_fixed64(b, 2, x->start_ns);
+	pb_fixed64(b, 3, x->now_ns);
+	pb_fixed64(b, 4, h->count);
+	pb_fixed64(b, 5, pb_dbits(h->sum));
+	pb_tag(b, 6, PB_LEN);
+	pb_varint(b, 8 * METRICS_NBUCKETS);
+	for (int i = 0; i < METRICS_NBUCKETS; i++)
+		pb_le64(b, h->buckets[i]);
+	/* N buckets have N - 1 explicit bounds; the last bucket is +Inf. */
+	pb_tag(b, 7, PB_LEN);
+	pb_varint(b, 8 * (METRICS_NBUCKETS - 1));
+	for (int i = 0; i < METRICS_NBUCKETS - 1; i++)
+		pb_le64(b, pb_dbits(metrics_bound(i)));
+	pb_close(b, dp);
+	pb_tag(b, 2, PB_VARINT);
+	pb_varint(b, x->delta ? 1 : 2);
+	pb_close(b, hs);
+	pb_close(b, m);
+}
+
+/* Encode; see otlp.h. */
+long
+otlp_encode(const struct metrics *m, const struct otlp_export *x, unsigned char *buf, size_t cap)
+{
+	struct otlp_buf b = {.p = buf, .cap = cap < OTLP_MAX_BODY ? cap : OTLP_MAX_BODY};
+	size_t rm, res, sm, scope;
+
+	/* ExportMetricsServiceRequest {resource_metrics = 1}. */
+	rm = pb_open(&b, 1);
+	/* ResourceMetrics {resource = 1, scope_metrics = 2}; Resource {attributes = 1}. */
+	res = pb_open(&b, 1);
+	for (size_t i = 0; i < x->nattrs; i++)
+		pb_keyvalue(&b, 1, x->attrs[i].key, x->attrs[i].value);
+	pb_close(&b, res);
+	/* ScopeMetrics {scope = 1, metrics = 2}; InstrumentationScope {name = 1, version = 2}. */
+	sm = pb_open(&b, 2);
+	scope = pb_open(&b, 1);
+	pb_string(&b, 1, "egressd");
+	pb_string(&b, 2, EGRESSD_VERSION);
+	pb_close(&b, scope);
+	pb_gauge(&b, x, "egressd_info", "Build and mode.", 1, "mode", x->mode);
+	for (size_t i = 0; i < METRICS_NGAUGES; i++)
+		pb_gauge(&b, x, metrics_gauges[i].name, metrics_gauges[i].help, x->gauges[i], NULL,
+		    NULL);
+	for (size_t i = 0; i < metrics_ncounters; i++)
+		pb_sum(&b, x, &metrics_counters[i], metrics_counter_value(m, i));
+	for (size_t i = 0; i < metrics_nhists; i++)
+		pb_histogram(&b, x, &metrics_hists[i], metrics_hist_value(m, i));
+	pb_close(&b, sm);
+	pb_close(&b, rm);
+	return b.over ? -1 : (long)b.len;
+}
+
+/* Delta; see otlp.h. Counters only grow, so a smaller value means a reset. */
+void
+otlp_delta(struct metrics *out, const struct metrics *now, const struct metrics *prev)
+{
+	const uint64_t *a = (const uint64_t *)(const void *)now;
+	const uint64_t *p = (const uint64_t *)(const void *)prev;
+	uint64_t *o = (uint64_t *)(void *)out;
+	const struct metrics_hist *hn[] = {&now->dns_latency, &now->api_latency};
+	const struct metrics_hist *hp[] = {&prev->dns_latency, &prev->api_latency};
+	struct metrics_hist *ho[] = {&out->dns_latency, &out->api_latency};
+
+	for (size_t i = 0; i < offsetof(struct metrics, dns_latency) / sizeof(uint64_t); i++)
+		o[i] = a[i] >= p[i] ? a[i] - p[i] : a[i];
+	for (size_t k = 0; k < sizeof(hn) / sizeof(hn[0]); k++) {
+		bool reset = hn[k]->count < hp[k]->count;
+
+		for (int i = 0; i < METRICS_NBUCKETS; i++)
+			ho[k]->buckets[i] = reset || hn[k]->buckets[i] < hp[k]->buckets[i]
+			                        ? hn[k]->buckets[i]
+			                        : hn[k]->buckets[i] - hp[k]->buckets[i];
+		ho[k]->count = reset ? hn[k]->count : hn[k]->count - hp[k]->count;
+		ho[k]->sum = reset ? hn[k]->sum : hn[k]->sum - hp[k]->sum;
+	}
+}
+
+static bool
+otlp_key_ok(const char *k, size_t n)
+{
+	if (n == 0 || n >= OTLP_MAX_KEY)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)k[i]) && k[i] != '_' && k[i] != '.' && k[i] != '-')
+			return false;
+	return true;
+}
+
+/* METRICS_EXTRA_ATTRS; see otlp.h. */
+int
+otlp_parse_attrs(
+    const char *spec, struct otlp_attr *out, size_t max, size_t *n, char *err, size_t errlen)
+{
+	const char *p = spec;
+	size_t pos = 0;
+
+	while (*p != '\0') {
+		const char *end = strchr(p, ',');
+		const char *eq;
+		size_t len = end != NULL ? (size_t)(end - p) : strlen(p), klen, vlen;
+
+		pos++;
+		eq = memchr(p, '=', len);
+		klen = eq != NULL ? (size_t)(eq - p) : 0;
+		vlen = eq != NULL ? len - klen - 1 : 0;
+		if (eq == NULL || !otlp_key_ok(p, klen) || vlen == 0 || vlen >= OTLP_MAX_VALUE) {
+			snprintf(err, errlen,
+			    "entry %zu is not key=value (key of [A-Za-z0-9_.-], at most %d bytes; "
+			    "value not empty, at most %d bytes)",
+			    pos, OTLP_MAX_KEY - 1, OTLP_MAX_VALUE - 1);
+			return -1;
+		}
+		for (size_t i = 0; i < vlen; i++)
+			if ((unsigned char)eq[1 + i] < 0x20 || eq[1 + i] == 0x7f) {
+				snprintf(
+				    err, errlen, "entry %zu: a control byte in the value", pos);
+				return -1;
+			}
+		for (size_t i = 0; i < *n; i++)
+			if (strlen(out[i].key) == klen && memcmp(out[i].key, p, klen) == 0) {
+				snprintf(err, errlen, "entry %zu: a key given twice", pos);
+				return -1;
+			}
+		if (*n >= max) {
+			snprintf(err, errlen, "more than %zu attributes", max);
+			return -1;
+		}
+		memcpy(out[*n].key, p, klen);
+		out[*n].key[klen] = '\0';
+		memcpy(out[*n].value, eq + 1, vlen);
+		out[*n].value[vlen] = '\0';
+		(*n)++;
+		p = end != NULL ? end + 1 : p + len;
+		if (end != NULL && *p == '\0') {
+			snprintf(err, errlen, "entry %zu is empty", pos + 1);
+			return -1;
+		}
+	}
+	return 0;
+}
