@@ -32,14 +32,29 @@ for p in "${pkgs[@]}"; do
 		missing+=("$p")
 	fi
 done
-if [ "${#missing[@]}" -eq 0 ]; then
-	exit 0
+if [ "${#missing[@]}" -gt 0 ]; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "egress: missing packages: ${missing[*]}; run as root to install them" >&2
+		exit 1
+	fi
+	echo "egress: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-if [ "$(id -u)" -ne 0 ]; then
-	echo "egress: missing packages: ${missing[*]}; run as root to install them" >&2
-	exit 1
+
+# The OTLP test receiver (tests/otlp) decodes with the OpenTelemetry
+# project's generated protobuf code, from the npm registry at the versions
+# of its package-lock.json. The machine's node and npm, else Debian's.
+otlp="$here/tests/otlp"
+lock="$(sha256sum "$otlp/package-lock.json" | cut -d' ' -f1)"
+if [ "$(cat "$otlp/node_modules/.egressd-lock" 2>/dev/null)" != "$lock" ]; then
+	if ! command -v npm >/dev/null 2>&1; then
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq
+		apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+	fi
+	echo "egress: installing the OTLP test receiver's npm packages"
+	(cd "$otlp" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+	echo "$lock" >"$otlp/node_modules/.egressd-lock"
 fi
-echo "egress: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
