@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "egressd/common/config.h"
+#include "egressd/common/otlp.h"
 #include "egressd/common/log.h"
 #include "egressd/common/wipe.h"
 #include "egressd/child/worker.h"
@@ -107,6 +108,15 @@ main(int argc, char **argv)
 		log_msg(LOG_ERROR, "config", "env_refused", "%s", err);
 		config_free(&cfg);
 		return 2;
+	}
+	{
+		struct otlp_settings os;
+
+		/* config_check parsed them already: this cannot fail here. */
+		if (otlp_settings(&cfg, &os, err, sizeof(err)) == 0 && os.enabled)
+			log_msg(LOG_WARN, "config", "env_ignored",
+			    "OTLP metrics export is configured but not sent by this build yet; "
+			    "GET /metrics serves the same series");
 	}
 	rc = parent_run(&cfg, worker_main);
 	config_free(&cfg);

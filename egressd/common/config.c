@@ -16,6 +16,7 @@
 
 #include "certs/ca.h"
 #include "egressd/common/config.h"
+#include "egressd/common/otlp.h"
 #include "policy/yamltree.h"
 
 enum config_type {
@@ -113,6 +114,32 @@ static const struct config_opt config_opts[] = {
         "refuse port 443 (TCP and UDP) to the DoH blocklist, or to every address without one"},
     {"doh-blocklist", "OPENSANDBOX_EGRESS_DOH_BLOCKLIST", NULL, CT_STR, O(doh_blocklist), false,
         "DoH resolver IPs/CIDRs, comma-separated (with block-doh-443)"},
+    {"sandbox-id", "OPENSANDBOX_EGRESS_SANDBOX_ID", NULL, CT_STR, O(sandbox_id), false,
+        "sandbox id: the sandbox_id resource attribute of OTLP metrics"},
+    {"metrics-extra-attrs", "OPENSANDBOX_EGRESS_METRICS_EXTRA_ATTRS", NULL, CT_STR,
+        O(metrics_extra_attrs), false, "more OTLP resource attributes, k=v,k2=v2"},
+    {"otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", NULL, CT_STR, O(otlp_endpoint), false,
+        "OTLP/HTTP base URL http://host[:port][/path] (metrics go to <path>/v1/metrics)"},
+    {"otlp-metrics-endpoint", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", NULL, CT_STR,
+        O(otlp_metrics_endpoint), false, "OTLP/HTTP metrics URL, used as given (wins)"},
+    {"otlp-protocol", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", CT_STR,
+        O(otlp_protocol), false, "http/protobuf (the only one)"},
+    {"otlp-headers", "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_METRICS_HEADERS", CT_STR,
+        O(otlp_headers), true, "headers of every export, k=v,k2=v2 (percent-encoded values)"},
+    {"otlp-timeout", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", CT_U32,
+        O(otlp_timeout_ms), false, "milliseconds per export (default 10000)"},
+    {"otlp-interval", "OTEL_METRIC_EXPORT_INTERVAL", NULL, CT_U32, O(otlp_interval_ms), false,
+        "milliseconds between exports (default 60000, at least 1000)"},
+    {"otlp-temporality", "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", NULL, CT_STR,
+        O(otlp_temporality), false, "cumulative (default), delta or lowmemory"},
+    {"otel-metrics-exporter", "OTEL_METRICS_EXPORTER", NULL, CT_STR, O(otel_metrics_exporter),
+        false, "otlp (default) or none"},
+    {"otel-sdk-disabled", "OTEL_SDK_DISABLED", NULL, CT_BOOL, O(otel_sdk_disabled), false,
+        "true: no OTLP export"},
+    {"otel-service-name", "OTEL_SERVICE_NAME", NULL, CT_STR, O(otel_service_name), false,
+        "service.name resource attribute (default egressd)"},
+    {"otel-resource-attributes", "OTEL_RESOURCE_ATTRIBUTES", NULL, CT_STR, O(otel_resource_attrs),
+        false, "more resource attributes, k=v,k2=v2"},
     {"log-level", "OPENSANDBOX_EGRESS_LOG_LEVEL", "EGRESSD_LOG_LEVEL", CT_LEVEL, O(log_level),
         false, "debug, info, warn or error"},
 };
@@ -399,9 +426,6 @@ static const struct {
         "operator passthrough selectors are not implemented (hosts without a binding are "
         "always passed through)"},
     {"OPENSANDBOX_EGRESS_DENY_WEBHOOK", ENV_WARN, "the deny webhook is not implemented"},
-    {"OPENSANDBOX_EGRESS_SANDBOX_ID", ENV_QUIET, "used by the deny webhook and exporters"},
-    {"OPENSANDBOX_EGRESS_METRICS_EXTRA_ATTRS", ENV_WARN,
-        "OTLP export is not implemented (GET /metrics serves Prometheus text)"},
     {"OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT", ENV_WARN,
         "upstream health (timeout, probe, ejection) is not implemented"},
     {"OPENSANDBOX_EGRESS_DNS_UPSTREAM_PROBE", ENV_WARN, "upstream probes are not implemented"},
@@ -690,6 +714,12 @@ config_check(const struct config *c, char *err, size_t errlen)
 	    c->tls_port == c->plain_port) {
 		snprintf(err, errlen, "tls-port, plain-port and peek-port must differ");
 		return -1;
+	}
+	{
+		struct otlp_settings os;
+
+		if (otlp_settings(c, &os, err, errlen) != 0)
+			return -1;
 	}
 	if ((c->ca_cert[0] == '\0') != (c->ca_key[0] == '\0')) {
 		snprintf(err, errlen, "ca-cert and ca-key must be given together");

@@ -73,6 +73,20 @@ struct config {
 	bool block_doh_443;       /* OPENSANDBOX_EGRESS_BLOCK_DOH_443 */
 	char doh_blocklist[2048]; /* OPENSANDBOX_EGRESS_DOH_BLOCKLIST: IP/CIDR, comma-separated */
 	enum log_level log_level;
+	/* OpenTelemetry metrics export (egressd/common/otlp.h, docs/api.md) */
+	char sandbox_id[128];
+	char metrics_extra_attrs[1024];
+	char otlp_endpoint[512];
+	char otlp_metrics_endpoint[512];
+	char otlp_protocol[32];
+	char otlp_headers[1024]; /* never logged */
+	uint32_t otlp_timeout_ms;
+	uint32_t otlp_interval_ms;
+	char otlp_temporality[16];
+	char otel_metrics_exporter[32];
+	bool otel_sdk_disabled;
+	char otel_service_name[128];
+	char otel_resource_attrs[1024];
 	char config_file[PATH_MAX];
 
 	/*

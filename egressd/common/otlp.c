@@ -8,8 +8,10 @@
  */
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "egressd/common/config.h"
 #include "egressd/common/otlp.h"
 #include "version.h"
 
@@ -351,4 +353,254 @@ otlp_parse_attrs(
 		}
 	}
 	return 0;
+}
+
+/* strcasecmp without locale: the settings are ASCII words. */
+static bool
+otlp_word(const char *a, const char *b)
+{
+	for (; *a != '\0' && *b != '\0'; a++, b++)
+		if (tolower((unsigned char)*a) != tolower((unsigned char)*b))
+			return false;
+	return *a == *b;
+}
+
+/*
+ * http://host[:port][/path]: an address literal ([v6] in brackets) or a
+ * name, no userinfo, query or fragment. generic: the base URL of every
+ * signal, so /v1/metrics is appended to its path.
+ */
+static int
+otlp_url(const char *url, bool generic, struct otlp_settings *s, char *err, size_t errlen)
+{
+	const char *p, *host, *hend, *path;
+	size_t hl;
+
+	if (strncmp(url, "https://", 8) == 0) {
+		snprintf(err, errlen,
+		    "https endpoints are not supported (use http:// to a collector "
+		    "in the cluster)");
+		return -1;
+	}
+	if (strncmp(url, "http://", 7) != 0) {
+		snprintf(err, errlen, "not an http:// URL");
+		return -1;
+	}
+	p = url + 7;
+	if (strpbrk(p, "@?#") != NULL || strpbrk(p, " \t\r\n\\") != NULL) {
+		snprintf(
+		    err, errlen, "userinfo, query, fragment and spaces are refused in the URL");
+		return -1;
+	}
+	path = strchr(p, '/');
+	if (path == NULL)
+		path = p + strlen(p);
+	if (*p == '[') {
+		host = p + 1;
+		hend = memchr(host, ']', (size_t)(path - host));
+		if (hend == NULL) {
+			snprintf(err, errlen, "unterminated [address] in the URL");
+			return -1;
+		}
+		p = hend + 1;
+	} else {
+		host = p;
+		hend = memchr(p, ':', (size_t)(path - p));
+		if (hend == NULL)
+			hend = path;
+		p = hend;
+	}
+	hl = (size_t)(hend - host);
+	if (hl == 0 || hl >= sizeof(s->host)) {
+		snprintf(err, errlen, "no host, or too long a host, in the URL");
+		return -1;
+	}
+	memcpy(s->host, host, hl);
+	s->host[hl] = '\0';
+	for (size_t i = 0; i < hl; i++)
+		if (!isalnum((unsigned char)s->host[i]) && strchr(".-:", s->host[i]) == NULL) {
+			snprintf(err, errlen, "the URL's host is neither a name nor an address");
+			return -1;
+		}
+	s->port = 80;
+	if (*p == ':') {
+		char *end;
+		unsigned long v = strtoul(p + 1, &end, 10);
+
+		if (end == p + 1 || end != path || v == 0 || v > 65535 || p[1] < '0' ||
+		    p[1] > '9') {
+			snprintf(err, errlen, "the URL's port is not 1-65535");
+			return -1;
+		}
+		s->port = (uint16_t)v;
+	} else if (p != path) {
+		snprintf(err, errlen, "unexpected text after the URL's host");
+		return -1;
+	}
+	snprintf(s->authority, sizeof(s->authority), "%s%s%s:%u", host[-1] == '[' ? "[" : "",
+	    s->host, host[-1] == '[' ? "]" : "", s->port);
+	if (generic) {
+		size_t n = strlen(path);
+
+		while (n > 0 && path[n - 1] == '/')
+			n--;
+		if (n + sizeof("/v1/metrics") > sizeof(s->path)) {
+			snprintf(err, errlen, "the URL's path is too long");
+			return -1;
+		}
+		snprintf(s->path, sizeof(s->path), "%.*s/v1/metrics", (int)n, path);
+	} else {
+		if (strlen(path) >= sizeof(s->path)) {
+			snprintf(err, errlen, "the URL's path is too long");
+			return -1;
+		}
+		snprintf(s->path, sizeof(s->path), "%s", path[0] != '\0' ? path : "/");
+	}
+	return 0;
+}
+
+static int
+otlp_hex(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = tolower(c);
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/*
+ * OTEL_EXPORTER_OTLP_HEADERS: k=v,... with percent-encoded values; keys
+ * are header tokens, framing headers are refused, values must be field
+ * values once decoded. Errors name the entry by position, never a value.
+ */
+static int
+otlp_headers(const char *spec, struct otlp_settings *s, char *err, size_t errlen)
+{
+	static const char *const framing[] = {"host", "content-length", "content-type",
+	    "transfer-encoding", "connection", "te", "upgrade", "trailer", NULL};
+	struct otlp_attr raw[OTLP_MAX_HEADERS];
+	size_t n = 0;
+
+	if (otlp_parse_attrs(spec, raw, OTLP_MAX_HEADERS, &n, err, errlen) != 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		const char *v = raw[i].value;
+		size_t o = 0;
+
+		for (size_t k = 0; raw[i].key[k] != '\0'; k++)
+			if (raw[i].key[k] == '.') {
+				snprintf(err, errlen, "entry %zu: not a header name", i + 1);
+				return -1;
+			}
+		for (size_t k = 0; framing[k] != NULL; k++)
+			if (otlp_word(raw[i].key, framing[k])) {
+				snprintf(
+				    err, errlen, "entry %zu: a framing header is refused", i + 1);
+				return -1;
+			}
+		for (size_t k = 0; v[k] != '\0'; k++) {
+			int c = (unsigned char)v[k];
+
+			if (c == '%') {
+				int h = otlp_hex(v[k + 1]), l = h < 0 ? -1 : otlp_hex(v[k + 2]);
+
+				if (l < 0) {
+					snprintf(
+					    err, errlen, "entry %zu: a bad percent escape", i + 1);
+					return -1;
+				}
+				c = h * 16 + l;
+				k += 2;
+			}
+			if ((c < 0x20 && c != '\t') || c == 0x7f) {
+				snprintf(
+				    err, errlen, "entry %zu: a control byte in the value", i + 1);
+				return -1;
+			}
+			s->headers[i].value[o++] = (char)c;
+		}
+		s->headers[i].value[o] = '\0';
+		memcpy(s->headers[i].key, raw[i].key, sizeof(s->headers[i].key));
+	}
+	s->nheaders = n;
+	return 0;
+}
+
+static void
+otlp_attr_set(struct otlp_settings *s, const char *k, const char *v)
+{
+	snprintf(s->attrs[s->nattrs].key, sizeof(s->attrs[0].key), "%s", k);
+	snprintf(s->attrs[s->nattrs].value, sizeof(s->attrs[0].value), "%s", v);
+	s->nattrs++;
+}
+
+/* Settings; see otlp.h. */
+int
+otlp_settings(const struct config *c, struct otlp_settings *s, char *err, size_t errlen)
+{
+	char why[256] = "";
+	const char *var = NULL;
+
+	memset(s, 0, sizeof(*s));
+	s->interval_ms = c->otlp_interval_ms != 0 ? c->otlp_interval_ms : 60000;
+	s->timeout_ms = c->otlp_timeout_ms != 0 ? c->otlp_timeout_ms : 10000;
+	if (c->otlp_protocol[0] != '\0' && strcmp(c->otlp_protocol, "http/protobuf") != 0) {
+		snprintf(err, errlen,
+		    "OTEL_EXPORTER_OTLP_[METRICS_]PROTOCOL: only http/protobuf is supported");
+		return -1;
+	}
+	if (c->otel_metrics_exporter[0] != '\0' && !otlp_word(c->otel_metrics_exporter, "otlp") &&
+	    !otlp_word(c->otel_metrics_exporter, "none")) {
+		snprintf(err, errlen,
+		    "OTEL_METRICS_EXPORTER: only otlp or none (Prometheus text is GET /metrics)");
+		return -1;
+	}
+	if (c->otlp_temporality[0] != '\0' && !otlp_word(c->otlp_temporality, "cumulative") &&
+	    !otlp_word(c->otlp_temporality, "delta") &&
+	    !otlp_word(c->otlp_temporality, "lowmemory")) {
+		snprintf(err, errlen,
+		    "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE: cumulative, "
+		    "delta or lowmemory");
+		return -1;
+	}
+	/* Only counters and histograms here: lowmemory is delta for both. */
+	s->delta = c->otlp_temporality[0] != '\0' && !otlp_word(c->otlp_temporality, "cumulative");
+	if (s->interval_ms < 1000 || s->timeout_ms < 100 || s->timeout_ms > 60000) {
+		snprintf(err, errlen, "%s",
+		    s->interval_ms < 1000
+		        ? "OTEL_METRIC_EXPORT_INTERVAL: at least 1000 (milliseconds)"
+		        : "OTEL_EXPORTER_OTLP_[METRICS_]TIMEOUT: 100 to 60000 (milliseconds)");
+		return -1;
+	}
+	if (c->otlp_metrics_endpoint[0] != '\0') {
+		var = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT";
+		if (otlp_url(c->otlp_metrics_endpoint, false, s, why, sizeof(why)) != 0)
+			goto bad;
+	} else if (c->otlp_endpoint[0] != '\0') {
+		var = "OTEL_EXPORTER_OTLP_ENDPOINT";
+		if (otlp_url(c->otlp_endpoint, true, s, why, sizeof(why)) != 0)
+			goto bad;
+	}
+	var = "OTEL_EXPORTER_OTLP_[METRICS_]HEADERS";
+	if (otlp_headers(c->otlp_headers, s, why, sizeof(why)) != 0)
+		goto bad;
+	otlp_attr_set(
+	    s, "service.name", c->otel_service_name[0] ? c->otel_service_name : "egressd");
+	otlp_attr_set(s, "service.version", EGRESSD_VERSION);
+	if (c->sandbox_id[0] != '\0')
+		otlp_attr_set(s, "sandbox_id", c->sandbox_id);
+	var = "OPENSANDBOX_EGRESS_METRICS_EXTRA_ATTRS";
+	if (otlp_parse_attrs(c->metrics_extra_attrs, s->attrs, OTLP_MAX_ATTRS, &s->nattrs, why,
+	        sizeof(why)) != 0)
+		goto bad;
+	var = "OTEL_RESOURCE_ATTRIBUTES";
+	if (otlp_parse_attrs(c->otel_resource_attrs, s->attrs, OTLP_MAX_ATTRS, &s->nattrs, why,
+	        sizeof(why)) != 0)
+		goto bad;
+	s->enabled = s->host[0] != '\0' && !c->otel_sdk_disabled &&
+	             !otlp_word(c->otel_metrics_exporter, "none");
+	return 0;
+bad:
+	snprintf(err, errlen, "%s: %s", var, why);
+	return -1;
 }

@@ -14,7 +14,8 @@
 
 #include "egressd/common/metrics.h"
 
-#define OTLP_MAX_ATTRS 16        /* METRICS_EXTRA_ATTRS entries */
+#define OTLP_MAX_ATTRS 24        /* resource attributes in all */
+#define OTLP_MAX_HEADERS 8       /* OTEL_EXPORTER_OTLP_HEADERS entries */
 #define OTLP_MAX_KEY 64          /* bytes of an attribute key */
 #define OTLP_MAX_VALUE 256       /* bytes of an attribute value */
 #define OTLP_MAX_BODY (1u << 16) /* bytes of one export request */
@@ -23,6 +24,33 @@ struct otlp_attr {
 	char key[OTLP_MAX_KEY];
 	char value[OTLP_MAX_VALUE];
 };
+
+struct config;
+
+/* The resolved export settings: whether to export, where, how often. */
+struct otlp_settings {
+	bool enabled;
+	char host[256]; /* as in the URL: an address literal (no brackets) or a name */
+	uint16_t port;
+	char path[512];
+	char authority[300]; /* the Host header */
+	struct otlp_attr attrs[OTLP_MAX_ATTRS];
+	size_t nattrs;
+	struct otlp_attr headers[OTLP_MAX_HEADERS]; /* never logged */
+	size_t nheaders;
+	uint32_t interval_ms;
+	uint32_t timeout_ms;
+	bool delta;
+};
+
+/*
+ * The OpenTelemetry settings of c into *s: off when no endpoint is set,
+ * OTEL_SDK_DISABLED is true or OTEL_METRICS_EXPORTER is none. -1 with err
+ * (naming the variable, never a header value) when a setting asks for
+ * what egressd does not do (grpc, https, another exporter) or is malformed.
+ */
+int otlp_settings(const struct config *c, struct otlp_settings *s, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
 
 /* What one export describes: the resource and the time window. */
 struct otlp_export {

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "egressd/common/config.h"
 #include "egressd/common/otlp.h"
 
 /* --------------------------------------------------------- a protobuf reader */
@@ -289,6 +290,117 @@ test_delta(void **state)
 	assert_int_equal(d.dns_queries, 3);
 }
 
+static int
+settings(struct config *c, struct otlp_settings *s, char *err, size_t errlen)
+{
+	err[0] = '\0';
+	return otlp_settings(c, s, err, errlen);
+}
+
+/* The OpenTelemetry environment: what turns export on and off, and what is refused. */
+static void
+test_settings(void **state)
+{
+	struct config c;
+	struct otlp_settings s;
+	char err[512];
+
+	(void)state;
+	config_defaults(&c);
+	assert_int_equal(settings(&c, &s, err, sizeof(err)), 0);
+	assert_false(s.enabled); /* no endpoint: no export */
+	assert_int_equal(s.interval_ms, 60000);
+
+	snprintf(c.otlp_endpoint, sizeof(c.otlp_endpoint), "http://192.0.2.9:4318/");
+	assert_int_equal(settings(&c, &s, err, sizeof(err)), 0);
+	assert_true(s.enabled);
+	assert_string_equal(s.host, "192.0.2.9");
+	assert_int_equal(s.port, 4318);
+	assert_string_equal(s.path, "/v1/metrics"); /* the base URL gets the signal path */
+	assert_string_equal(s.authority, "192.0.2.9:4318");
+	assert_string_equal(s.attrs[0].key, "service.name");
+	assert_string_equal(s.attrs[0].value, "egressd");
+
+	/* The metrics endpoint wins and is used as given. */
+	snprintf(c.otlp_metrics_endpoint, sizeof(c.otlp_metrics_endpoint),
+	    "http://[2001:db8::9]/custom/path");
+	assert_int_equal(settings(&c, &s, err, sizeof(err)), 0);
+	assert_string_equal(s.host, "2001:db8::9");
+	assert_int_equal(s.port, 80);
+	assert_string_equal(s.path, "/custom/path");
+	assert_string_equal(s.authority, "[2001:db8::9]:80");
+
+	/* Switched off by either OpenTelemetry setting. */
+	c.otel_sdk_disabled = true;
+	assert_int_equal(settings(&c, &s, err, sizeof(err)), 0);
+	assert_false(s.enabled);
+	c.otel_sdk_disabled = false;
+	snprintf(c.otel_metrics_exporter, sizeof(c.otel_metrics_exporter), "NONE");
+	assert_int_equal(settings(&c, &s, err, sizeof(err)), 0);
+	assert_false(s.enabled);
+	snprintf(c.otel_metrics_exporter, sizeof(c.otel_metrics_exporter), "prometheus");
+	assert_int_equal(settings(&c, &s, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "OTEL_METRICS_EXPORTER"));
+	c.otel_metrics_exporter[0] = '\0';
+
+	/* Resource attributes: sandbox id, then the extra ones, in order. */
+	snprintf(c.sandbox_id, sizeof(c.sandbox_id), "sbx-7");
+	snprintf(c.metrics_extra_attrs, sizeof(c.metrics_extra_attrs), "team=ml,run=a=b");
+	assert_int_equal(settings(&c, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.nattrs, 5);
+	assert_string_equal(s.attrs[2].key, "sandbox_id");
+	assert_string_equal(s.attrs[2].value, "sbx-7");
+	assert_string_equal(s.attrs[4].value, "a=b");
+	snprintf(c.metrics_extra_attrs, sizeof(c.metrics_extra_attrs), "sandbox_id=other");
+	assert_int_equal(settings(&c, &s, err, sizeof(err)), -1); /* no overriding the pinned id */
+	assert_non_null(strstr(err, "METRICS_EXTRA_ATTRS"));
+	c.metrics_extra_attrs[0] = '\0';
+
+	/* Headers: percent-decoded; framing headers and control bytes refused, never echoed. */
+	snprintf(c.otlp_headers, sizeof(c.otlp_headers), "%s",
+	    "Authorization=Basic%20c2VjcmV0,x-tenant=7");
+	assert_int_equal(settings(&c, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.nheaders, 2);
+	assert_string_equal(s.headers[0].value, "Basic c2VjcmV0");
+	snprintf(c.otlp_headers, sizeof(c.otlp_headers), "Content-Length=5");
+	assert_int_equal(settings(&c, &s, err, sizeof(err)), -1);
+	snprintf(c.otlp_headers, sizeof(c.otlp_headers), "%s", "x-a=c2VjcmV0%0d%0aInjected: 1");
+	assert_int_equal(settings(&c, &s, err, sizeof(err)), -1);
+	assert_null(strstr(err, "c2VjcmV0"));
+	c.otlp_headers[0] = '\0';
+
+	/* Temporality. */
+	snprintf(c.otlp_temporality, sizeof(c.otlp_temporality), "Delta");
+	assert_int_equal(settings(&c, &s, err, sizeof(err)), 0);
+	assert_true(s.delta);
+	snprintf(c.otlp_temporality, sizeof(c.otlp_temporality), "sideways");
+	assert_int_equal(settings(&c, &s, err, sizeof(err)), -1);
+	c.otlp_temporality[0] = '\0';
+
+	/* What egressd does not do is refused, not ignored. */
+	snprintf(c.otlp_protocol, sizeof(c.otlp_protocol), "grpc");
+	assert_int_equal(settings(&c, &s, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "PROTOCOL"));
+	snprintf(c.otlp_protocol, sizeof(c.otlp_protocol), "http/protobuf");
+	c.otlp_interval_ms = 10;
+	assert_int_equal(settings(&c, &s, err, sizeof(err)), -1);
+	c.otlp_interval_ms = 1000;
+	{
+		static const char *const bad[] = {"https://192.0.2.9:4318", "ftp://x", "http://",
+		    "http://u:p@192.0.2.9/", "http://192.0.2.9:0/", "http://192.0.2.9:70000/",
+		    "http://192.0.2.9/x?q=1", "http://192.0.2.9/#f", "http://[2001:db8::9/",
+		    "http://bad_host/", "http://192.0.2.9:43x/", "192.0.2.9:4318"};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			snprintf(
+			    c.otlp_metrics_endpoint, sizeof(c.otlp_metrics_endpoint), "%s", bad[i]);
+			assert_int_equal(settings(&c, &s, err, sizeof(err)), -1);
+			assert_non_null(strstr(err, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"));
+		}
+	}
+	config_free(&c);
+}
+
 int
 main(void)
 {
@@ -296,6 +408,7 @@ main(void)
 	    cmocka_unit_test(test_attrs),
 	    cmocka_unit_test(test_encode),
 	    cmocka_unit_test(test_delta),
+	    cmocka_unit_test(test_settings),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
