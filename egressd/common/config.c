@@ -754,11 +754,11 @@ config_check(const struct config *c, char *err, size_t errlen)
 			return -1;
 		if (os.enabled && os.url.family == 0) {
 			snprintf(err, errlen,
-			    "OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT: give the collector's IP "
-			    "address (the "
-			    "sidecar's own deliveries are pinned to it in the nft table; names are "
-			    "not "
-			    "resolved)");
+			    "%s: give the collector's IP address (the sidecar's own deliveries "
+			    "are pinned to it in the nft table; names are not resolved)",
+			    c->otlp_metrics_endpoint[0] != '\0'
+			        ? "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
+			        : "OTEL_EXPORTER_OTLP_ENDPOINT");
 			return -1;
 		}
 	}

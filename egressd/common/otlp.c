@@ -464,6 +464,23 @@ otlp_target(const char *url, bool generic, struct otlp_settings *s, char *err, s
 	return 0;
 }
 
+/*
+ * The variable to name in an error about a setting that has a general and
+ * a metrics form (OTEL_EXPORTER_OTLP_X, OTEL_EXPORTER_OTLP_METRICS_X): the
+ * metrics one when it is set, as the OpenTelemetry specification makes it
+ * win.
+ */
+static const char *
+otlp_var(const char *x)
+{
+	static char name[64];
+
+	snprintf(name, sizeof(name), "OTEL_EXPORTER_OTLP_METRICS_%s", x);
+	if (getenv(name) == NULL)
+		snprintf(name, sizeof(name), "OTEL_EXPORTER_OTLP_%s", x);
+	return name;
+}
+
 /* Settings; see otlp.h. */
 int
 otlp_settings(const struct config *c, struct otlp_settings *s, char *err, size_t errlen)
@@ -475,8 +492,7 @@ otlp_settings(const struct config *c, struct otlp_settings *s, char *err, size_t
 	s->interval_ms = c->otlp_interval_ms != 0 ? c->otlp_interval_ms : 60000;
 	s->timeout_ms = c->otlp_timeout_ms != 0 ? c->otlp_timeout_ms : 10000;
 	if (c->otlp_protocol[0] != '\0' && strcmp(c->otlp_protocol, "http/protobuf") != 0) {
-		snprintf(err, errlen,
-		    "OTEL_EXPORTER_OTLP_[METRICS_]PROTOCOL: only http/protobuf is supported");
+		snprintf(err, errlen, "%s: only http/protobuf is supported", otlp_var("PROTOCOL"));
 		return -1;
 	}
 	if (c->otel_metrics_exporter[0] != '\0' && !otlp_word(c->otel_metrics_exporter, "otlp") &&
@@ -496,10 +512,12 @@ otlp_settings(const struct config *c, struct otlp_settings *s, char *err, size_t
 	/* Only counters and histograms here: lowmemory is delta for both. */
 	s->delta = c->otlp_temporality[0] != '\0' && !otlp_word(c->otlp_temporality, "cumulative");
 	if (s->interval_ms < 1000 || s->timeout_ms < 100 || s->timeout_ms > 60000) {
-		snprintf(err, errlen, "%s",
-		    s->interval_ms < 1000
-		        ? "OTEL_METRIC_EXPORT_INTERVAL: at least 1000 (milliseconds)"
-		        : "OTEL_EXPORTER_OTLP_[METRICS_]TIMEOUT: 100 to 60000 (milliseconds)");
+		if (s->interval_ms < 1000)
+			snprintf(err, errlen,
+			    "OTEL_METRIC_EXPORT_INTERVAL: at least 1000 (milliseconds)");
+		else
+			snprintf(
+			    err, errlen, "%s: 100 to 60000 (milliseconds)", otlp_var("TIMEOUT"));
 		return -1;
 	}
 	if (c->otlp_metrics_endpoint[0] != '\0') {
@@ -511,7 +529,7 @@ otlp_settings(const struct config *c, struct otlp_settings *s, char *err, size_t
 		if (otlp_target(c->otlp_endpoint, true, s, why, sizeof(why)) != 0)
 			goto bad;
 	}
-	var = "OTEL_EXPORTER_OTLP_[METRICS_]HEADERS";
+	var = otlp_var("HEADERS");
 	if (otlp_headers(c->otlp_headers, s, why, sizeof(why)) != 0)
 		goto bad;
 	otlp_attr_set(
