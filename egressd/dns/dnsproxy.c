@@ -4,10 +4,11 @@
  * with no upstream packet (a query is itself an exfiltration channel). An
  * allowed name is resolved with a fresh query of ours (new id, only the
  * question, our EDNS) through c-ares, whose sockets are marked ones from
- * the parent. Answer addresses that point inside (loopback, link-local,
- * metadata, ourselves, optionally private ranges) are removed; the rest are
- * learned by the parent, and only once it has acknowledged them does the
- * client get its answer. The decision is made on the name the client
+ * the parent: one channel per upstream, tried in order over the healthy
+ * ones (dnshealth.c, probed every interval). Answer addresses that point
+ * inside (loopback, link-local, metadata, ourselves, optionally private
+ * ranges) are removed; the rest are learned by the parent, and only once
+ * it has acknowledged them does the client get its answer. The decision is made on the name the client
  * asked for; CNAME targets are followed for the answer but not re-checked.
  */
 #include <arpa/inet.h>
