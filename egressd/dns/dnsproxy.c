@@ -158,6 +158,8 @@ struct dnsproxy_ares {
 	bool closing;
 };
 
+_Static_assert(DNSHEALTH_MAX == DNSPROXY_MAX_UPSTREAMS, "one health slot per upstream");
+
 /* One query through c-ares: the proxy's callback and the upstreams left to try. */
 struct dnsproxy_ares_q {
 	struct dnsproxy_ares *r;
@@ -461,8 +463,9 @@ dnsproxy_ares_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf
 			log_str(&l, "error", strerror(e != 0 ? e : EIO));
 		log_str(&l, "msg", "upstream exchange error");
 		log_end(&l);
-		/* No answer at all: ejected until a probe answers. A missing socket is ours. */
-		if (rcode < 0 && !sock_bad && dnshealth_exchange(&r->health, up, false))
+		/* No answer at all: ejected until a probe answers. A missing socket or memory is ours. */
+		if (rcode < 0 && !sock_bad && e != ENOMEM &&
+		    dnshealth_exchange(&r->health, up, false))
 			dnsproxy_health_log(r, up, "exchange", strerror(e != 0 ? e : EIO));
 	}
 	if (++q->at < q->norder && !r->closing) {
@@ -529,8 +532,8 @@ dnsproxy_probe_answer_cb(void *arg, int status, int timeouts, unsigned char *abu
 		struct log_line l;
 		char txt[INET6_ADDRSTRLEN + 16];
 
-		if (sock_bad)
-			return; /* no marked socket: the upstream is not to blame */
+		if (sock_bad || status == ARES_ENOMEM)
+			return; /* no marked socket or memory: the upstream is not to blame */
 		dnsproxy_upstream_txt(r->d, c->up, txt, sizeof(txt));
 		log_begin(&l, LOG_WARN, "dns", "dns_upstream_probe_fail");
 		log_str(&l, "upstream", txt);
