@@ -91,6 +91,35 @@ refute "the workload cannot connect to the webhook" fx_ws curl -sS -m 5 -o /dev/
     -d '{}' "$HOOK"
 check "and no connection of its reached the receiver" test "$(wc -l <"$H/peers")" = "$peers"
 
+# ---- the report mark is no exemption: it reaches the receiver and nothing
+# else, not even an address the policy lets the workload reach (a report
+# child taken over through a bug asks for exactly such sockets).
+cat >"$FX_DIR/marked.py" <<'PY'
+import socket, sys
+kind, addr, port, mark = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4], 0)
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM if kind == "tcp" else socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, 36, mark)  # SO_MARK
+s.settimeout(3)
+try:
+    if kind == "tcp":
+        s.connect((addr, port))
+    else:
+        s.sendto(bytes.fromhex("abcd01000001000000000000") + b"\x01x\x04test\x00\x00\x01\x00\x01", (addr, port))
+        s.recv(512)
+except OSError as e:
+    print("refused", e)
+    sys.exit(1)
+print("reached")
+PY
+marked() { ip netns exec "$FX_SBX" "$FX_PY" "$FX_DIR/marked.py" "$@" 0x4 | grep -q '^reached'; }
+fx_ws dig +short api.allowed.test A >/dev/null 2>&1
+check "control: the workload reaches the allowed address" \
+    fx_ws curl -sS -m 5 -o /dev/null http://api.allowed.test/
+check "the report mark reaches the webhook receiver" marked tcp 198.51.100.80 8080
+refute "  but not the allowed address the workload reaches" marked tcp 203.0.113.10 80
+refute "  nor the receiver's address on another port" marked tcp 198.51.100.80 80
+refute "  nor the resolver (no DNS)" marked udp 203.0.113.53 53
+
 # ---- a connection the intercept refuses (SNI of a denied name to an allowed address).
 fx_ws dig +short api.allowed.test A >/dev/null 2>&1
 fx_ws sh -c "openssl s_client -connect 203.0.113.10:443 -servername evil.example.test \
