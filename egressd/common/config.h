@@ -49,6 +49,10 @@ struct config {
 	bool insecure_no_token;
 	long max_rules;
 	char dns_upstream[512];
+	/* DNS upstream health, read by the dns process (dnshealth.c) with upstream's fallbacks. */
+	char dns_upstream_timeout[32];
+	char dns_upstream_probe[256];
+	char dns_upstream_probe_interval[32];
 	uint16_t dns_port;
 	uint32_t mark;
 	uint32_t dns_mark;    /* the dns process's sockets: resolvers only */

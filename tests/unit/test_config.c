@@ -148,7 +148,8 @@ test_env_audit(void **state)
 	char *fleet[] = {(char *)"OPENSANDBOX_EGRESS_PROFILE=fast-sandbox", NULL};
 	char *sidecar[] = {(char *)"OPENSANDBOX_EGRESS_PROFILE=sidecar", NULL};
 	char *warned[] = {(char *)"OPENSANDBOX_EGRESS_MITMPROXY_SHADOW=true",
-	    (char *)"OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT=2", (char *)"EGRESSD_NO_SUCH=1",
+	    (char *)"OPENSANDBOX_EGRESS_NAMESERVER_EXEMPT=192.0.2.53", (char *)"EGRESSD_NO_SUCH=1",
+	    (char *)"OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT=2",
 	    (char *)"OPENSANDBOX_EGRESS_TOKEN=t",
 	    (char *)"OPENSANDBOX_EGRESS_MITMPROXY_EXTRA_PORTS=8443",
 	    (char *)"OPENSANDBOX_EGRESS_SANDBOX_ID=sbx-1", (char *)"HOME=/root", NULL};
@@ -174,7 +175,7 @@ test_env_audit(void **state)
 	/* Implemented ones are silent; unimplemented and unknown ones are reported. */
 	memset(&r, 0, sizeof(r));
 	assert_int_equal(config_env_audit(warned, count_report, &r, err, sizeof(err)), 0);
-	assert_int_equal(r.n, 3); /* MITMPROXY_SHADOW, DNS_UPSTREAM_TIMEOUT, EGRESSD_NO_SUCH */
+	assert_int_equal(r.n, 3); /* MITMPROXY_SHADOW, NAMESERVER_EXEMPT, EGRESSD_NO_SUCH */
 	assert_string_equal(r.last, "EGRESSD_NO_SUCH");
 }
 
