@@ -12,6 +12,8 @@ pkgs=(
 	# run and test
 	nftables iproute2 util-linux dnsmasq-base curl socat dnsutils netcat-openbsd
 	tcpdump openssl python3 python3-dnslib ca-certificates procps valgrind
+	# a real forward proxy for the chained upstream proxy test
+	tinyproxy
 	# nftables only recommends netbase, and we install without recommends:
 	# nft names protocols from its /etc/protocols (the tests compare `nft
 	# list` output), and its postinst writes the /etc/hosts that `ip netns
