@@ -58,6 +58,7 @@ proxy_start() {
 		echo "ConnectPort 443"
 		echo "ConnectPort 80"
 		echo "ConnectPort 8080"
+		echo "ConnectPort 2222"
 		[ $# -gt 0 ] && echo "BasicAuth $1 $2"
 	} >"$P/$name.conf"
 	: >"$P/$name.log"
@@ -78,6 +79,7 @@ proxy_stop() { fx_stop_pid "${PROXY_PID[$1]}" TERM; }
 connects() { grep -c "CONNECT" "$P/$1.log" 2>/dev/null; }
 
 POLICY='{"defaultAction":"deny","egress":[{"action":"allow","target":"api.allowed.test"},
+ {"action":"allow","target":"front.allowed.test"},
  {"action":"allow","target":"198.51.100.91"}]}'
 PUBCA=$FX_CERTS/ca.pem
 SBXCA=$FX_DIR/sandbox/ca.pem
@@ -108,6 +110,16 @@ check "  the proxy carried a CONNECT to the destination address" \
     grep -q "CONNECT 203.0.113.10:443" "$P/open.log"
 peers=$(api_peers_since "$n0")
 check "  the server saw the proxy, never the sandbox ($peers)" test -n "$peers" -a "${peers#*10.200.0.2}" = "$peers"
+
+# ---- other ports of a learned address (the peek listener), through the proxy too.
+fx_ws dig +short front.allowed.test A >/dev/null 2>&1
+fx_ws "${C[@]}" http://front.allowed.test:8080/peek1 >"$FX_DIR/out/peek" 2>&1
+check "plain HTTP on another port of a learned address works through the proxy" \
+    grep -q '"path": "/peek1"' "$FX_DIR/out/peek"
+check "  by a CONNECT to that address and port" grep -q "CONNECT 203.0.113.12:8080" "$P/open.log"
+fx_ws bash -c "exec 3<>/dev/tcp/203.0.113.12/2222 && timeout 8 head -c 15 <&3" >"$FX_DIR/out/banner" 2>&1
+check "a server-first protocol (a banner) arrives through the proxy" grep -q "SSH-2.0-fakenet" "$FX_DIR/out/banner"
+check "  by a CONNECT to port 2222" grep -q "CONNECT 203.0.113.12:2222" "$P/open.log"
 
 # ---- terminated for the vault: the credential goes through the tunnel.
 cat >"$FX_DIR/private/vault.json" <<J
