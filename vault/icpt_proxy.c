@@ -14,6 +14,8 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/x509v3.h>
 
 #include "vault/icpt_internal.h"
 
@@ -115,9 +117,12 @@ icpt_proxy_event_cb(struct bufferevent *bev, short what, void *arg)
 	const void *ip;
 
 	if (!(what & BEV_EVENT_CONNECTED)) {
-		/* The proxy is down or closed before answering: no direct fallback. */
+		/* The proxy is down, its TLS failed, or it closed before answering: no direct fallback. */
 		icpt_log(c, INTERCEPT_L_WARN, "upstream_proxy_refused",
-		    (what & BEV_EVENT_TIMEOUT) ? "proxy_timeout" : "proxy_unreachable", 0);
+		    (what & BEV_EVENT_TIMEOUT) ? "proxy_timeout"
+		    : c->ic->cfg.proxy_tls     ? "proxy_tls_failed"
+		                               : "proxy_unreachable",
+		    0);
 		c->dial_event(bev, what & ~BEV_EVENT_CONNECTED, c);
 		return;
 	}
@@ -138,6 +143,55 @@ icpt_proxy_event_cb(struct bufferevent *bev, short what, void *arg)
 	bufferevent_enable(bev, EV_READ | EV_WRITE);
 }
 
+/*
+ * An https:// proxy: TCP is up, now TLS to the proxy, its certificate
+ * verified for its address against the upstream trust (no SNI for an
+ * address). The filter becomes the connection's upstream socket: the
+ * CONNECT, and then the tunnel (and any TLS of the connection's own
+ * inside it), go through it.
+ */
+static void
+icpt_proxy_tcp_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct icpt_conn *c = arg;
+	struct intercept *ic = c->ic;
+	struct bufferevent *f;
+	const uint8_t *ip;
+	size_t iplen;
+	SSL *ssl;
+
+	if (!(what & BEV_EVENT_CONNECTED)) {
+		icpt_proxy_event_cb(bev, what, c);
+		return;
+	}
+	if (ic->cfg.proxy.ss_family == AF_INET) {
+		ip = (const uint8_t *)&((const struct sockaddr_in *)&ic->cfg.proxy)->sin_addr;
+		iplen = 4;
+	} else {
+		ip = (const uint8_t *)&((const struct sockaddr_in6 *)&ic->cfg.proxy)->sin6_addr;
+		iplen = 16;
+	}
+	ssl = SSL_new(ic->up_ctx);
+	if (ssl == NULL || X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl), ip, iplen) != 1) {
+		SSL_free(ssl);
+		icpt_proxy_event_cb(bev, BEV_EVENT_ERROR, c);
+		return;
+	}
+	f = bufferevent_openssl_filter_new(ic->base, bev, ssl, BUFFEREVENT_SSL_CONNECTING,
+	    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (f == NULL) {
+		SSL_free(ssl);
+		icpt_proxy_event_cb(bev, BEV_EVENT_ERROR, c);
+		return;
+	}
+	c->usock = f;
+	/* The filter keeps the deadlines from now on; the socket under it has none. */
+	bufferevent_set_timeouts(bev, NULL, NULL);
+	bufferevent_setcb(f, icpt_proxy_read_cb, NULL, icpt_proxy_event_cb, c);
+	icpt_timeouts(f, ic->cfg.connect_timeout_s, ic->cfg.connect_timeout_s);
+	bufferevent_enable(f, EV_READ | EV_WRITE);
+}
+
 int
 icpt_dial(struct icpt_conn *c, bufferevent_data_cb readcb, bufferevent_event_cb eventcb)
 {
@@ -150,7 +204,10 @@ icpt_dial(struct icpt_conn *c, bufferevent_data_cb readcb, bufferevent_event_cb 
 	}
 	c->dial_read = readcb;
 	c->dial_event = eventcb;
-	bufferevent_setcb(c->usock, icpt_proxy_read_cb, NULL, icpt_proxy_event_cb, c);
+	if (ic->cfg.proxy_tls)
+		bufferevent_setcb(c->usock, NULL, NULL, icpt_proxy_tcp_event_cb, c);
+	else
+		bufferevent_setcb(c->usock, icpt_proxy_read_cb, NULL, icpt_proxy_event_cb, c);
 	return bufferevent_socket_connect(
 	    c->usock, (struct sockaddr *)&ic->cfg.proxy, (int)ic->cfg.proxy_len);
 }

@@ -59,8 +59,15 @@ icpt_splice_shut(struct icpt_conn *c)
 	}
 	/* Half-close: pass on an EOF once the bytes before it are out (none held). */
 	if (c->c_eof && c->retry == ICPT_RETRY_OFF && c->ubev != NULL &&
-	    evbuffer_get_length(bufferevent_get_output(c->ubev)) == 0)
-		shutdown(bufferevent_getfd(c->ubev), SHUT_WR);
+	    evbuffer_get_length(bufferevent_get_output(c->ubev)) == 0) {
+		SSL *tls = bufferevent_openssl_get_ssl(c->ubev);
+
+		/* Through an https:// proxy the half-close is TLS's close_notify. */
+		if (tls != NULL)
+			(void)SSL_shutdown(tls);
+		else
+			shutdown(bufferevent_getfd(c->ubev), SHUT_WR);
+	}
 	if (c->u_eof && evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0)
 		shutdown(bufferevent_getfd(c->cbev), SHUT_WR);
 	if (c->c_eof && c->u_eof && evbuffer_get_length(bufferevent_get_output(c->ubev)) == 0 &&

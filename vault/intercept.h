@@ -133,6 +133,7 @@ struct intercept_config {
 	struct sockaddr_storage proxy;
 	socklen_t proxy_len;
 	const char *proxy_auth;
+	bool proxy_tls; /* TLS to the proxy first, its certificate for its address */
 	/*
 	 * Listening sockets made by the caller (TLS v4, TLS v6, plain v4,
 	 * plain v6, peek v4, peek v6), or NULL: the interceptor binds

@@ -127,7 +127,7 @@ static const struct config_opt config_opts[] = {
     {"deny-webhook", "OPENSANDBOX_EGRESS_DENY_WEBHOOK", NULL, CT_STR, O(deny_webhook), false,
         "http://address[:port]/path that gets a POST for every refusal (docs/api.md)"},
     {"upstream-proxy", "OPENSANDBOX_EGRESS_UPSTREAM_PROXY", NULL, CT_STR, O(upstream_proxy), false,
-        "http://IP[:port]: every intercept dial goes through HTTP CONNECT to it, none direct"},
+        "http[s]://IP[:port]: every intercept dial goes through HTTP CONNECT to it, none direct"},
     {"upstream-proxy-auth", "OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH", NULL, CT_STR,
         O(upstream_proxy_auth), true, "the whole Proxy-Authorization value (never logged)"},
     {"report-queue", "EGRESSD_REPORT_QUEUE", NULL, CT_U32, O(report_queue), false,
@@ -699,6 +699,45 @@ config_load(struct config *c, int argc, char **argv, char *err, size_t errlen)
 }
 
 /*
+ * The proxy URL: http:// or https:// (the port then defaults to 443), else
+ * as httpurl_parse. 0, or -1 with why (never the URL).
+ */
+static int
+config_proxy_url(const char *url, struct httpurl *u, bool *tls, char *why, size_t whylen)
+{
+	char buf[sizeof(((struct config *)0)->upstream_proxy) + 8];
+	const char *rest, *end;
+	bool port_given;
+
+	if (tls != NULL)
+		*tls = false;
+	if (strncmp(url, "https://", 8) != 0)
+		return httpurl_parse(url, u, why, whylen);
+	rest = url + 8;
+	/* Whether a port follows the host: after "]" for [v6], else before the path. */
+	if (rest[0] == '[') {
+		end = strchr(rest, ']');
+		port_given = end != NULL && end[1] == ':';
+	} else {
+		end = rest + strcspn(rest, "/?#");
+		port_given = memchr(rest, ':', (size_t)(end - rest)) != NULL;
+	}
+	snprintf(buf, sizeof(buf), "http://%s", rest);
+	if (httpurl_parse(buf, u, why, whylen) != 0)
+		return -1;
+	if (!port_given) {
+		u->port = 443;
+		if (u->family == AF_INET6)
+			snprintf(u->authority, sizeof(u->authority), "[%s]:443", u->host);
+		else
+			snprintf(u->authority, sizeof(u->authority), "%s:443", u->host);
+	}
+	if (tls != NULL)
+		*tls = true;
+	return 0;
+}
+
+/*
  * The chained proxy: an http URL with an IP literal and no path, only with
  * interception in dns+nft mode (the intercept is what dials through it and
  * the table what refuses every direct dial); its Proxy-Authorization value
@@ -719,21 +758,14 @@ config_check_proxy(const struct config *c, char *err, size_t errlen)
 		}
 		return 0;
 	}
-	if (strncmp(c->upstream_proxy, "https://", 8) == 0) {
-		snprintf(err, errlen,
-		    "%s: an https:// proxy (TLS to the proxy) is not supported yet; give http://",
-		    v);
-		return -1;
-	}
-	if (httpurl_parse(c->upstream_proxy, &u, why, sizeof(why)) != 0) {
+	if (config_proxy_url(c->upstream_proxy, &u, NULL, why, sizeof(why)) != 0) {
 		snprintf(err, errlen, "%s: %s", v, why);
 		return -1;
 	}
 	if (u.family == 0) {
 		snprintf(err, errlen,
 		    "%s: give the proxy's IP address (the intercept's dials are pinned to it in "
-		    "the "
-		    "nft table; names are not resolved)",
+		    "the nft table; names are not resolved)",
 		    v);
 		return -1;
 	}
@@ -776,7 +808,8 @@ config_proxy(const struct config *c, struct config_proxy *p)
 
 	memset(p, 0, sizeof(*p));
 	if (c->upstream_proxy[0] == '\0' ||
-	    httpurl_parse(c->upstream_proxy, &u, why, sizeof(why)) != 0 || u.family == 0)
+	    config_proxy_url(c->upstream_proxy, &u, &p->tls, why, sizeof(why)) != 0 ||
+	    u.family == 0)
 		return;
 	p->set = true;
 	p->family = u.family;

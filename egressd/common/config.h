@@ -138,6 +138,7 @@ int config_upstreams(struct config *c, char *err, size_t errlen)
  */
 struct config_proxy {
 	bool set;
+	bool tls; /* https://: TLS to the proxy, verified against the upstream trust */
 	uint8_t family;
 	uint8_t addr[16];
 	uint16_t port;

@@ -402,11 +402,12 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 			char a[INET6_ADDRSTRLEN];
 
 			icfg.proxy_auth = cfg->upstream_proxy_auth;
+			icfg.proxy_tls = px.tls;
 			inet_ntop(px.family, px.addr, a, sizeof(a));
 			/* Never the Proxy-Authorization value: only whether there is one. */
 			log_msg(LOG_INFO, "intercept", "upstream_proxy",
-			    "every upstream connection goes through CONNECT to %s port %u%s", a,
-			    (unsigned)px.port,
+			    "every upstream connection goes through CONNECT to %s port %u%s%s", a,
+			    (unsigned)px.port, px.tls ? " over TLS" : "",
 			    cfg->upstream_proxy_auth[0] != '\0' ? " (with Proxy-Authorization)"
 			                                        : "");
 		}

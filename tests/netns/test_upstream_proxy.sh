@@ -240,6 +240,49 @@ check "the log says that there is one" grep -q 'with Proxy-Authorization' "$LOG"
 fx_egressd_stop
 refute "the value is never logged" grep -q "${GOOD#Basic }\|$SECRET_PASS" "$LOG"
 
+# ---- an https:// proxy: TLS to the proxy (its certificate verified for its
+# address against the upstream trust), then CONNECT inside it.
+proxy_start open 3128
+front() { # PORT CERT: a TLS front of the open proxy, in wan
+	ip netns exec "$FX_WAN" socat OPENSSL-LISTEN:"$1",bind=198.51.100.90,reuseaddr,fork,verify=0,cert="$FX_CERTS/$2.pem",key="$FX_CERTS/$2.key" \
+	    TCP:198.51.100.90:3128 >/dev/null 2>&1 &
+	fx_track $!
+	local i
+	for i in $(seq 1 50); do
+		ip netns exec "$FX_WAN" ss -ltn | grep -q "198.51.100.90:$1 " && return 0
+		sleep 0.1
+	done
+	echo "TLS front $1 did not start"
+	exit 2
+}
+front 3443 proxy
+front 3444 api
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=https://198.51.100.90:3443
+check "the start line says TLS" grep -q '"event":"upstream_proxy".*over TLS' "$LOG"
+code=$(fx_api POST /credential-vault -H 'Content-Type: application/json' \
+    --data-binary @"$FX_DIR/private/vault.json" -o /dev/null -w '%{http_code}')
+check "the vault is accepted again" test "$code" = 200 -o "$code" = 201
+c0=$(connects open)
+fx_ws "${C[@]}" --cacert "$PUBCA" https://front.allowed.test/tls-proxy-pass >"$FX_DIR/out/tlsp" 2>&1
+check "passthrough through an https:// proxy works" grep -q '"path": "/tls-proxy-pass"' "$FX_DIR/out/tlsp"
+fx_ws "${C[@]}" --cacert "$SBXCA" -H "Authorization: Bearer $FX_FAKE_KEY" \
+    https://api.allowed.test/v1/tls-proxy-vault >"$FX_DIR/out/tlsv" 2>&1
+check "a terminated request through an https:// proxy works (TLS inside TLS)" \
+    grep -q '"path": "/v1/tls-proxy-vault"' "$FX_DIR/out/tlsv"
+fx_ws "${C[@]}" http://front.allowed.test:8080/tls-proxy-peek >"$FX_DIR/out/tlsk" 2>&1
+check "another port of a learned address through an https:// proxy works" \
+    grep -q '"path": "/tls-proxy-peek"' "$FX_DIR/out/tlsk"
+check "  each by a CONNECT inside the TLS" test "$(connects open)" -ge $((c0 + 3))
+fx_egressd_stop
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=https://198.51.100.90:3444
+c0=$(connects open)
+refute "a proxy whose certificate is not for its address is refused" \
+    fx_ws "${C[@]}" --cacert "$PUBCA" https://api.allowed.test/tls-proxy-wrong
+check "  logged as proxy_tls_failed" grep -q '"event":"upstream_proxy_refused".*"reason":"proxy_tls_failed"' "$LOG"
+check "  and nothing was asked of it" test "$(connects open)" = "$c0"
+fx_egressd_stop
+proxy_stop open
+
 # ---- bad settings refuse the start (exit 2), naming the variable, never the URL's secrets.
 bad_start() {
 	local rc=0
@@ -255,7 +298,7 @@ check "a query is refused" bad_start "$U=http://198.51.100.90:3128/?x=1"
 check "a path is refused" bad_start "$U=http://198.51.100.90:3128/proxy"
 check "port 0 is refused" bad_start "$U=http://198.51.100.90:0"
 check "ftp:// is refused" bad_start "$U=ftp://198.51.100.90:3128"
-check "https:// is refused (not supported yet)" bad_start "$U=https://198.51.100.90:3128"
+check "https with a path is refused" bad_start "$U=https://198.51.100.90/x"
 check "a name is refused (not resolved)" bad_start "$U=http://proxy.corp.test:3128"
 check "AUTH without a proxy is refused" bad_start "${U}_AUTH=Basic eA=="
 check "AUTH with a line break is refused" bad_start "$U=http://198.51.100.90:3128" \

@@ -243,7 +243,8 @@ test_upstream_proxy(void **state)
 {
 	static const char *const bad[] = {"http://user:hunter2@192.0.2.9:3128",
 	    "http://192.0.2.9:3128/?a=hunter2", "http://192.0.2.9:3128/path", "http://192.0.2.9:0",
-	    "ftp://192.0.2.9:3128", "https://192.0.2.9:3128", "http://proxy.example.test:3128",
+	    "ftp://192.0.2.9:3128", "https://192.0.2.9:3128/p", "http://proxy.example.test:3128",
+	    "https://proxy.example.test", "https://u:hunter2@192.0.2.9",
 	    "http://192.0.2.9:3128#hunter2", "192.0.2.9:3128", "http://192.0.2.9:99999"};
 	struct config c;
 	struct config_proxy px;
@@ -262,10 +263,25 @@ test_upstream_proxy(void **state)
 	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), 0);
 	config_proxy(&c, &px);
 	assert_true(px.set);
+	assert_false(px.tls);
 	assert_int_equal(px.family, AF_INET);
 	assert_int_equal(px.port, 3128);
 	assert_int_equal(px.addr[0], 192);
 	assert_int_equal(px.addr[3], 9);
+	config_free(&c);
+	setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY", "https://192.0.2.9", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), 0);
+	config_proxy(&c, &px);
+	assert_true(px.set);
+	assert_true(px.tls);
+	assert_int_equal(px.port, 443);
+	config_free(&c);
+	setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY", "https://[2001:db8::9]:8443", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), 0);
+	config_proxy(&c, &px);
+	assert_true(px.tls);
+	assert_int_equal(px.family, AF_INET6);
+	assert_int_equal(px.port, 8443);
 	config_free(&c);
 	setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY", "http://[2001:db8::9]/", 1);
 	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), 0);

@@ -99,6 +99,7 @@ def main():
         "doh": ["doh.evil.test", "203.0.113.53", "2001:db8::53"],
         "badtls-good": ["badtls.allowed.test", "203.0.113.66"],
         "client": ["workload-client.test"],
+        "proxy": ["proxy.corp.test", "198.51.100.90"],
     }
     for base, names in leaves.items():
         k, c = make_leaf(ca_key, ca, names)

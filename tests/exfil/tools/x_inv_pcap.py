@@ -104,7 +104,12 @@ def main():
             while k < len(m) and m[k] != 0 and m[k] < 64:
                 k += 1 + m[k]
             if k + 3 <= len(m):
-                seen.add(struct.unpack("!H", m[k + 1:k + 3])[0])
+                qtype = struct.unpack("!H", m[k + 1:k + 3])[0]
+                # egressd's own upstream health probe (the root, type NS)
+                # is a fixed question the workload cannot shape.
+                if k == 12 and qtype == 2:
+                    continue
+                seen.add(qtype)
         print("qtypes=" + ",".join(str(t) for t in sorted(seen)))
     elif cmd == "icmp6":
         t = int(sys.argv[4])
