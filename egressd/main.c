@@ -37,26 +37,6 @@ main_env_ignored(const char *name, const char *why, void *arg)
 	log_end(&l);
 }
 
-/*
- * The token is in cfg now: its copies in the environment and in argv are
- * wiped in place (unsetenv only unlinks the string), so that no child but
- * control, which keeps cfg's copy, holds it (tests/netns/test_ca_key.sh).
- */
-static void
-main_wipe_token(int argc, char **argv)
-{
-	char *v = getenv("OPENSANDBOX_EGRESS_TOKEN");
-
-	if (v != NULL)
-		explicit_bzero(v, strlen(v));
-	for (int i = 1; i < argc; i++) {
-		if (strncmp(argv[i], "--token=", 8) == 0)
-			explicit_bzero(argv[i] + 8, strlen(argv[i] + 8));
-		else if (strcmp(argv[i], "--token") == 0 && i + 1 < argc)
-			explicit_bzero(argv[i + 1], strlen(argv[i + 1]));
-	}
-}
-
 int
 main(int argc, char **argv)
 {
@@ -101,8 +81,7 @@ main(int argc, char **argv)
 		return 2;
 	}
 	/* The token is read: no process of ours (or exec'd helper) inherits it. */
-	main_wipe_token(argc, argv);
-	unsetenv("OPENSANDBOX_EGRESS_TOKEN");
+	config_wipe_secrets(argc, argv);
 	log_init("parent", cfg.log_level, 2);
 	if (config_env_audit(environ, main_env_ignored, NULL, err, sizeof(err)) != 0) {
 		log_msg(LOG_ERROR, "config", "env_refused", "%s", err);
@@ -119,6 +98,7 @@ main(int argc, char **argv)
 			    "an OTLP endpoint is set but %s: no metrics are exported",
 			    cfg.otel_sdk_disabled ? "OTEL_SDK_DISABLED is true"
 			                          : "OTEL_METRICS_EXPORTER is none");
+		explicit_bzero(&os, sizeof(os));
 	}
 	rc = parent_run(&cfg, worker_main);
 	config_free(&cfg);

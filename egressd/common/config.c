@@ -190,6 +190,37 @@ config_defaults(struct config *c)
 }
 
 void
+config_wipe_secrets(int argc, char **argv)
+{
+	for (size_t i = 0; i < sizeof(config_opts) / sizeof(config_opts[0]); i++) {
+		const struct config_opt *o = &config_opts[i];
+		const char *names[2] = {o->env, o->env2};
+		size_t nl = strlen(o->name);
+
+		if (!o->secret)
+			continue;
+		for (size_t k = 0; k < 2; k++) {
+			char *v = names[k] != NULL ? getenv(names[k]) : NULL;
+
+			if (v == NULL)
+				continue;
+			explicit_bzero(v, strlen(v));
+			unsetenv(names[k]);
+		}
+		for (int a = 1; a < argc; a++) {
+			char *arg = argv[a];
+
+			if (strncmp(arg, "--", 2) != 0 || strncmp(arg + 2, o->name, nl) != 0)
+				continue;
+			if (arg[2 + nl] == '=')
+				explicit_bzero(arg + 3 + nl, strlen(arg + 3 + nl));
+			else if (arg[2 + nl] == '\0' && a + 1 < argc)
+				explicit_bzero(argv[a + 1], strlen(argv[a + 1]));
+		}
+	}
+}
+
+void
 config_free(struct config *c)
 {
 	free(c->rules_json);
@@ -877,9 +908,14 @@ config_check(const struct config *c, char *err, size_t errlen)
 	{
 		struct otlp_settings os;
 
-		if (otlp_settings(c, &os, err, errlen) != 0)
+		int rc = otlp_settings(c, &os, err, errlen);
+		bool named = rc == 0 && os.enabled && os.url.family == 0;
+
+		/* Only the report child keeps the headers (exporter credentials). */
+		explicit_bzero(&os, sizeof(os));
+		if (rc != 0)
 			return -1;
-		if (os.enabled && os.url.family == 0) {
+		if (named) {
 			snprintf(err, errlen,
 			    "%s: give the collector's IP address (the sidecar's own deliveries "
 			    "are pinned to it in the nft table; names are not resolved)",

@@ -185,6 +185,15 @@ int config_load(struct config *c, int argc, char **argv, char *err, size_t errle
 /* Apply the environment only (used by tests). */
 int config_from_env(struct config *c, char *err, size_t errlen) __attribute__((warn_unused_result));
 
+/*
+ * Wipe, in place, the values of every secret option (the API token, the
+ * proxy authorization, the OTLP headers) from the environment and argv,
+ * and unset the variables: after config_load no process forked later holds
+ * them (nor shows them in /proc/PID/environ or cmdline) but in its struct
+ * config, which each child forgets but for its own.
+ */
+void config_wipe_secrets(int argc, char **argv);
+
 /* Free heap members and the CA (accepts a config that was only defaulted). */
 void config_free(struct config *c);
 

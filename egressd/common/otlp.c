@@ -381,11 +381,11 @@ otlp_hex(int c)
  * values once decoded. Errors name the entry by position, never a value.
  */
 static int
-otlp_headers(const char *spec, struct otlp_settings *s, char *err, size_t errlen)
+otlp_headers_parse(
+    const char *spec, struct otlp_settings *s, struct otlp_attr *raw, char *err, size_t errlen)
 {
 	static const char *const framing[] = {"host", "content-length", "content-type",
 	    "transfer-encoding", "connection", "te", "upgrade", "trailer", NULL};
-	struct otlp_attr raw[OTLP_MAX_HEADERS];
 	size_t n = 0;
 
 	if (otlp_parse_attrs(spec, raw, OTLP_MAX_HEADERS, &n, err, errlen) != 0)
@@ -431,6 +431,17 @@ otlp_headers(const char *spec, struct otlp_settings *s, char *err, size_t errlen
 	}
 	s->nheaders = n;
 	return 0;
+}
+
+/* The headers may carry an exporter's credentials: the raw copies are wiped. */
+static int
+otlp_headers(const char *spec, struct otlp_settings *s, char *err, size_t errlen)
+{
+	struct otlp_attr raw[OTLP_MAX_HEADERS];
+	int rc = otlp_headers_parse(spec, s, raw, err, errlen);
+
+	explicit_bzero(raw, sizeof(raw));
+	return rc;
 }
 
 static void

@@ -93,6 +93,7 @@ enforce_reports(const struct config *cfg, struct nftrules_config *nc, char *err,
 	}
 	rc = 0;
 out:
+	explicit_bzero(r, sizeof(*r)); /* the OTLP headers are report's alone */
 	free(r);
 	return rc;
 }

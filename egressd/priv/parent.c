@@ -1353,11 +1353,14 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 		if (rep == NULL || config_report(cfg, rep, err, sizeof(err)) != 0) {
 			log_msg(LOG_ERROR, "proc", "startup", "report settings: %s",
 			    rep == NULL ? "out of memory" : err);
+			if (rep != NULL)
+				explicit_bzero(rep, sizeof(*rep));
 			free(rep);
 			return 1;
 		}
 		if (rep->webhook || rep->otlp.enabled)
 			p.present |= 1u << CHAN_ROLE_REPORT;
+		explicit_bzero(rep, sizeof(*rep)); /* the OTLP headers are report's alone */
 		free(rep);
 	}
 	for (int r = 0; r < CHAN_ROLE_MAX; r++)

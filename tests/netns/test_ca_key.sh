@@ -88,4 +88,42 @@ check "  nor the CA key" absent "$D2" "$priv"
 out=$(ws sh -c "openssl s_client -connect 203.0.113.20:443 -servername denied.test \
 	-CAfile '$TMP/ca.crt' </dev/null 2>&1")
 refute "a denied SNI gets no leaf" grep -q 'CN *= *denied.test' <<<"$out"
+# The other secrets from the environment: the chained proxy's authorization
+# is the intercept's alone, the OTLP headers the report child's alone; the
+# parent wipes every secret variable's value in place, so that no child
+# inherits it through the environment either.
+kill -TERM "$EGRESSD_PID"; wait "$EGRESSD_PID"; EGRESSD_PID=""
+pauth="Basic cHJveHktY2FuYXJ5LSRO-$NS_ID-proxyauth"
+ohdr="x-api-key=otlp-canary-$NS_ID-headers"
+ns_egressd OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=true \
+	OPENSANDBOX_EGRESS_UPSTREAM_PROXY=http://198.51.100.99:3128 \
+	OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH="$pauth" \
+	OTEL_EXPORTER_OTLP_ENDPOINT=http://198.51.100.98:4318 OTEL_EXPORTER_OTLP_HEADERS="$ohdr"
+C=$(ns_child control)
+D=$(ns_child dns)
+I=$(ns_child intercept)
+R=$(ns_child report)
+check "the four children run" kill -0 "$C" "$D" "$I" "$R"
+pa=$(printf %s "${pauth#Basic }" | od -An -tx1 | tr -d ' \n')
+oh=$(printf %s "otlp-canary-$NS_ID-headers" | od -An -tx1 | tr -d ' \n')
+senv() { # pid hex variable: 0 found, 1 not (an ASan runtime's own env copy aside)
+	if [ ${#SANENV[@]} -gt 0 ]; then
+		$PY "$EGRESSD_SRC/tests/lib/memscan.py" "$1" "$2" --sanitizer-env "$3"
+	else
+		$PY "$EGRESSD_SRC/tests/lib/memscan.py" "$1" "$2"
+	fi
+}
+V=OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH
+check "the intercept holds the proxy authorization it sends" test "$(senv "$I" "$pa" $V; echo $?)" = 0
+check "control's memory holds no proxy authorization" test "$(senv "$C" "$pa" $V; echo $?)" = 1
+check "  nor dns's" test "$(senv "$D" "$pa" $V; echo $?)" = 1
+check "  nor report's" test "$(senv "$R" "$pa" $V; echo $?)" = 1
+V=OTEL_EXPORTER_OTLP_HEADERS
+check "the report child holds the OTLP headers" test "$(senv "$R" "$oh" $V; echo $?)" = 0
+check "the intercept's memory holds no OTLP header" test "$(senv "$I" "$oh" $V; echo $?)" = 1
+check "  nor control's" test "$(senv "$C" "$oh" $V; echo $?)" = 1
+check "  nor dns's" test "$(senv "$D" "$oh" $V; echo $?)" = 1
+refute "no child's environment shows the proxy authorization" \
+	grep -qa "proxyauth" "/proc/$C/environ" "/proc/$D/environ" "/proc/$I/environ" "/proc/$R/environ"
+refute "nor the parent's" grep -qa "proxyauth" "/proc/$EGRESSD_PID/environ"
 ns_finish
