@@ -31,6 +31,7 @@
 #include "vault/intercept_internal.h"
 #include "vault/redact.h"
 #include "vault/snap.h"
+#include "vault/subst.h"
 #include "vault/tlspeek.h"
 #include "vault/icpt_internal.h"
 
@@ -66,6 +67,68 @@ icpt_body_begin(
 {
 	httpwire_body_init(b, f, content_length, flags);
 	return !httpwire_body_done(b);
+}
+
+/*
+ * A placeholder on a request it is not bound to (no binding matched, or
+ * another binding's) stays as it is: logged by credential name, once per
+ * request, from the head (the body is not searched).
+ */
+static void
+icpt_stray(struct icpt_conn *c, const struct httpwire_request *req, size_t headlen, size_t idx)
+{
+	const struct binding_set *bs = vault_snap_bindings(c->snap);
+	struct binding_credential_info ci;
+	size_t cred;
+
+	if (c->snap == NULL)
+		return;
+	cred = subst_find_stray(bs, idx, req->start_line.ptr, headlen);
+	if (cred == SIZE_MAX || binding_credential_get(bs, cred, &ci) != 0)
+		return;
+	struct intercept_event ev;
+	memset(&ev, 0, sizeof(ev));
+	ev.level = INTERCEPT_L_WARN;
+	ev.event = "placeholder_unmatched";
+	ev.conn = c->id;
+	ev.reason = idx == SIZE_MAX ? "no_binding" : "other_binding";
+	ev.host = c->host;
+	ev.method = c->method;
+	ev.credential = ci.name;
+	ev.family = c->family;
+	ev.addr = c->addr;
+	ev.port = c->port;
+	c->ic->ops->log(c->ic->arg, &ev);
+}
+
+/*
+ * A body substitution for binding idx: a body of a kind that can hold a
+ * placeholder (not multipart, not compressed), on HTTP/1.1 (it is re-framed
+ * chunked). c->subst stays NULL when there is none. 0 or -1.
+ */
+static int
+icpt_body_subst(struct icpt_conn *c, const struct httpwire_request *req, size_t idx)
+{
+	static const enum subst_enc enc[] = {
+	    [SUBST_BODY_RAW] = SUBST_RAW, [SUBST_BODY_JSON] = SUBST_JSON, [SUBST_BODY_FORM] = SUBST_FORM};
+	struct subst_rules rules;
+	enum subst_body kind;
+
+	if (req->version_minor != 1 ||
+	    !(req->framing == HTTPWIRE_FRAME_CHUNKED ||
+	        (req->framing == HTTPWIRE_FRAME_LENGTH && req->content_length > 0)))
+		return 0;
+	if ((kind = subst_body_kind(req->headers, req->nheaders)) == SUBST_BODY_SKIP)
+		return 0;
+	if (subst_rules_build(c->snap, idx, BINDING_IN_BODY, enc[kind], &rules) != 0)
+		return -1;
+	if (rules.n == 0)
+		return 0;
+	if (c->sbuf == NULL && (c->sbuf = evbuffer_new()) == NULL) {
+		subst_rules_clear(&rules);
+		return -1;
+	}
+	return (c->subst = subst_stream_new(&rules)) == NULL ? -1 : 0;
 }
 
 /* Returns false when the request was refused (the connection is draining). */
@@ -139,9 +202,16 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 		if (!inject)
 			intercept_request_decodable(ic->hdrs, req->nheaders);
 	}
+	icpt_stray(c, req, headlen, inject ? idx : SIZE_MAX);
+	subst_stream_free(c->subst);
+	c->subst = NULL;
+	if (inject && icpt_body_subst(c, req, idx) != 0) {
+		icpt_http_error(c, 500, "Internal Server Error", "oom");
+		return false;
+	}
 	head = evbuffer_new();
-	if (head == NULL || intercept_request_head(req, ic->hdrs, c->snap, idx, inject, ic->scratch,
-	                        sizeof(ic->scratch), head) != 0) {
+	if (head == NULL || intercept_request_head(req, ic->hdrs, c->snap, idx, inject,
+	                        c->subst != NULL, ic->scratch, sizeof(ic->scratch), head) != 0) {
 		evbuffer_free(head);
 		icpt_http_error(c, 400, "Bad Request", "head_rewrite");
 		return false;
@@ -216,6 +286,38 @@ icpt_req_span_cb(const uint8_t *data, size_t off, size_t len, void *arg)
 	struct icpt_conn *c = arg;
 
 	(void)intercept_ovr_scan_feed(&c->reqscan, data, len);
+	if (c->subst != NULL && subst_stream_feed(c->subst, data, len, c->sbuf) != 0)
+		c->oom = true;
+}
+
+/*
+ * A substituted body: the payload bytes of this read (take of in) are
+ * replaced by c->sbuf, sent as one chunk; at the end the held bytes and
+ * the last chunk. 0 or -1.
+ */
+static int
+icpt_req_subst_out(struct icpt_conn *c, struct evbuffer *in, size_t take, bool done)
+{
+	struct evbuffer *f = evbuffer_new();
+	size_t n;
+	int rc = -1;
+
+	if (f == NULL || c->oom || evbuffer_drain(in, take) != 0)
+		goto out;
+	if (done && subst_stream_finish(c->subst, c->sbuf) != 0)
+		goto out;
+	n = evbuffer_get_length(c->sbuf);
+	if (n > 0 && (evbuffer_add_printf(f, "%zx\r\n", n) < 0 ||
+	                 evbuffer_add_buffer(f, c->sbuf) != 0 || evbuffer_add(f, "\r\n", 2) != 0))
+		goto out;
+	if (done && evbuffer_add(f, "0\r\n\r\n", 5) != 0)
+		goto out;
+	icpt_to_upstream(c, f, evbuffer_get_length(f));
+	rc = 0;
+out:
+	if (f != NULL)
+		evbuffer_free(f);
+	return rc;
 }
 
 /* Workload -> upstream, per the request state. */
@@ -303,8 +405,17 @@ icpt_http_client(struct icpt_conn *c)
 				    "method_override");
 				return;
 			}
-			icpt_to_upstream(c, in, take);
+			if (c->subst == NULL) {
+				icpt_to_upstream(c, in, take);
+			} else if (icpt_req_subst_out(c, in, take, st == HTTPWIRE_OK) != 0) {
+				icpt_close(c, "oom");
+				return;
+			}
 			if (st == HTTPWIRE_OK) {
+				if (c->subst != NULL) {
+					subst_stream_free(c->subst);
+					c->subst = NULL;
+				}
 				c->req = ICPT_REQ_DONE;
 				icpt_client_timeouts(c);
 			}

@@ -164,6 +164,8 @@ struct icpt_conn {
 	uint64_t head_matches;   /* masked in response heads of this request */
 	struct vault_snap *snap; /* of the current request */
 	struct redact_stream *rs;
+	struct subst_stream *subst; /* request body substitution, or NULL */
+	struct evbuffer *sbuf;      /* its output, sent as one chunk per read */
 
 	struct event *ev_free;
 	struct event *ev_drain;

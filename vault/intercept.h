@@ -64,6 +64,7 @@ struct intercept_event {
 	const char *host;    /* SNI or Host, or NULL */
 	const char *method;  /* request method, or NULL */
 	const char *binding; /* binding name (inject), or NULL */
+	const char *credential; /* credential name (placeholder_unmatched), or NULL */
 	int status;          /* HTTP status, or 0 */
 	uint64_t bytes;      /* response bytes toward the workload, or 0 */
 	uint64_t count;      /* redaction matches, or 0 */

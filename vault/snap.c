@@ -103,6 +103,46 @@ out:
 	free(dec);
 }
 
+/*
+ * A placeholder must not hold a credential value nor be held by one: the
+ * workload would hold the secret, or substitution would rewrite a secret.
+ * Checked here, where every source's value is known. 0 or -1 with err.
+ */
+static int
+vault_snap_placeholders_ok(const struct binding_set *bs, struct secret *const *secrets,
+    size_t nsecrets, char *err, size_t errlen)
+{
+	struct binding_substitution sb;
+	int rc = 0;
+
+	for (size_t i = 0; i < nsecrets && rc == 0; i++) {
+		size_t n = secret_len(secrets[i]);
+		uint8_t *v = malloc(n ? n : 1);
+
+		if (v == NULL || secret_append_raw(secrets[i], v, n) != 0) {
+			free(v);
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		for (size_t b = 0; b < binding_set_count(bs) && rc == 0; b++) {
+			for (size_t j = 0; binding_subst_get(bs, b, j, &sb) == 0; j++) {
+				if (memmem(v, n, sb.placeholder, sb.len) == NULL &&
+				    memmem(sb.placeholder, sb.len, v, n) == NULL)
+					continue;
+				snprintf(err, errlen,
+				    "binding %s: a substitution placeholder and a credential value "
+				    "overlap (a placeholder must not contain or be part of a secret)",
+				    binding_name(bs, b));
+				rc = -1;
+				break;
+			}
+		}
+		OPENSSL_cleanse(v, n);
+		free(v);
+	}
+	return rc;
+}
+
 struct vault_snap *
 vault_snap_new(struct binding_set *bs, struct secret *const *secrets, size_t nsecrets,
     uint64_t revision, char *err, size_t errlen)
@@ -141,6 +181,11 @@ vault_snap_new(struct binding_set *bs, struct secret *const *secrets, size_t nse
 		    binding_header_get(bs, b, 0, &h) != 0 || h.credential >= nsecrets)
 			continue;
 		vault_snap_basic(s, secrets[h.credential]);
+	}
+	if (vault_snap_placeholders_ok(bs, secrets, nsecrets, err, errlen) != 0) {
+		free(rv);
+		vault_snap_unref(s);
+		return NULL;
 	}
 	for (size_t i = 0; i < s->nextra; i++)
 		rv[nrv++].secret = s->extra[i];
