@@ -113,10 +113,12 @@ main(int argc, char **argv)
 		struct otlp_settings os;
 
 		/* config_check parsed them already: this cannot fail here. */
-		if (otlp_settings(&cfg, &os, err, sizeof(err)) == 0 && os.enabled)
-			log_msg(LOG_WARN, "config", "env_ignored",
-			    "OTLP metrics export is configured but not sent by this build yet; "
-			    "GET /metrics serves the same series");
+		if (otlp_settings(&cfg, &os, err, sizeof(err)) == 0 && !os.enabled &&
+		    os.url.host[0] != '\0')
+			log_msg(LOG_INFO, "config", "otlp_disabled",
+			    "an OTLP endpoint is set but %s: no metrics are exported",
+			    cfg.otel_sdk_disabled ? "OTEL_SDK_DISABLED is true"
+			                          : "OTEL_METRICS_EXPORTER is none");
 	}
 	rc = parent_run(&cfg, worker_main);
 	config_free(&cfg);

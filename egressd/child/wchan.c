@@ -224,6 +224,18 @@ wchan_send(struct wchan *w, const void *msg)
 }
 
 int
+wchan_offer(struct wchan *w, const void *msg)
+{
+	if (w->broken)
+		return -1;
+	if (chan_offer(w->fd, msg) == 0)
+		return 0;
+	if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS)
+		wchan_break(w, "send to parent failed");
+	return -1;
+}
+
+int
 wchan_batch(struct wchan *w, void *msgs, size_t size, size_t n, wchan_reply_cb cb, void *arg)
 {
 	uint32_t id = wchan_id(w);

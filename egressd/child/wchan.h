@@ -47,6 +47,9 @@ int wchan_request(struct wchan *w, const void *msg, wchan_reply_cb cb, void *arg
 /* Send a message that has no reply of its own (static elements, ready). */
 int wchan_send(struct wchan *w, const void *msg) __attribute__((warn_unused_result));
 
+/* Send a message only if the channel has room now (events); 0, or -1 (dropped). */
+int wchan_offer(struct wchan *w, const void *msg);
+
 /*
  * Send n (1..CHAN_MAX_BATCH) messages of one batchable type, `size` bytes
  * apart in msgs, under one fresh id: CHAN_LEARN_MORE on all but the last,

@@ -23,6 +23,7 @@
 #include "egressd/control/api.h"
 #include "egressd/dns/dnsproxy.h"
 #include "egressd/intercept/wintercept.h"
+#include "egressd/report/report.h"
 
 /* ---- each role's service, plugged into its wstate ---- */
 
@@ -84,11 +85,30 @@ worker_intercept_stop(void *svc)
 	wintercept_free(svc);
 }
 
+static void *
+worker_report_start(struct wstate *ws, char *err, size_t errlen)
+{
+	return report_new(ws, err, errlen);
+}
+
+static void
+worker_report_stop(void *svc)
+{
+	report_free(svc);
+}
+
+static void
+worker_report_event(void *svc, const struct chan_event *e)
+{
+	report_event(svc, e);
+}
+
 static const struct wstate_service worker_services[CHAN_ROLE_MAX] = {
     [CHAN_ROLE_CONTROL] = {worker_control_start, worker_control_stop, worker_control_policy,
-        worker_control_tick},
-    [CHAN_ROLE_DNS] = {worker_dns_start, worker_dns_stop, NULL, NULL},
-    [CHAN_ROLE_INTERCEPT] = {worker_intercept_start, worker_intercept_stop, NULL, NULL},
+        worker_control_tick, NULL},
+    [CHAN_ROLE_DNS] = {worker_dns_start, worker_dns_stop, NULL, NULL, NULL},
+    [CHAN_ROLE_INTERCEPT] = {worker_intercept_start, worker_intercept_stop, NULL, NULL, NULL},
+    [CHAN_ROLE_REPORT] = {worker_report_start, worker_report_stop, NULL, NULL, worker_report_event},
 };
 
 static void
@@ -102,6 +122,11 @@ static void
 worker_sigterm_cb(evutil_socket_t sig, short what, void *arg)
 {
 	log_msg(LOG_INFO, "proc", "stop", "%s stopping", chan_role_name(wstate_role(arg)));
+	/* The report process first delivers what is queued (bounded). */
+	if (wstate_role(arg) == CHAN_ROLE_REPORT && wstate_svc(arg) != NULL) {
+		report_drain(wstate_svc(arg));
+		return;
+	}
 	event_base_loopbreak(wstate_base(arg));
 }
 

@@ -22,6 +22,7 @@
 #include "egressd/common/safefile.h"
 #include "egressd/common/shstat.h"
 #include "policy/binding.h"
+#include "policy/name.h"
 #include "policy/policy.h"
 #include "vault/snap.h"
 #include "vault/vwire.h"
@@ -520,6 +521,10 @@ wstate_push_cb(const union chan_msg *m, void *arg)
 			ws->push_err = 0;
 		}
 		return;
+	case CHAN_EVENT:
+		if (ws->svc != NULL && ws->svc_ops.event != NULL)
+			ws->svc_ops.event(ws->svc, &m->event);
+		return;
 	case CHAN_POLICY:
 	case CHAN_VAULT:
 		break;
@@ -698,8 +703,14 @@ wstate_start_data(struct wstate *ws)
 	if (ws->role == CHAN_ROLE_INTERCEPT)
 		vault_json_wipe_init();
 	if (ws->svc_ops.start != NULL && (ws->svc = ws->svc_ops.start(ws, e, sizeof(e))) == NULL) {
-		log_msg(LOG_ERROR, ws->role == CHAN_ROLE_DNS ? "dns" : "vault",
-		    ws->role == CHAN_ROLE_DNS ? "dns_error" : "intercept_error", "%s", e);
+		log_msg(LOG_ERROR,
+		    ws->role == CHAN_ROLE_DNS      ? "dns"
+		    : ws->role == CHAN_ROLE_REPORT ? "report"
+		                                   : "vault",
+		    ws->role == CHAN_ROLE_DNS      ? "dns_error"
+		    : ws->role == CHAN_ROLE_REPORT ? "report_error"
+		                                   : "intercept_error",
+		    "%s", e);
 		return -1;
 	}
 	return 0;
@@ -863,4 +874,47 @@ void *
 wstate_svc(const struct wstate *ws)
 {
 	return ws->svc;
+}
+
+/* An event for the deny webhook; see wstate.h. */
+void
+wstate_event(struct wstate *ws, enum chan_event_kind kind, const char *name, int family,
+    const uint8_t *addr, uint16_t port, const char *reason)
+{
+	struct chan_event e;
+	size_t nl = name != NULL ? strlen(name) : 0;
+
+	char canon[POLICY_NAME_MAX + 1];
+	size_t cl;
+
+	if (ws->chan == NULL || ws->cfg->deny_webhook[0] == '\0' || nl >= sizeof(e.name) ||
+	    strlen(reason) >= sizeof(e.reason))
+		return;
+	/* The parent takes only canonical names (chan_validate): any other is left out. */
+	if (nl > 0 &&
+	    (nl > POLICY_NAME_MAX ||
+	        policy_name_canon((const uint8_t *)name, nl, 0, canon, &cl) != POLICY_NAME_OK ||
+	        cl != nl || memcmp(canon, name, nl) != 0))
+		nl = 0;
+	if (nl == 0 && family != AF_INET && family != AF_INET6)
+		return;
+	memset(&e, 0, sizeof(e));
+	e.hdr.type = CHAN_EVENT;
+	e.hdr.id = wchan_id(ws->chan);
+	e.kind = (uint8_t)kind;
+	if (family == AF_INET || family == AF_INET6) {
+		e.family = (uint8_t)family;
+		memcpy(e.addr, addr, family == AF_INET ? 4 : 16);
+		e.port = port;
+	}
+	if (nl > 0)
+		memcpy(e.name, name, nl);
+	/* A reason word of [a-z0-9_] (chan_validate), else a generic one. */
+	if (reason[0] == '\0' ||
+	    strspn(reason, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(reason))
+		reason = "refused";
+	memcpy(e.reason, reason, strlen(reason));
+	e.time_s = (uint64_t)time(NULL);
+	if (wchan_offer(ws->chan, &e) != 0)
+		ws->metrics->events_dropped++;
 }

@@ -43,6 +43,8 @@ struct wstate_service {
 	void (*policy_changed)(void *svc);
 	/* Every few seconds (control: rotated credential files). */
 	void (*tick)(void *svc);
+	/* Report: an event the parent forwarded (borrowed for the call). */
+	void (*event)(void *svc, const struct chan_event *e);
 };
 
 /*
@@ -67,6 +69,14 @@ int wstate_start(struct wstate *ws) __attribute__((warn_unused_result));
 /* Stop with this exit code (the event loop ends). */
 void wstate_fail(struct wstate *ws, int exit_code);
 int wstate_exit_code(const struct wstate *ws);
+
+/*
+ * dns, intercept: report a refusal for the deny webhook (when one is
+ * configured): name canonical or NULL, family 0 without an address,
+ * reason a [a-z0-9_] word. Never waits: dropped when the channel is full.
+ */
+void wstate_event(struct wstate *ws, enum chan_event_kind kind, const char *name, int family,
+    const uint8_t *addr, uint16_t port, const char *reason);
 
 /* Tell the parent this process serves (a service that is ready later calls it). */
 void wstate_report_ready(struct wstate *ws, const char *what);

@@ -29,6 +29,7 @@ static const size_t chan_sizes[CHAN_TYPE_MAX] = {
     [CHAN_LEAF_REP] = sizeof(struct chan_leaf_rep),
     [CHAN_VAULT] = sizeof(struct chan_policy),
     [CHAN_ACK] = sizeof(struct chan_ack),
+    [CHAN_EVENT] = sizeof(struct chan_event),
 };
 
 static const char *const chan_names[CHAN_TYPE_MAX] = {
@@ -43,12 +44,14 @@ static const char *const chan_names[CHAN_TYPE_MAX] = {
     [CHAN_LEAF_REP] = "leaf_rep",
     [CHAN_VAULT] = "vault",
     [CHAN_ACK] = "ack",
+    [CHAN_EVENT] = "event",
 };
 
 static const char *const chan_roles[CHAN_ROLE_MAX] = {
     [CHAN_ROLE_CONTROL] = "control",
     [CHAN_ROLE_DNS] = "dns",
     [CHAN_ROLE_INTERCEPT] = "intercept",
+    [CHAN_ROLE_REPORT] = "report",
 };
 
 const char *
@@ -71,13 +74,23 @@ chan_role_may_send(enum chan_role role, const union chan_msg *m)
 		if (m->hdr.type == CHAN_SOCKET_REQ)
 			return m->socket_req.socktype == SOCK_DGRAM ||
 			       m->socket_req.socktype == SOCK_STREAM;
+		if (m->hdr.type == CHAN_EVENT)
+			return m->event.kind == CHAN_EVENT_DNS_DENY;
 		return m->hdr.type == CHAN_LEARN || m->hdr.type == CHAN_READY ||
 		       m->hdr.type == CHAN_ACK;
 	case CHAN_ROLE_INTERCEPT:
 		if (m->hdr.type == CHAN_SOCKET_REQ)
 			return m->socket_req.socktype == SOCK_STREAM;
+		if (m->hdr.type == CHAN_EVENT)
+			return m->event.kind == CHAN_EVENT_CONN_DENY ||
+			       m->event.kind == CHAN_EVENT_VAULT_DENY;
 		return m->hdr.type == CHAN_LEAF_REQ || m->hdr.type == CHAN_READY ||
 		       m->hdr.type == CHAN_ACK;
+	case CHAN_ROLE_REPORT:
+		/* It reports to the outside: it tells the parent nothing but that it serves. */
+		if (m->hdr.type == CHAN_SOCKET_REQ)
+			return m->socket_req.socktype == SOCK_STREAM;
+		return m->hdr.type == CHAN_READY;
 	default:
 		return false;
 	}
@@ -132,6 +145,7 @@ chan_side_ok(unsigned type, enum chan_side side)
 	case CHAN_POLICY:
 	case CHAN_VAULT:
 	case CHAN_LEARN:
+	case CHAN_EVENT:
 		return true;
 	default:
 		return side == CHAN_TO_PARENT;
@@ -154,6 +168,7 @@ chan_id_ok(unsigned type, uint32_t id, enum chan_side side)
 	case CHAN_POLICY:
 	case CHAN_VAULT:
 	case CHAN_LEARN:
+	case CHAN_EVENT:
 		return parent_id == (side == CHAN_TO_WORKER);
 	default:
 		return !parent_id;
@@ -176,6 +191,35 @@ chan_name_ok(const char *name, size_t cap)
 	return n <= POLICY_NAME_MAX &&
 	       policy_name_canon((const uint8_t *)name, n, 0, canon, &clen) == POLICY_NAME_OK &&
 	       clen == n && memcmp(canon, name, n) == 0;
+}
+
+/* An event: known kind, an address or a canonical name (or both), a reason word. */
+static bool
+chan_event_ok(const struct chan_event *e)
+{
+	const char *nul = memchr(e->reason, '\0', sizeof(e->reason));
+	size_t rl;
+
+	if (e->hdr.flags != 0 || e->kind == 0 || e->kind >= CHAN_EVENT_KIND_MAX || nul == NULL ||
+	    nul == e->reason)
+		return false;
+	rl = (size_t)(nul - e->reason);
+	if (!chan_is_zero((const uint8_t *)nul, sizeof(e->reason) - rl))
+		return false;
+	for (size_t i = 0; i < rl; i++)
+		if (!((e->reason[i] >= 'a' && e->reason[i] <= 'z') ||
+		        (e->reason[i] >= '0' && e->reason[i] <= '9') || e->reason[i] == '_'))
+			return false;
+	if (e->family == 0) {
+		if (!chan_is_zero(e->addr, sizeof(e->addr)))
+			return false;
+	} else if (!chan_family_ok(e->family) ||
+	           (e->family == AF_INET && !chan_is_zero(e->addr + 4, 12))) {
+		return false;
+	}
+	if (chan_is_zero((const uint8_t *)e->name, sizeof(e->name)))
+		return e->family != 0;
+	return chan_name_ok(e->name, sizeof(e->name));
 }
 
 bool
@@ -267,6 +311,12 @@ chan_validate(const void *buf, size_t len, enum chan_side side, const char **why
 		}
 		break;
 	}
+	case CHAN_EVENT:
+		if (!chan_event_ok(&m.event)) {
+			*why = "event out of range";
+			return false;
+		}
+		break;
 	case CHAN_ACK:
 		if (hdr.flags != 0 || m.ack.err < 0 || m.ack.pad != 0) {
 			*why = "ack out of range";
@@ -317,9 +367,24 @@ chan_pair(int sv[2])
 	return socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv);
 }
 
+static int chan_sendmsg(int fd, const void *msg, int passfd, int flags);
+
 /* Send one message, attaching passfd by SCM_RIGHTS when >= 0. */
 int
 chan_send(int fd, const void *msg, int passfd)
+{
+	return chan_sendmsg(fd, msg, passfd, 0);
+}
+
+/* Send one message only if there is room now; see chan.h. */
+int
+chan_offer(int fd, const void *msg)
+{
+	return chan_sendmsg(fd, msg, -1, MSG_DONTWAIT);
+}
+
+static int
+chan_sendmsg(int fd, const void *msg, int passfd, int flags)
 {
 	struct chan_hdr hdr;
 	size_t len;
@@ -355,7 +420,7 @@ chan_send(int fd, const void *msg, int passfd)
 		memcpy(CMSG_DATA(cm), &passfd, sizeof(int));
 	}
 	do {
-		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		n = sendmsg(fd, &mh, MSG_NOSIGNAL | flags);
 	} while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -1;

@@ -26,6 +26,7 @@ enum chan_type {
 	CHAN_LEAF_REP,   /* parent -> intercept: the leaf (DER) or an errno */
 	CHAN_VAULT,      /* either way: one chunk of the active vault (vault_wire) */
 	CHAN_ACK,        /* child -> parent: a pushed document or learn batch is in force */
+	CHAN_EVENT,      /* dns, intercept, control -> parent -> report: a refusal to report */
 	CHAN_TYPE_MAX,
 };
 
@@ -37,6 +38,7 @@ enum chan_role {
 	CHAN_ROLE_CONTROL, /* the HTTP API and the policy sources: POLICY, VAULT, READY */
 	CHAN_ROLE_DNS,     /* the DNS proxy: LEARN, SOCKET_REQ (udp, tcp), READY, ACK */
 	CHAN_ROLE_INTERCEPT, /* TLS/HTTP and the vault's data path: LEAF_REQ, SOCKET_REQ (tcp), READY, ACK */
+	CHAN_ROLE_REPORT, /* deny webhook and OTLP export: SOCKET_REQ (tcp), READY */
 	CHAN_ROLE_MAX,
 };
 
@@ -165,6 +167,34 @@ struct chan_leaf_rep {
 	uint8_t der[CHAN_LEAF_DER_MAX];
 };
 
+/*
+ * A refusal, for the deny webhook (docs/api.md). The dns process reports
+ * denied names, the intercept refused connections and vault refusals,
+ * control nothing yet; the parent forwards each to the report child (parent
+ * id), or drops it when that child is absent or its channel is full: an
+ * event never waits. name is a canonical name or empty (all NULs) with an
+ * address; reason is [a-z0-9_], NUL-padded.
+ */
+enum chan_event_kind {
+	CHAN_EVENT_DNS_DENY = 1, /* a name the policy denies */
+	CHAN_EVENT_CONN_DENY,    /* a connection the intercept refused */
+	CHAN_EVENT_VAULT_DENY,   /* a request to a bound host the vault refused */
+	CHAN_EVENT_KIND_MAX,
+};
+
+#define CHAN_REASON_LEN 32
+
+struct chan_event {
+	struct chan_hdr hdr;
+	uint8_t kind;   /* enum chan_event_kind */
+	uint8_t family; /* AF_INET, AF_INET6, or 0 without an address */
+	uint16_t port;  /* destination port, 0 if none */
+	uint8_t addr[16];
+	uint64_t time_s; /* seconds since the epoch, when it happened */
+	char name[CHAN_NAME_LEN];
+	char reason[CHAN_REASON_LEN];
+};
+
 union chan_msg {
 	struct chan_hdr hdr;
 	struct chan_socket_req socket_req;
@@ -177,6 +207,7 @@ union chan_msg {
 	struct chan_leaf_rep leaf_rep;
 	struct chan_policy vault;
 	struct chan_ack ack;
+	struct chan_event event;
 };
 
 enum chan_status {
@@ -207,6 +238,12 @@ bool chan_validate(const void *buf, size_t len, enum chan_side side, const char 
 int chan_pair(int sv[2]) __attribute__((warn_unused_result));
 
 /* Send one message (size from the table), with `passfd` attached if >= 0. */
+/*
+ * Send one message without waiting: -1 with EAGAIN when the channel is
+ * full (events are dropped then, never waited for).
+ */
+int chan_offer(int fd, const void *msg);
+
 int chan_send(int fd, const void *msg, int passfd) __attribute__((warn_unused_result));
 
 /*

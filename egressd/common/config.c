@@ -16,6 +16,7 @@
 
 #include "certs/ca.h"
 #include "egressd/common/config.h"
+#include "egressd/common/httpurl.h"
 #include "egressd/common/otlp.h"
 #include "policy/yamltree.h"
 
@@ -114,6 +115,12 @@ static const struct config_opt config_opts[] = {
         "refuse port 443 (TCP and UDP) to the DoH blocklist, or to every address without one"},
     {"doh-blocklist", "OPENSANDBOX_EGRESS_DOH_BLOCKLIST", NULL, CT_STR, O(doh_blocklist), false,
         "DoH resolver IPs/CIDRs, comma-separated (with block-doh-443)"},
+    {"deny-webhook", "OPENSANDBOX_EGRESS_DENY_WEBHOOK", NULL, CT_STR, O(deny_webhook), false,
+        "http://address[:port]/path that gets a POST for every refusal (docs/api.md)"},
+    {"report-queue", "EGRESSD_REPORT_QUEUE", NULL, CT_U32, O(report_queue), false,
+        "deny webhook events waiting at most (default and maximum 256)"},
+    {"report-mark", "EGRESSD_REPORT_MARK", NULL, CT_U32, O(report_mark), false,
+        "packet mark of the report process's sockets: the webhook and the collector only"},
     {"sandbox-id", "OPENSANDBOX_EGRESS_SANDBOX_ID", NULL, CT_STR, O(sandbox_id), false,
         "sandbox id: the sandbox_id resource attribute of OTLP metrics"},
     {"metrics-extra-attrs", "OPENSANDBOX_EGRESS_METRICS_EXTRA_ATTRS", NULL, CT_STR,
@@ -159,6 +166,7 @@ config_defaults(struct config *c)
 	c->dns_port = 15353;
 	c->mark = 0x1;
 	c->dns_mark = 0x2;
+	c->report_mark = 0x4;
 	snprintf(c->table, sizeof(c->table), "egressd");
 	snprintf(c->intercept_ports, sizeof(c->intercept_ports), "80,443");
 	c->tls_port = 15443;
@@ -425,7 +433,6 @@ static const struct {
     {"OPENSANDBOX_EGRESS_MITMPROXY_PASSTHROUGH_HOSTS", ENV_REFUSE,
         "operator passthrough selectors are not implemented (hosts without a binding are "
         "always passed through)"},
-    {"OPENSANDBOX_EGRESS_DENY_WEBHOOK", ENV_WARN, "the deny webhook is not implemented"},
     {"OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT", ENV_WARN,
         "upstream health (timeout, probe, ejection) is not implemented"},
     {"OPENSANDBOX_EGRESS_DNS_UPSTREAM_PROBE", ENV_WARN, "upstream probes are not implemented"},
@@ -700,6 +707,31 @@ config_check(const struct config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "%s must not be 0", c->mark == 0 ? "mark" : "dns-mark");
 		return -1;
 	}
+	if (c->report_mark == 0 || c->report_mark == c->mark || c->report_mark == c->dns_mark) {
+		snprintf(err, errlen,
+		    "report-mark must not be 0 and must differ from mark and dns-mark");
+		return -1;
+	}
+	if (c->report_queue > 256) {
+		snprintf(err, errlen, "report-queue: at most 256");
+		return -1;
+	}
+	if (c->deny_webhook[0] != '\0') {
+		struct httpurl u;
+		char why[256];
+
+		if (httpurl_parse(c->deny_webhook, &u, why, sizeof(why)) != 0) {
+			snprintf(err, errlen, "OPENSANDBOX_EGRESS_DENY_WEBHOOK: %s", why);
+			return -1;
+		}
+		if (u.family == 0) {
+			snprintf(err, errlen,
+			    "OPENSANDBOX_EGRESS_DENY_WEBHOOK: give the receiver's IP address (the "
+			    "sidecar's own deliveries are pinned to it in the nft table; names are "
+			    "not resolved)");
+			return -1;
+		}
+	}
 	if (c->dns_mark == c->mark) {
 		snprintf(err, errlen,
 		    "dns-mark must differ from mark: the dns process's sockets reach the resolvers "
@@ -720,6 +752,15 @@ config_check(const struct config *c, char *err, size_t errlen)
 
 		if (otlp_settings(c, &os, err, errlen) != 0)
 			return -1;
+		if (os.enabled && os.url.family == 0) {
+			snprintf(err, errlen,
+			    "%s: give the collector's IP address (the sidecar's own deliveries "
+			    "are pinned to it in the nft table; names are not resolved)",
+			    c->otlp_metrics_endpoint[0] != '\0'
+			        ? "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
+			        : "OTEL_EXPORTER_OTLP_ENDPOINT");
+			return -1;
+		}
 	}
 	if ((c->ca_cert[0] == '\0') != (c->ca_key[0] == '\0')) {
 		snprintf(err, errlen, "ca-cert and ca-key must be given together");
@@ -962,4 +1003,17 @@ config_upstreams(struct config *c, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
+}
+
+/* Report settings; see config.h. */
+int
+config_report(const struct config *c, struct config_report *r, char *err, size_t errlen)
+{
+	memset(r, 0, sizeof(*r));
+	if (c->deny_webhook[0] != '\0') {
+		if (httpurl_parse(c->deny_webhook, &r->hook, err, errlen) != 0)
+			return -1;
+		r->webhook = true;
+	}
+	return otlp_settings(c, &r->otlp, err, errlen);
 }

@@ -15,7 +15,9 @@
 #include <sys/types.h>
 
 #include "egressd/common/listeners.h"
+#include "egressd/common/httpurl.h"
 #include "egressd/common/log.h"
+#include "egressd/common/otlp.h"
 
 struct ca;
 
@@ -73,6 +75,9 @@ struct config {
 	bool block_doh_443;       /* OPENSANDBOX_EGRESS_BLOCK_DOH_443 */
 	char doh_blocklist[2048]; /* OPENSANDBOX_EGRESS_DOH_BLOCKLIST: IP/CIDR, comma-separated */
 	enum log_level log_level;
+	char deny_webhook[512]; /* OPENSANDBOX_EGRESS_DENY_WEBHOOK */
+	uint32_t report_mark;   /* the report process's sockets: webhook and collector only */
+	uint32_t report_queue;  /* events waiting at most; 0: REPORT_QUEUE */
 	/* OpenTelemetry metrics export (egressd/common/otlp.h, docs/api.md) */
 	char sandbox_id[128];
 	char metrics_extra_attrs[1024];
@@ -118,6 +123,17 @@ struct config {
  * nameservers of /etc/resolv.conf when it is empty. 0, or -1 with err.
  */
 int config_upstreams(struct config *c, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+/* What the report process delivers, from deny_webhook and the OTEL_* settings. */
+struct config_report {
+	bool webhook; /* deny_webhook is set: hook holds it */
+	struct httpurl hook;
+	struct otlp_settings otlp; /* otlp.enabled: export */
+};
+
+/* Resolve c's report settings into *r (config_check passed: 0). 0, or -1 with err. */
+int config_report(const struct config *c, struct config_report *r, char *err, size_t errlen)
     __attribute__((warn_unused_result));
 
 /* Called for each variable that is set but ignored: its name and why. */

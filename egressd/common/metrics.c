@@ -78,6 +78,14 @@ const struct metrics_def metrics_counters[] = {
         "Connections terminated for credential injection."),
     MC(inject_total, "egressd_injections_total", "Credentials injected."),
     MC(redact_total, "egressd_redactions_total", "Secret occurrences masked."),
+    MC(events_delivered, "egressd_deny_events_delivered_total",
+        "Deny webhook events delivered (2xx)."),
+    MC(events_dropped, "egressd_deny_events_dropped_total",
+        "Deny webhook events dropped because the queue was full."),
+    MC(events_failed, "egressd_deny_events_failed_total",
+        "Deny webhook events given up after the retries."),
+    MC(otlp_exports, "egressd_otlp_exports_total", "OTLP metric exports delivered (2xx)."),
+    MC(otlp_failures, "egressd_otlp_export_failures_total", "OTLP metric exports that failed."),
 };
 const size_t metrics_ncounters = sizeof(metrics_counters) / sizeof(metrics_counters[0]);
 _Static_assert(sizeof(metrics_counters) / sizeof(metrics_counters[0]) ==

@@ -44,6 +44,12 @@ struct metrics {
 	uint64_t conn_terminated;
 	uint64_t inject_total;
 	uint64_t redact_total;
+	/* The report process (egressd/report/) */
+	uint64_t events_delivered; /* deny webhook POSTs answered 2xx */
+	uint64_t events_dropped;   /* events dropped: the queue was full */
+	uint64_t events_failed;    /* events given up after the retries */
+	uint64_t otlp_exports;     /* OTLP exports answered 2xx */
+	uint64_t otlp_failures;    /* OTLP exports that failed */
 	struct metrics_hist dns_latency;
 	struct metrics_hist api_latency;
 };

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "egressd/common/config.h"
+#include "egressd/common/httpurl.h"
 #include "egressd/common/otlp.h"
 #include "version.h"
 
@@ -365,100 +366,6 @@ otlp_word(const char *a, const char *b)
 	return *a == *b;
 }
 
-/*
- * http://host[:port][/path]: an address literal ([v6] in brackets) or a
- * name, no userinfo, query or fragment. generic: the base URL of every
- * signal, so /v1/metrics is appended to its path.
- */
-static int
-otlp_url(const char *url, bool generic, struct otlp_settings *s, char *err, size_t errlen)
-{
-	const char *p, *host, *hend, *path;
-	size_t hl;
-
-	if (strncmp(url, "https://", 8) == 0) {
-		snprintf(err, errlen,
-		    "https endpoints are not supported (use http:// to a collector "
-		    "in the cluster)");
-		return -1;
-	}
-	if (strncmp(url, "http://", 7) != 0) {
-		snprintf(err, errlen, "not an http:// URL");
-		return -1;
-	}
-	p = url + 7;
-	if (strpbrk(p, "@?#") != NULL || strpbrk(p, " \t\r\n\\") != NULL) {
-		snprintf(
-		    err, errlen, "userinfo, query, fragment and spaces are refused in the URL");
-		return -1;
-	}
-	path = strchr(p, '/');
-	if (path == NULL)
-		path = p + strlen(p);
-	if (*p == '[') {
-		host = p + 1;
-		hend = memchr(host, ']', (size_t)(path - host));
-		if (hend == NULL) {
-			snprintf(err, errlen, "unterminated [address] in the URL");
-			return -1;
-		}
-		p = hend + 1;
-	} else {
-		host = p;
-		hend = memchr(p, ':', (size_t)(path - p));
-		if (hend == NULL)
-			hend = path;
-		p = hend;
-	}
-	hl = (size_t)(hend - host);
-	if (hl == 0 || hl >= sizeof(s->host)) {
-		snprintf(err, errlen, "no host, or too long a host, in the URL");
-		return -1;
-	}
-	memcpy(s->host, host, hl);
-	s->host[hl] = '\0';
-	for (size_t i = 0; i < hl; i++)
-		if (!isalnum((unsigned char)s->host[i]) && strchr(".-:", s->host[i]) == NULL) {
-			snprintf(err, errlen, "the URL's host is neither a name nor an address");
-			return -1;
-		}
-	s->port = 80;
-	if (*p == ':') {
-		char *end;
-		unsigned long v = strtoul(p + 1, &end, 10);
-
-		if (end == p + 1 || end != path || v == 0 || v > 65535 || p[1] < '0' ||
-		    p[1] > '9') {
-			snprintf(err, errlen, "the URL's port is not 1-65535");
-			return -1;
-		}
-		s->port = (uint16_t)v;
-	} else if (p != path) {
-		snprintf(err, errlen, "unexpected text after the URL's host");
-		return -1;
-	}
-	snprintf(s->authority, sizeof(s->authority), "%s%s%s:%u", host[-1] == '[' ? "[" : "",
-	    s->host, host[-1] == '[' ? "]" : "", s->port);
-	if (generic) {
-		size_t n = strlen(path);
-
-		while (n > 0 && path[n - 1] == '/')
-			n--;
-		if (n + sizeof("/v1/metrics") > sizeof(s->path)) {
-			snprintf(err, errlen, "the URL's path is too long");
-			return -1;
-		}
-		snprintf(s->path, sizeof(s->path), "%.*s/v1/metrics", (int)n, path);
-	} else {
-		if (strlen(path) >= sizeof(s->path)) {
-			snprintf(err, errlen, "the URL's path is too long");
-			return -1;
-		}
-		snprintf(s->path, sizeof(s->path), "%s", path[0] != '\0' ? path : "/");
-	}
-	return 0;
-}
-
 static int
 otlp_hex(int c)
 {
@@ -534,6 +441,46 @@ otlp_attr_set(struct otlp_settings *s, const char *k, const char *v)
 	s->nattrs++;
 }
 
+/* The collector's URL into s; generic: the base URL of every signal. */
+static int
+otlp_target(const char *url, bool generic, struct otlp_settings *s, char *err, size_t errlen)
+{
+	struct httpurl u;
+
+	if (httpurl_parse(url, &u, err, errlen) != 0)
+		return -1;
+	if (generic) {
+		size_t n = strlen(u.path);
+
+		while (n > 0 && u.path[n - 1] == '/')
+			n--;
+		if (n + sizeof("/v1/metrics") > sizeof(u.path)) {
+			snprintf(err, errlen, "the URL's path is too long");
+			return -1;
+		}
+		memcpy(u.path + n, "/v1/metrics", sizeof("/v1/metrics"));
+	}
+	s->url = u;
+	return 0;
+}
+
+/*
+ * The variable to name in an error about a setting that has a general and
+ * a metrics form (OTEL_EXPORTER_OTLP_X, OTEL_EXPORTER_OTLP_METRICS_X): the
+ * metrics one when it is set, as the OpenTelemetry specification makes it
+ * win.
+ */
+static const char *
+otlp_var(const char *x)
+{
+	static char name[64];
+
+	snprintf(name, sizeof(name), "OTEL_EXPORTER_OTLP_METRICS_%s", x);
+	if (getenv(name) == NULL)
+		snprintf(name, sizeof(name), "OTEL_EXPORTER_OTLP_%s", x);
+	return name;
+}
+
 /* Settings; see otlp.h. */
 int
 otlp_settings(const struct config *c, struct otlp_settings *s, char *err, size_t errlen)
@@ -545,8 +492,7 @@ otlp_settings(const struct config *c, struct otlp_settings *s, char *err, size_t
 	s->interval_ms = c->otlp_interval_ms != 0 ? c->otlp_interval_ms : 60000;
 	s->timeout_ms = c->otlp_timeout_ms != 0 ? c->otlp_timeout_ms : 10000;
 	if (c->otlp_protocol[0] != '\0' && strcmp(c->otlp_protocol, "http/protobuf") != 0) {
-		snprintf(err, errlen,
-		    "OTEL_EXPORTER_OTLP_[METRICS_]PROTOCOL: only http/protobuf is supported");
+		snprintf(err, errlen, "%s: only http/protobuf is supported", otlp_var("PROTOCOL"));
 		return -1;
 	}
 	if (c->otel_metrics_exporter[0] != '\0' && !otlp_word(c->otel_metrics_exporter, "otlp") &&
@@ -566,22 +512,24 @@ otlp_settings(const struct config *c, struct otlp_settings *s, char *err, size_t
 	/* Only counters and histograms here: lowmemory is delta for both. */
 	s->delta = c->otlp_temporality[0] != '\0' && !otlp_word(c->otlp_temporality, "cumulative");
 	if (s->interval_ms < 1000 || s->timeout_ms < 100 || s->timeout_ms > 60000) {
-		snprintf(err, errlen, "%s",
-		    s->interval_ms < 1000
-		        ? "OTEL_METRIC_EXPORT_INTERVAL: at least 1000 (milliseconds)"
-		        : "OTEL_EXPORTER_OTLP_[METRICS_]TIMEOUT: 100 to 60000 (milliseconds)");
+		if (s->interval_ms < 1000)
+			snprintf(err, errlen,
+			    "OTEL_METRIC_EXPORT_INTERVAL: at least 1000 (milliseconds)");
+		else
+			snprintf(
+			    err, errlen, "%s: 100 to 60000 (milliseconds)", otlp_var("TIMEOUT"));
 		return -1;
 	}
 	if (c->otlp_metrics_endpoint[0] != '\0') {
 		var = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT";
-		if (otlp_url(c->otlp_metrics_endpoint, false, s, why, sizeof(why)) != 0)
+		if (otlp_target(c->otlp_metrics_endpoint, false, s, why, sizeof(why)) != 0)
 			goto bad;
 	} else if (c->otlp_endpoint[0] != '\0') {
 		var = "OTEL_EXPORTER_OTLP_ENDPOINT";
-		if (otlp_url(c->otlp_endpoint, true, s, why, sizeof(why)) != 0)
+		if (otlp_target(c->otlp_endpoint, true, s, why, sizeof(why)) != 0)
 			goto bad;
 	}
-	var = "OTEL_EXPORTER_OTLP_[METRICS_]HEADERS";
+	var = otlp_var("HEADERS");
 	if (otlp_headers(c->otlp_headers, s, why, sizeof(why)) != 0)
 		goto bad;
 	otlp_attr_set(
@@ -597,7 +545,7 @@ otlp_settings(const struct config *c, struct otlp_settings *s, char *err, size_t
 	if (otlp_parse_attrs(c->otel_resource_attrs, s->attrs, OTLP_MAX_ATTRS, &s->nattrs, why,
 	        sizeof(why)) != 0)
 		goto bad;
-	s->enabled = s->host[0] != '\0' && !c->otel_sdk_disabled &&
+	s->enabled = s->url.host[0] != '\0' && !c->otel_sdk_disabled &&
 	             !otlp_word(c->otel_metrics_exporter, "none");
 	return 0;
 bad:

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "egressd/common/httpurl.h"
 #include "egressd/common/metrics.h"
 
 #define OTLP_MAX_ATTRS 24        /* resource attributes in all */
@@ -30,10 +31,7 @@ struct config;
 /* The resolved export settings: whether to export, where, how often. */
 struct otlp_settings {
 	bool enabled;
-	char host[256]; /* as in the URL: an address literal (no brackets) or a name */
-	uint16_t port;
-	char path[512];
-	char authority[300]; /* the Host header */
+	struct httpurl url; /* the collector's metrics URL */
 	struct otlp_attr attrs[OTLP_MAX_ATTRS];
 	size_t nattrs;
 	struct otlp_attr headers[OTLP_MAX_HEADERS]; /* never logged */

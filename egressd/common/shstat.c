@@ -113,7 +113,8 @@ shstat_attach(struct shstat *s, enum chan_role role)
 	if (own == MAP_FAILED)
 		return -1;
 	shstat_self.own = own;
-	if (role != CHAN_ROLE_CONTROL)
+	/* Control serves /metrics, report exports them (OTLP): both read every page. */
+	if (role != CHAN_ROLE_CONTROL && role != CHAN_ROLE_REPORT)
 		return 0;
 	for (int r = 0; r < CHAN_ROLE_MAX; r++)
 		if ((shstat_self.role[r] = shstat_map_ro(s->ro[r], sizeof(struct metrics))) == NULL)

@@ -1,7 +1,7 @@
 /*
  * Counters and status shared between processes without a message for
  * each: one memfd page per child role, written only by that child and
- * mapped read-only into control (which serves /metrics), and one status
+ * mapped read-only into control (which serves /metrics) and report (which exports them), and one status
  * page written only by the parent (which children are ready, how many
  * addresses are learned) and read by control (/healthz, /metrics). A
  * read-only mapping comes from a read-only descriptor, so a child cannot
@@ -19,9 +19,10 @@
 
 /* The parent's page. */
 struct shstat_status {
-	uint32_t ready;   /* bit (1 << role) per child that reported READY */
-	uint32_t present; /* bit per child the configuration runs */
-	uint64_t learned; /* learned entries in force */
+	uint32_t ready;    /* bit (1 << role) per child that reported READY */
+	uint32_t present;  /* bit per child the configuration runs */
+	uint64_t learned;  /* learned entries in force */
+	uint64_t revision; /* policy changes put in force (egressd_policy_revision) */
 };
 
 /* The descriptors, made by the parent before it forks. */
@@ -34,8 +35,8 @@ struct shstat {
 /* What a child sees, once shstat_attach() ran in it. */
 struct shstat_view {
 	struct metrics *own;                                /* this child's counters */
-	const volatile struct metrics *role[CHAN_ROLE_MAX]; /* control only: every child's */
-	const volatile struct shstat_status *status;        /* control only */
+	const volatile struct metrics *role[CHAN_ROLE_MAX]; /* control, report: every child's */
+	const volatile struct shstat_status *status;        /* control, report */
 };
 
 /* Parent: make the pages. 0, or -1 with err. */

@@ -605,6 +605,8 @@ dnsq_answer_cb(void *arg, int status, const uint8_t *abuf, size_t alen)
 				log_str(&l, "name", dq->q.name);
 				log_str(&l, "why", "late answer dropped: policy changed");
 				log_end(&l);
+				wstate_event(d->ws, CHAN_EVENT_DNS_DENY, dq->q.name, 0, NULL, 0,
+				    "policy_changed");
 			}
 			dnsq_finish_rcode(dq, DNSWIRE_RCODE_NXDOMAIN);
 			return;
@@ -755,6 +757,9 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 			log_str(&l, "rule", dec.target);
 			log_str(&l, "why", dq->q.opcode != 0 ? "opcode not QUERY" : dec.why);
 			log_end(&l);
+			/* One webhook event per name and window, as the log line. */
+			wstate_event(ws, CHAN_EVENT_DNS_DENY, dq->q.name, 0, NULL, 0,
+			    dq->q.opcode != 0 ? "opcode" : "policy_deny");
 		}
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_NXDOMAIN);
 		return;

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 
 #include <event2/event.h>
@@ -44,6 +45,7 @@ struct wintercept {
 	struct intercept_ops ops;            /* wintercept_ops, for this CA */
 	struct wintercept_leafreq *leafreqs; /* asked of the parent, not answered */
 	struct logagg *agg_ca;               /* client_rejected_ca: one line per host and window */
+	struct logagg *agg_ev;               /* deny webhook events: one per host and window */
 	struct event *ev_agg;
 };
 
@@ -155,6 +157,41 @@ wintercept_agg_cb(evutil_socket_t fd, short what, void *arg)
 	struct wintercept *w = arg;
 
 	logagg_flush(w->agg_ca, wintercept_now_s(), false);
+	logagg_flush(w->agg_ev, wintercept_now_s(), false);
+}
+
+/*
+ * A refusal for the deny webhook: connections the intercept refused, and
+ * requests to a bound host the vault refused (403). One per host (or
+ * destination) and window, as the DNS proxy's; the log line is always written.
+ */
+static void
+wintercept_event(struct wintercept *w, const struct intercept_event *ev)
+{
+	enum chan_event_kind kind;
+	char key[LOGAGG_MAX_KEY + 1];
+
+	if (strcmp(ev->event, "conn_reject") == 0)
+		kind = CHAN_EVENT_CONN_DENY;
+	else if (strcmp(ev->event, "http_reject") == 0 && ev->status == 403 && ev->reason != NULL &&
+	         strcmp(ev->reason, "host_denied") != 0 &&
+	         strcmp(ev->reason, "orig_dst_not_in_resolved_set") != 0)
+		kind = CHAN_EVENT_VAULT_DENY; /* those two were a conn_reject already */
+	else
+		return;
+	if (ev->host != NULL)
+		snprintf(key, sizeof(key), "%d %s", (int)kind, ev->host);
+	else if (ev->addr != NULL && (ev->family == AF_INET || ev->family == AF_INET6)) {
+		char a[INET6_ADDRSTRLEN];
+
+		inet_ntop(ev->family, ev->addr, a, sizeof(a));
+		snprintf(key, sizeof(key), "%d %s %u", (int)kind, a, ev->port);
+	} else
+		return;
+	if (logagg_note(w->agg_ev, key, wintercept_now_s()) != LOGAGG_LOG)
+		return;
+	wstate_event(w->ws, kind, ev->host, ev->addr != NULL ? ev->family : 0, ev->addr, ev->port,
+	    ev->reason != NULL ? ev->reason : "refused");
 }
 
 static void
@@ -174,6 +211,8 @@ wintercept_log(void *arg, const struct intercept_event *ev)
 	        LOGAGG_LOG)
 		return;
 
+	if (wstate_cfg(w->ws)->deny_webhook[0] != '\0')
+		wintercept_event(w, ev);
 	log_begin(&l, lv[ev->level], "vault", ev->event);
 	log_uint(&l, "conn", ev->conn);
 	if (ev->reason != NULL)
@@ -343,7 +382,8 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	icfg.listen_fds = &cfg->listen.fd[LISTEN_TLS4];
 	icfg.upstream_store = cfg->upstream_store;
 	w->agg_ca = logagg_new("vault", "client_rejected_ca", LOG_INFO, 0, 0);
-	if (w->agg_ca == NULL) {
+	w->agg_ev = logagg_new("report", "deny_event", LOG_DEBUG, 0, 0);
+	if (w->agg_ca == NULL || w->agg_ev == NULL) {
 		snprintf(err, errlen, "intercept: log aggregation: out of memory");
 		goto fail;
 	}
@@ -395,6 +435,7 @@ wintercept_free(struct wintercept *w)
 	if (w->ev_agg != NULL)
 		event_free(w->ev_agg);
 	logagg_free(w->agg_ca); /* writes the summaries still pending */
+	logagg_free(w->agg_ev);
 	leaf_cache_free(w->leaves);
 	free(w);
 }

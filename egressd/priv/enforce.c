@@ -65,6 +65,38 @@ enforce_ports(const struct config *cfg, struct nftrules_config *nc, char *err, s
 	return 0;
 }
 
+/* The report process's destinations: the webhook's and the collector's address and port. */
+static int
+enforce_reports(const struct config *cfg, struct nftrules_config *nc, char *err, size_t errlen)
+{
+	struct config_report *r = malloc(sizeof(*r));
+	const struct httpurl *u[2];
+	int rc = -1;
+
+	if (r == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (config_report(cfg, r, err, errlen) != 0)
+		goto out;
+	u[0] = r->webhook ? &r->hook : NULL;
+	u[1] = r->otlp.enabled ? &r->otlp.url : NULL;
+	nc->nreports = 0;
+	nc->report_mark = u[0] != NULL || u[1] != NULL ? cfg->report_mark : 0;
+	for (size_t i = 0; i < 2; i++) {
+		if (u[i] == NULL)
+			continue;
+		nc->reports[nc->nreports].family = u[i]->family;
+		memcpy(nc->reports[nc->nreports].addr, u[i]->addr, 16);
+		nc->reports[nc->nreports].port = u[i]->port;
+		nc->nreports++;
+	}
+	rc = 0;
+out:
+	free(r);
+	return rc;
+}
+
 /* OPENSANDBOX_EGRESS_DOH_BLOCKLIST into the nft configuration. */
 static int
 enforce_doh(const struct config *cfg, struct nftrules_config *nc, char *err, size_t errlen)
@@ -127,7 +159,7 @@ enforce_open(const struct config *cfg, char *err, size_t errlen)
 		nc.nresolvers++;
 	}
 	nc.block_doh = cfg->block_doh_443;
-	if (enforce_doh(cfg, &nc, err, errlen) != 0)
+	if (enforce_doh(cfg, &nc, err, errlen) != 0 || enforce_reports(cfg, &nc, err, errlen) != 0)
 		return NULL;
 	e = calloc(1, sizeof(*e));
 	if (e == NULL) {

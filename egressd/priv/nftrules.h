@@ -72,6 +72,7 @@ struct nftrules_dest {
 };
 
 #define NFTRULES_MAX_RESOLVERS 8
+#define NFTRULES_MAX_REPORTS 2 /* the deny webhook and the OTLP collector */
 
 struct nftrules_config {
 	char table[NFTRULES_MAX_TABLE_NAME];
@@ -94,6 +95,14 @@ struct nftrules_config {
 	size_t ndoh;
 	struct nftrules_rule doh[NFTRULES_MAX_DOH];
 	uint16_t peek_port; /* other TCP ports of learned addresses go here; 0: none */
+	/*
+	 * The report process's sockets (report_mark; 0: no such process):
+	 * TCP to these destinations (the deny webhook, the OTLP collector)
+	 * and nothing else, ahead of every set, and never redirected.
+	 */
+	uint32_t report_mark;
+	size_t nreports;
+	struct nftrules_dest reports[NFTRULES_MAX_REPORTS];
 };
 
 struct nftrules;

@@ -280,9 +280,9 @@ rule_set(struct nftrules_batch *b, const struct nftrules_config *cfg, enum nftru
 	msg_rule(b, r, oom, NFTRULES_CHAIN_FILTER);
 }
 
-/* meta mark == dns_mark, daddr, l4proto, dport -> accept: the dns process's DNS to one resolver. */
+/* meta mark == mark, daddr, l4proto, dport -> accept: a marked process to one destination. */
 static void
-rule_resolver(struct nftrules_batch *b, const struct nftrules_config *cfg,
+rule_mark_dest(struct nftrules_batch *b, const struct nftrules_config *cfg, uint32_t mark,
     const struct nftrules_dest *d, uint8_t proto)
 {
 	struct nftnl_rule *r = rule_new(cfg, NFTRULES_CHAIN_FILTER);
@@ -291,7 +291,7 @@ rule_resolver(struct nftrules_batch *b, const struct nftrules_config *cfg,
 
 	if (r != NULL) {
 		ex_meta(r, NFT_META_MARK, NFT_REG32_00, &oom);
-		ex_cmp(r, NFT_CMP_EQ, &cfg->dns_mark, sizeof(cfg->dns_mark), &oom);
+		ex_cmp(r, NFT_CMP_EQ, &mark, sizeof(mark), &oom);
 		ex_meta_eq8(
 		    r, NFT_META_NFPROTO, d->family == AF_INET ? NFPROTO_IPV4 : NFPROTO_IPV6, &oom);
 		ex_payload(r, NFT_PAYLOAD_NETWORK_HEADER, d->family == AF_INET ? 16 : 24, alen,
@@ -483,8 +483,14 @@ chain_filter_rules(
 	 */
 	for (size_t i = 0; i < cfg->nresolvers; i++)
 		for (size_t p = 0; p < sizeof(l4); p++)
-			rule_resolver(b, cfg, &cfg->resolvers[i], l4[p]);
+			rule_mark_dest(b, cfg, cfg->dns_mark, &cfg->resolvers[i], l4[p]);
 	rule_mark(b, cfg, fc, cfg->dns_mark, 0, true);
+	/* The report process's: TCP to the webhook and the collector, nothing else. */
+	if (cfg->report_mark != 0) {
+		for (size_t i = 0; i < cfg->nreports && i < NFTRULES_MAX_REPORTS; i++)
+			rule_mark_dest(b, cfg, cfg->report_mark, &cfg->reports[i], IPPROTO_TCP);
+		rule_mark(b, cfg, fc, cfg->report_mark, 0, true);
+	}
 	for (size_t p = 0; p < sizeof(l4); p++)
 		rule_mark_port_reject(b, cfg, fc, l4[p], NFTRULES_PORT_DNS);
 
@@ -604,6 +610,8 @@ chain_nat_rules(struct nftrules_batch *b, const struct nftrules_config *cfg)
 
 	rule_mark(b, cfg, nc, cfg->mark, NFT_RETURN, false);
 	rule_mark(b, cfg, nc, cfg->dns_mark, NFT_RETURN, false);
+	if (cfg->report_mark != 0)
+		rule_mark(b, cfg, nc, cfg->report_mark, NFT_RETURN, false);
 	for (size_t p = 0; p < sizeof(l4); p++) {
 		r = rule_new(cfg, nc);
 		oom = r == NULL;

@@ -40,6 +40,7 @@
 #include "egressd/priv/enforce.h"
 #include "egressd/priv/listen.h"
 #include "egressd/priv/parent.h"
+#include "egressd/report/report.h"
 #include "egressd/priv/ppolicy.h"
 #include "egressd/priv/privsep.h"
 #include "egressd/priv/startcheck.h"
@@ -154,6 +155,10 @@ struct parent {
 	const char *learn_refused; /* why the batch is refused, or NULL */
 	size_t learn_refused_at;
 	uint64_t learns_refused;
+
+	/* Events forwarded to the report child, and those dropped (it was absent or full). */
+	uint32_t next_event;
+	uint64_t events_dropped;
 };
 
 static void parent_spawn(struct pkid *k);
@@ -499,7 +504,9 @@ parent_socket(struct pkid *k, const struct chan_socket_req *req)
 {
 	struct chan_socket_rep rep;
 	int fd, err = 0;
-	uint32_t mark = k->role == CHAN_ROLE_DNS ? k->p->cfg->dns_mark : k->p->cfg->mark;
+	uint32_t mark = k->role == CHAN_ROLE_DNS      ? k->p->cfg->dns_mark
+	                : k->role == CHAN_ROLE_REPORT ? k->p->cfg->report_mark
+	                                              : k->p->cfg->mark;
 
 	memset(&rep, 0, sizeof(rep));
 	rep.hdr.type = CHAN_SOCKET_REP;
@@ -656,6 +663,8 @@ parent_policy(struct pkid *k, const union chan_msg *m)
 	case PPOLICY_DONE:
 		break;
 	}
+	if (err == 0)
+		p->shs.status->revision++; /* in the kernel now: egressd_policy_revision (OTLP) */
 	if (err != 0 || (u = parent_push_new(p)) == NULL) {
 		parent_reply(k, m->hdr.id, CHAN_POLICY, err, msg);
 		return;
@@ -708,6 +717,31 @@ parent_vault(struct pkid *k, const union chan_msg *m)
 	parent_push_queue(p, u);
 }
 
+/*
+ * An event (a refusal) from dns, intercept or control, already validated
+ * and checked against the sender's role: to the report child, without
+ * waiting. Absent or full, it is dropped and counted: no child's refusal
+ * ever waits on a delivery.
+ */
+static void
+parent_event(struct pkid *k, const struct chan_event *e)
+{
+	struct parent *p = k->p;
+	struct pkid *r = &p->kids[CHAN_ROLE_REPORT];
+	struct chan_event fwd = *e;
+
+	if ((p->present & (1u << CHAN_ROLE_REPORT)) == 0)
+		return;
+	fwd.hdr.id = CHAN_ID_PARENT | (++p->next_event & ~CHAN_ID_PARENT);
+	if (r->pid > 0 && r->chanfd >= 0 && chan_offer(r->chanfd, &fwd) == 0)
+		return;
+	/* The first drop, then one line per 1000. */
+	if (p->events_dropped++ % 1000 == 0)
+		log_msg(LOG_WARN, "report", "event_dropped",
+		    "the report process is %s: %llu event(s) dropped so far",
+		    r->pid > 0 ? "behind" : "not running", (unsigned long long)p->events_dropped);
+}
+
 static void
 parent_dispatch(struct pkid *k, const union chan_msg *m)
 {
@@ -737,6 +771,9 @@ parent_dispatch(struct pkid *k, const union chan_msg *m)
 		break;
 	case CHAN_ACK:
 		parent_ack(k, &m->ack);
+		break;
+	case CHAN_EVENT:
+		parent_event(k, &m->event);
 		break;
 	case CHAN_READY:
 		if (!k->ready) {
@@ -995,8 +1032,11 @@ static void
 parent_sigterm_cb(evutil_socket_t sig, short what, void *arg)
 {
 	struct parent *p = arg;
+	/* The report child drains its deliveries for up to REPORT_DRAIN_S. */
 	struct timeval tv = {0, PARENT_STOP_GRACE_MS * 1000};
 
+	if (p->kids[CHAN_ROLE_REPORT].pid > 0)
+		tv.tv_sec = REPORT_DRAIN_S + 1;
 	if (p->stopping)
 		return;
 	p->stopping = true;
@@ -1301,6 +1341,19 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 	p.present = 1u << CHAN_ROLE_CONTROL | 1u << CHAN_ROLE_DNS;
 	if (cfg->intercept)
 		p.present |= 1u << CHAN_ROLE_INTERCEPT;
+	{
+		struct config_report *rep = malloc(sizeof(*rep));
+
+		if (rep == NULL || config_report(cfg, rep, err, sizeof(err)) != 0) {
+			log_msg(LOG_ERROR, "proc", "startup", "report settings: %s",
+			    rep == NULL ? "out of memory" : err);
+			free(rep);
+			return 1;
+		}
+		if (rep->webhook || rep->otlp.enabled)
+			p.present |= 1u << CHAN_ROLE_REPORT;
+		free(rep);
+	}
 	for (int r = 0; r < CHAN_ROLE_MAX; r++)
 		p.shs.rw[r] = p.shs.ro[r] = -1;
 	p.shs.status_rw = p.shs.status_ro = -1;

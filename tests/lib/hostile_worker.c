@@ -355,6 +355,11 @@ hostile_wellformed(union chan_msg *m, unsigned type)
 	case CHAN_ACK:
 		m->hdr.id = CHAN_ID_PARENT | 77;
 		break;
+	case CHAN_EVENT:
+		m->event.kind = CHAN_EVENT_DNS_DENY;
+		snprintf(m->event.name, sizeof(m->event.name), "denied.example.test");
+		snprintf(m->event.reason, sizeof(m->event.reason), "policy");
+		break;
 	default:
 		break;
 	}

@@ -53,7 +53,7 @@ before=$(table)
 
 # Then every message type, from every role.
 touch "$TMP/hostile/fire"
-TYPES=10 # CHAN_TYPE_MAX - 1, and one unknown type more
+TYPES=11 # CHAN_TYPE_MAX - 1, and one unknown type more
 for i in $(seq 1 1200); do
 	n=$(grep -c '"event":"chan_violation"' "$log")
 	[ "$n" -ge $((3 * (TYPES + 1))) ] && [ "$(grep -c '^HOSTILE idle' "$log")" -ge 3 ] && break
@@ -71,6 +71,9 @@ check "  (intercept: learn)" grep -q '"why":"intercept may not send learn"' "$lo
 check "  (intercept: a UDP socket)" grep -q '"why":"intercept may not send socket_req"' "$log"
 check "  (control: a socket)" grep -q '"why":"control may not send socket_req"' "$log"
 check "  (control: a leaf)" grep -q '"why":"control may not send leaf_req"' "$log"
+check "  (control: a refusal event)" grep -q '"why":"control may not send event"' "$log"
+check "  (intercept: a DNS refusal event, the dns child's kind)" \
+	grep -q '"why":"intercept may not send event"' "$log"
 check "a type the role may send, with extreme values, kills it (dns: learn)" \
 	grep -q '"why":"learn message out of range"' "$log"
 check "  (control: policy)" grep -q '"why":"policy chunk out of range"' "$log"

@@ -49,9 +49,9 @@ check "and gives up at once: the parent binds before any worker starts" \
 	test "$(grep -c worker_start "$TMP/squat.log")" = 0
 kill "$squat"; wait "$squat" 2>/dev/null
 
-ns_egressd OPENSANDBOX_EGRESS_DENY_WEBHOOK=http://hook.test/x
+ns_egressd OPENSANDBOX_EGRESS_MITMPROXY_SHADOW=true
 check "an unimplemented harmless setting is warned about, by name" \
-	grep -q '"event":"env_ignored","variable":"OPENSANDBOX_EGRESS_DENY_WEBHOOK"' "$TMP/egressd.log"
+	grep -q '"event":"env_ignored","variable":"OPENSANDBOX_EGRESS_MITMPROXY_SHADOW"' "$TMP/egressd.log"
 check "without interception there are two children (control, dns)" \
 	test "$(pgrep -P "$EGRESSD_PID" | wc -l)" = 2
 for role in control dns; do

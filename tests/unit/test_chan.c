@@ -79,6 +79,124 @@ test_role_table(void **state)
 	assert_false(chan_role_may_send(CHAN_ROLE_MAX, &m));
 }
 
+/* A refusal event: each source sends only its own kind; the report child
+ * sends none, and asks only for TCP sockets. */
+static void
+test_event_roles(void **state)
+{
+	static const struct {
+		enum chan_role role;
+		unsigned kind;
+		bool ok;
+	} rows[] = {
+	    {CHAN_ROLE_DNS, CHAN_EVENT_DNS_DENY, true},
+	    {CHAN_ROLE_DNS, CHAN_EVENT_CONN_DENY, false},
+	    {CHAN_ROLE_DNS, CHAN_EVENT_VAULT_DENY, false},
+	    {CHAN_ROLE_INTERCEPT, CHAN_EVENT_CONN_DENY, true},
+	    {CHAN_ROLE_INTERCEPT, CHAN_EVENT_VAULT_DENY, true},
+	    {CHAN_ROLE_INTERCEPT, CHAN_EVENT_DNS_DENY, false},
+	    {CHAN_ROLE_CONTROL, CHAN_EVENT_DNS_DENY, false},
+	    {CHAN_ROLE_CONTROL, CHAN_EVENT_VAULT_DENY, false},
+	    {CHAN_ROLE_REPORT, CHAN_EVENT_DNS_DENY, false},
+	    {CHAN_ROLE_REPORT, CHAN_EVENT_CONN_DENY, false},
+	    {CHAN_ROLE_DNS, 0, false},
+	    {CHAN_ROLE_INTERCEPT, CHAN_EVENT_KIND_MAX, false},
+	};
+	union chan_msg m;
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = CHAN_EVENT;
+		m.hdr.id = 3;
+		m.event.kind = (uint8_t)rows[i].kind;
+		assert_int_equal(chan_role_may_send(rows[i].role, &m), rows[i].ok);
+	}
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = CHAN_SOCKET_REQ;
+	m.hdr.id = 3;
+	m.socket_req.family = AF_INET;
+	m.socket_req.socktype = SOCK_STREAM;
+	assert_true(chan_role_may_send(CHAN_ROLE_REPORT, &m));
+	m.socket_req.socktype = SOCK_DGRAM;
+	assert_false(chan_role_may_send(CHAN_ROLE_REPORT, &m));
+	m.hdr.type = CHAN_READY;
+	assert_true(chan_role_may_send(CHAN_ROLE_REPORT, &m));
+	m.hdr.type = CHAN_LEARN;
+	assert_false(chan_role_may_send(CHAN_ROLE_REPORT, &m));
+	m.hdr.type = CHAN_LEAF_REQ;
+	assert_false(chan_role_may_send(CHAN_ROLE_REPORT, &m));
+}
+
+/* An event's fields: a known kind, a reason word, an address of its family
+ * or a canonical name; a child's id toward the parent, a parent id onward. */
+static void
+test_event_fields(void **state)
+{
+	struct chan_event e;
+	const char *why;
+
+#define EVENT_RESET()                                                                              \
+	do {                                                                                       \
+		memset(&e, 0, sizeof(e));                                                          \
+		e.hdr.type = CHAN_EVENT;                                                           \
+		e.hdr.id = 9;                                                                      \
+		e.kind = CHAN_EVENT_DNS_DENY;                                                      \
+		strcpy(e.name, "evil.example.com");                                                \
+		strcpy(e.reason, "policy_deny");                                                   \
+	} while (0)
+
+	EVENT_RESET();
+	assert_true(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_WORKER, &why)); /* a child's id */
+	e.hdr.id = CHAN_ID_PARENT | 9;
+	assert_true(chan_validate(&e, sizeof(e), CHAN_TO_WORKER, &why));
+	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+
+	EVENT_RESET();
+	strcpy(e.name, "Evil.Example.com"); /* not canonical */
+	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+	assert_string_equal(why, "event out of range");
+	EVENT_RESET();
+	e.name[sizeof(e.name) - 1] = 'x'; /* bytes after the NUL */
+	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+	EVENT_RESET();
+	strcpy(e.reason, "policy deny"); /* only [a-z0-9_] */
+	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+	EVENT_RESET();
+	strcpy(e.reason, "Policy");
+	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+	EVENT_RESET();
+	memset(e.reason, 0, sizeof(e.reason)); /* a reason is required */
+	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+	EVENT_RESET();
+	e.kind = CHAN_EVENT_KIND_MAX;
+	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+	EVENT_RESET();
+	e.hdr.flags = 1;
+	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+
+	/* An address alone is enough; it must be of its family. */
+	EVENT_RESET();
+	memset(e.name, 0, sizeof(e.name));
+	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why)); /* neither */
+	e.family = AF_INET;
+	e.addr[0] = 192;
+	e.addr[3] = 1;
+	e.port = 443;
+	assert_true(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+	e.addr[5] = 1; /* IPv4 with trailing bytes */
+	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+	e.addr[5] = 0;
+	e.family = AF_UNIX;
+	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+	e.family = AF_INET6;
+	e.addr[15] = 1;
+	assert_true(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+	e.family = 0; /* no family, yet address bytes */
+	assert_false(chan_validate(&e, sizeof(e), CHAN_TO_PARENT, &why));
+#undef EVENT_RESET
+}
+
 /* Acks go to the parent and echo a parent id; pushes go to a child with one. */
 static void
 test_ack_and_push_ids(void **state)
@@ -565,6 +683,8 @@ main(int argc, char **argv)
 		return fd_lost_scenario();
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_role_table),
+	    cmocka_unit_test(test_event_roles),
+	    cmocka_unit_test(test_event_fields),
 	    cmocka_unit_test(test_ack_and_push_ids),
 	    cmocka_unit_test(test_vault_chunks),
 	    cmocka_unit_test(test_doc_feed),

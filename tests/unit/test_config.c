@@ -147,7 +147,7 @@ test_env_audit(void **state)
 	    (char *)"OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_TRUSTED_PROXY_CIDRS=10.0.0.0/8", NULL};
 	char *fleet[] = {(char *)"OPENSANDBOX_EGRESS_PROFILE=fast-sandbox", NULL};
 	char *sidecar[] = {(char *)"OPENSANDBOX_EGRESS_PROFILE=sidecar", NULL};
-	char *warned[] = {(char *)"OPENSANDBOX_EGRESS_DENY_WEBHOOK=http://hook.test/x",
+	char *warned[] = {(char *)"OPENSANDBOX_EGRESS_MITMPROXY_SHADOW=true",
 	    (char *)"OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT=2", (char *)"EGRESSD_NO_SUCH=1",
 	    (char *)"OPENSANDBOX_EGRESS_TOKEN=t",
 	    (char *)"OPENSANDBOX_EGRESS_MITMPROXY_EXTRA_PORTS=8443",
@@ -174,7 +174,7 @@ test_env_audit(void **state)
 	/* Implemented ones are silent; unimplemented and unknown ones are reported. */
 	memset(&r, 0, sizeof(r));
 	assert_int_equal(config_env_audit(warned, count_report, &r, err, sizeof(err)), 0);
-	assert_int_equal(r.n, 3); /* DENY_WEBHOOK, DNS_UPSTREAM_TIMEOUT, EGRESSD_NO_SUCH */
+	assert_int_equal(r.n, 3); /* MITMPROXY_SHADOW, DNS_UPSTREAM_TIMEOUT, EGRESSD_NO_SUCH */
 	assert_string_equal(r.last, "EGRESSD_NO_SUCH");
 }
 

@@ -314,10 +314,10 @@ test_settings(void **state)
 	snprintf(c.otlp_endpoint, sizeof(c.otlp_endpoint), "http://192.0.2.9:4318/");
 	assert_int_equal(settings(&c, &s, err, sizeof(err)), 0);
 	assert_true(s.enabled);
-	assert_string_equal(s.host, "192.0.2.9");
-	assert_int_equal(s.port, 4318);
-	assert_string_equal(s.path, "/v1/metrics"); /* the base URL gets the signal path */
-	assert_string_equal(s.authority, "192.0.2.9:4318");
+	assert_string_equal(s.url.host, "192.0.2.9");
+	assert_int_equal(s.url.port, 4318);
+	assert_string_equal(s.url.path, "/v1/metrics"); /* the base URL gets the signal path */
+	assert_string_equal(s.url.authority, "192.0.2.9:4318");
 	assert_string_equal(s.attrs[0].key, "service.name");
 	assert_string_equal(s.attrs[0].value, "egressd");
 
@@ -325,10 +325,10 @@ test_settings(void **state)
 	snprintf(c.otlp_metrics_endpoint, sizeof(c.otlp_metrics_endpoint),
 	    "http://[2001:db8::9]/custom/path");
 	assert_int_equal(settings(&c, &s, err, sizeof(err)), 0);
-	assert_string_equal(s.host, "2001:db8::9");
-	assert_int_equal(s.port, 80);
-	assert_string_equal(s.path, "/custom/path");
-	assert_string_equal(s.authority, "[2001:db8::9]:80");
+	assert_string_equal(s.url.host, "2001:db8::9");
+	assert_int_equal(s.url.port, 80);
+	assert_string_equal(s.url.path, "/custom/path");
+	assert_string_equal(s.url.authority, "[2001:db8::9]:80");
 
 	/* Switched off by either OpenTelemetry setting. */
 	c.otel_sdk_disabled = true;
