@@ -720,8 +720,7 @@ bs_sub(struct policy_ctx *c, struct binding_set *bs, struct binding *b, const js
 		    BINDING_PLACEHOLDER_MAX);
 	for (i = 0; i < n; i++) {
 		if ((unsigned char)p[i] <= 0x20 || (unsigned char)p[i] >= 0x7f)
-			return policy_ctx_fail(c, POLICY_ERR_INVALID, h, "placeholder", 0, 0,
-			    spath,
+			return policy_ctx_fail(c, POLICY_ERR_INVALID, h, "placeholder", 0, 0, spath,
 			    "placeholder byte %zu is not printable ASCII (no space, no control "
 			    "character)",
 			    i + 1);
@@ -740,8 +739,8 @@ bs_sub(struct policy_ctx *c, struct binding_set *bs, struct binding *b, const js
 				continue; /* one credential, one placeholder, several hosts */
 			if (same || (x->len > n && memmem(x->ph, x->len, p, n) != NULL) ||
 			    (n > x->len && memmem(p, n, x->ph, x->len) != NULL))
-				return policy_ctx_fail(c, POLICY_ERR_INVALID, h, "placeholder", 0, 0,
-				    spath,
+				return policy_ctx_fail(c, POLICY_ERR_INVALID, h, "placeholder", 0,
+				    0, spath,
 				    "placeholder %s a placeholder of bindings[%zu].auth."
 				    "substitutions[%zu]",
 				    same ? "is the same as" : "overlaps", k, j);
@@ -816,8 +815,7 @@ bs_auth(struct policy_ctx *c, struct binding_set *bs, struct binding *b, const j
 	if (!json_is_object(a))
 		return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, a ? "auth" : NULL, 0, 0, bpath,
 		    "a binding needs an auth mapping");
-	if (policy_ctx_keys(c, a, apath, auth_keys) != 0 ||
-	    bs_auth_type(c, bs, b, a, apath) != 0)
+	if (policy_ctx_keys(c, a, apath, auth_keys) != 0 || bs_auth_type(c, bs, b, a, apath) != 0)
 		return -1;
 	return bs_subs(c, bs, b, a, apath);
 }
@@ -1481,8 +1479,7 @@ bs_subs_json(const struct binding_set *bs, const struct binding *b, json_t *a)
 			if (b->subs[k].in & (1u << q))
 				json_array_append_new(in, json_string(sub_in[q]));
 		json_object_set_new(e, "credential", json_string(bs->creds[b->subs[k].cred].name));
-		json_object_set_new(
-		    e, "placeholder", json_stringn(b->subs[k].ph, b->subs[k].len));
+		json_object_set_new(e, "placeholder", json_stringn(b->subs[k].ph, b->subs[k].len));
 		json_object_set_new(e, "in", in);
 		json_array_append_new(l, e);
 	}

@@ -30,10 +30,10 @@ enum binding_source {
 };
 
 enum binding_auth {
-	BINDING_AUTH_BEARER = 0, /* Authorization: Bearer <v> */
-	BINDING_AUTH_BASIC,      /* Authorization: Basic <v> */
-	BINDING_AUTH_APIKEY,     /* <name>: <v> */
-	BINDING_AUTH_CUSTOM,     /* each header: <name>: <v> */
+	BINDING_AUTH_BEARER = 0,  /* Authorization: Bearer <v> */
+	BINDING_AUTH_BASIC,       /* Authorization: Basic <v> */
+	BINDING_AUTH_APIKEY,      /* <name>: <v> */
+	BINDING_AUTH_CUSTOM,      /* each header: <name>: <v> */
 	BINDING_AUTH_PASSTHROUGH, /* no header: only the binding's substitutions */
 };
 

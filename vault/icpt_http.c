@@ -77,12 +77,13 @@ icpt_body_begin(
 static void
 icpt_stray(struct icpt_conn *c, const struct httpwire_request *req, size_t headlen, size_t idx)
 {
-	const struct binding_set *bs = vault_snap_bindings(c->snap);
+	const struct binding_set *bs;
 	struct binding_credential_info ci;
 	size_t cred;
 
-	if (c->snap == NULL)
+	if (c->snap == NULL) /* no vault */
 		return;
+	bs = vault_snap_bindings(c->snap);
 	cred = subst_find_stray(bs, idx, req->start_line.ptr, headlen);
 	if (cred == SIZE_MAX || binding_credential_get(bs, cred, &ci) != 0)
 		return;
@@ -109,8 +110,9 @@ icpt_stray(struct icpt_conn *c, const struct httpwire_request *req, size_t headl
 static int
 icpt_body_subst(struct icpt_conn *c, const struct httpwire_request *req, size_t idx)
 {
-	static const enum subst_enc enc[] = {
-	    [SUBST_BODY_RAW] = SUBST_RAW, [SUBST_BODY_JSON] = SUBST_JSON, [SUBST_BODY_FORM] = SUBST_FORM};
+	static const enum subst_enc enc[] = {[SUBST_BODY_RAW] = SUBST_RAW,
+	    [SUBST_BODY_JSON] = SUBST_JSON,
+	    [SUBST_BODY_FORM] = SUBST_FORM};
 	struct subst_rules rules;
 	enum subst_body kind;
 

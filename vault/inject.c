@@ -457,7 +457,8 @@ holds_header_placeholder(const struct vault_snap *snap, size_t idx, struct httpw
 	struct binding_substitution s;
 
 	for (size_t j = 0; binding_subst_get(vault_snap_bindings(snap), idx, j, &s) == 0; j++)
-		if ((s.in & BINDING_IN_HEADER) && memmem(v.ptr, v.len, s.placeholder, s.len) != NULL)
+		if ((s.in & BINDING_IN_HEADER) &&
+		    memmem(v.ptr, v.len, s.placeholder, s.len) != NULL)
 			return true;
 	return false;
 }
@@ -529,8 +530,7 @@ intercept_request_head(const struct httpwire_request *req, struct httpwire_heade
 		    (nsub = subst_head(snap, idx, req, hdrs, &start, &arena)) < 0)
 			return -1;
 	}
-	rc = httpwire_head_write(
-	    scratch, cap, start, hdrs, req->nheaders, extra, nextra, &written);
+	rc = httpwire_head_write(scratch, cap, start, hdrs, req->nheaders, extra, nextra, &written);
 	subst_arena_free(&arena);
 	if (rc != 0 || written < 2) {
 		if (nsub > 0)

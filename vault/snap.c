@@ -18,6 +18,7 @@
 #include "vault/redact.h"
 #include "vault/secret.h"
 #include "vault/snap.h"
+#include "vault/subst.h"
 
 struct vault_snap {
 	int refs;
@@ -131,7 +132,8 @@ vault_snap_placeholders_ok(const struct binding_set *bs, struct secret *const *s
 					continue;
 				snprintf(err, errlen,
 				    "binding %s: a substitution placeholder and a credential value "
-				    "overlap (a placeholder must not contain or be part of a secret)",
+				    "overlap (a placeholder must not contain or be part of a "
+				    "secret)",
 				    binding_name(bs, b));
 				rc = -1;
 				break;
@@ -141,6 +143,42 @@ vault_snap_placeholders_ok(const struct binding_set *bs, struct secret *const *s
 		free(v);
 	}
 	return rc;
+}
+
+/*
+ * A substituted credential is written URL-encoded in a path or query,
+ * JSON-escaped or form-encoded in a body: an upstream echoing that form
+ * back must be masked too, so each form that differs from the value is
+ * registered. Appends to extra[] (room for three per credential).
+ */
+static void
+vault_snap_encoded(struct vault_snap *s, const struct secret *v)
+{
+	static const enum subst_enc encs[] = {SUBST_URL, SUBST_JSON, SUBST_FORM};
+	size_t n = secret_len(v), elen[3] = {0, 0, 0};
+	uint8_t *raw = malloc(n ? n : 1), *enc[3] = {NULL, NULL, NULL};
+
+	if (raw == NULL || secret_append_raw(v, raw, n) != 0)
+		goto out;
+	for (size_t k = 0; k < 3; k++) {
+		bool dup = false;
+
+		if (subst_encode(raw, n, encs[k], &enc[k], &elen[k]) != 0)
+			goto out;
+		if (elen[k] == n && memcmp(enc[k], raw, n) == 0)
+			continue;
+		for (size_t q = 0; q < k; q++)
+			dup = dup || (elen[q] == elen[k] && memcmp(enc[q], enc[k], elen[k]) == 0);
+		if (!dup && elen[k] >= REDACT_MIN_PATTERN &&
+		    (s->extra[s->nextra] = secret_new(enc[k], elen[k])) != NULL)
+			s->nextra++;
+	}
+out:
+	for (size_t k = 0; k < 3; k++)
+		subst_free(enc[k], elen[k]);
+	if (raw != NULL)
+		OPENSSL_cleanse(raw, n);
+	free(raw);
 }
 
 struct vault_snap *
@@ -164,8 +202,8 @@ vault_snap_new(struct binding_set *bs, struct secret *const *secrets, size_t nse
 	s->revision = revision;
 	s->bs = binding_set_ref(bs);
 	s->secrets = calloc(nsecrets ? nsecrets : 1, sizeof(*s->secrets));
-	s->extra = calloc(binding_set_count(bs) * 2 + 1, sizeof(*s->extra));
-	rv = calloc(nsecrets + binding_set_count(bs) * 2 + 1, sizeof(*rv));
+	s->extra = calloc(binding_set_count(bs) * 2 + nsecrets * 3 + 1, sizeof(*s->extra));
+	rv = calloc(nsecrets * 4 + binding_set_count(bs) * 2 + 1, sizeof(*rv));
 	if (s->secrets == NULL || s->extra == NULL || rv == NULL)
 		goto nomem;
 	for (size_t i = 0; i < nsecrets; i++) {
@@ -181,6 +219,17 @@ vault_snap_new(struct binding_set *bs, struct secret *const *secrets, size_t nse
 		    binding_header_get(bs, b, 0, &h) != 0 || h.credential >= nsecrets)
 			continue;
 		vault_snap_basic(s, secrets[h.credential]);
+	}
+	/* Substituted credentials also register their encoded forms (once each). */
+	for (size_t i = 0; i < nsecrets; i++) {
+		struct binding_substitution sb;
+		bool used = false;
+
+		for (size_t b = 0; b < binding_set_count(bs) && !used; b++)
+			for (size_t j = 0; binding_subst_get(bs, b, j, &sb) == 0 && !used; j++)
+				used = sb.credential == i;
+		if (used)
+			vault_snap_encoded(s, secrets[i]);
 	}
 	if (vault_snap_placeholders_ok(bs, secrets, nsecrets, err, errlen) != 0) {
 		free(rv);

@@ -111,8 +111,9 @@ subst_rules_build(const struct vault_snap *snap, size_t idx, unsigned place, enu
 		if ((raw = malloc(n)) == NULL)
 			goto fail;
 		r = &rules->r[rules->n];
-		rc = secret_append_raw(v, raw, n) == 0 ? subst_encode(raw, n, enc, &r->rep, &r->replen)
-		                                       : -1;
+		rc = secret_append_raw(v, raw, n) == 0
+		         ? subst_encode(raw, n, enc, &r->rep, &r->replen)
+		         : -1;
 		subst_free(raw, n);
 		if (rc != 0)
 			goto fail;
@@ -246,8 +247,8 @@ subst_body_kind(const struct httpwire_header *hdrs, size_t n)
 	size_t tl = 0;
 
 	/* Compressed bytes hold no placeholder we could see. */
-	if (ce != NULL && !(ce->value.len == 8 &&
-	                      strncasecmp((const char *)ce->value.ptr, "identity", 8) == 0))
+	if (ce != NULL &&
+	    !(ce->value.len == 8 && strncasecmp((const char *)ce->value.ptr, "identity", 8) == 0))
 		return SUBST_BODY_SKIP;
 	if (ct == NULL)
 		return SUBST_BODY_RAW;
@@ -267,8 +268,8 @@ subst_body_kind(const struct httpwire_header *hdrs, size_t n)
 
 /* Keep a substituted copy in the arena; the view points at it. */
 static int
-subst_view(const struct subst_rules *rules, struct httpwire_view *v, struct subst_arena *a,
-    long *total)
+subst_view(
+    const struct subst_rules *rules, struct httpwire_view *v, struct subst_arena *a, long *total)
 {
 	uint8_t *o;
 	size_t olen, cnt;
@@ -351,7 +352,8 @@ subst_head(const struct vault_snap *snap, size_t idx, const struct httpwire_requ
 		for (size_t i = 0; rc == 0 && rules.n > 0 && i < req->nheaders; i++) {
 			/* Routing and framing fields are the proxy's: never rewritten. */
 			if (hdrs[i].name.ptr == NULL ||
-			    binding_header_reserved((const char *)hdrs[i].name.ptr, hdrs[i].name.len))
+			    binding_header_reserved(
+			        (const char *)hdrs[i].name.ptr, hdrs[i].name.len))
 				continue;
 			rc = subst_view(&rules, &hdrs[i].value, arena, &total);
 		}
@@ -373,6 +375,22 @@ subst_arena_free(struct subst_arena *arena)
 	arena->n = 0;
 }
 
+/*
+ * Whether binding idx has the placeholder of s too (one credential may
+ * share a placeholder across bindings): then it is not a stray there.
+ */
+static bool
+subst_has_placeholder(
+    const struct binding_set *bs, size_t idx, const struct binding_substitution *s)
+{
+	struct binding_substitution o;
+
+	for (size_t j = 0; idx != SIZE_MAX && binding_subst_get(bs, idx, j, &o) == 0; j++)
+		if (o.len == s->len && memcmp(o.placeholder, s->placeholder, s->len) == 0)
+			return true;
+	return false;
+}
+
 /* Stray placeholders; see subst.h. */
 size_t
 subst_find_stray(const struct binding_set *bs, size_t skip, const uint8_t *buf, size_t len)
@@ -383,7 +401,8 @@ subst_find_stray(const struct binding_set *bs, size_t skip, const uint8_t *buf, 
 		if (b == skip)
 			continue;
 		for (size_t j = 0; binding_subst_get(bs, b, j, &s) == 0; j++)
-			if (memmem(buf, len, s.placeholder, s.len) != NULL)
+			if (!subst_has_placeholder(bs, skip, &s) &&
+			    memmem(buf, len, s.placeholder, s.len) != NULL)
 				return s.credential;
 	}
 	return SIZE_MAX;
@@ -406,8 +425,8 @@ subst_stream_new(struct subst_rules *rules)
 
 /* Scan w[0..n) to out; keep a cut placeholder's beginning when more follows. */
 static int
-subst_stream_scan(struct subst_stream *st, const uint8_t *w, size_t n, bool more,
-    struct evbuffer *out)
+subst_stream_scan(
+    struct subst_stream *st, const uint8_t *w, size_t n, bool more, struct evbuffer *out)
 {
 	size_t lit = 0;
 	bool part = false;

@@ -60,8 +60,8 @@ int subst_encode(const uint8_t *v, size_t n, enum subst_enc enc, uint8_t **out, 
  * The rules of binding idx for place (a BINDING_IN_* bit), values encoded
  * with enc. rules is filled (n may be 0). 0 or -1 (out of memory).
  */
-int subst_rules_build(const struct vault_snap *snap, size_t idx, unsigned place,
-    enum subst_enc enc, struct subst_rules *rules) __attribute__((warn_unused_result));
+int subst_rules_build(const struct vault_snap *snap, size_t idx, unsigned place, enum subst_enc enc,
+    struct subst_rules *rules) __attribute__((warn_unused_result));
 
 /* Wipe and free the replacements of rules. */
 void subst_rules_clear(struct subst_rules *rules);
@@ -104,8 +104,7 @@ void subst_arena_free(struct subst_arena *arena);
  * binding skip, or SIZE_MAX for none) found in buf, or SIZE_MAX: a
  * placeholder on a request it was not bound to (left, and logged).
  */
-size_t subst_find_stray(
-    const struct binding_set *bs, size_t skip, const uint8_t *buf, size_t len);
+size_t subst_find_stray(const struct binding_set *bs, size_t skip, const uint8_t *buf, size_t len);
 
 /* A streaming body substituter over rules (taken: cleared on free). NULL on ENOMEM. */
 struct subst_stream *subst_stream_new(struct subst_rules *rules)
@@ -115,8 +114,8 @@ struct subst_stream *subst_stream_new(struct subst_rules *rules)
  * Feed body payload; substituted bytes are appended to out. A placeholder
  * cut across feeds is held back (at most its length - 1 bytes). 0 or -1.
  */
-int subst_stream_feed(struct subst_stream *st, const uint8_t *in, size_t len,
-    struct evbuffer *out) __attribute__((warn_unused_result));
+int subst_stream_feed(struct subst_stream *st, const uint8_t *in, size_t len, struct evbuffer *out)
+    __attribute__((warn_unused_result));
 
 /* End of the body: the held bytes to out. 0 or -1. */
 int subst_stream_finish(struct subst_stream *st, struct evbuffer *out)
