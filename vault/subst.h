@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "policy/binding.h"
 #include "vault/httpwire.h"
 
 struct evbuffer;
@@ -44,7 +45,7 @@ struct subst_rule {
 };
 
 struct subst_rules {
-	struct subst_rule r[64];
+	struct subst_rule r[BINDING_MAX_LIST]; /* a binding has at most this many */
 	size_t n;
 	bool first[256]; /* first bytes of the placeholders */
 	size_t maxlen;
@@ -88,8 +89,8 @@ enum subst_body subst_body_kind(const struct httpwire_header *hdrs, size_t n);
  * made, or -1.
  */
 struct subst_arena {
-	uint8_t *p[HTTPWIRE_MAX_HEADERS + 1];
-	size_t len[HTTPWIRE_MAX_HEADERS + 1];
+	uint8_t *p[HTTPWIRE_MAX_HEADERS + 3]; /* every header, path, query, start line */
+	size_t len[HTTPWIRE_MAX_HEADERS + 3];
 	size_t n;
 };
 long subst_head(const struct vault_snap *snap, size_t idx, const struct httpwire_request *req,

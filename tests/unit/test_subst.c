@@ -346,6 +346,29 @@ test_relay_unmatched(void **state)
 	relay_free(h);
 }
 
+/* Every header field, the path and the query substituted at once. */
+static void
+test_relay_every_header(void **state)
+{
+	struct relay *h = relay_new(mksnap());
+	char req[16384];
+	size_t k;
+
+	(void)state;
+	h->script[0] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+	h->nscript = 1;
+	k = (size_t)snprintf(req, sizeof(req), "GET /v1/" PH "?q=" PH " HTTP/1.1\r\n" HOST);
+	for (int i = 0; i < HTTPWIRE_MAX_HEADERS - 1; i++)
+		k += (size_t)snprintf(req + k, sizeof(req) - k, "X-H%d: " PH "\r\n", i);
+	snprintf(req + k, sizeof(req) - k, "\r\n");
+	relay_send(h, req);
+	assert_true(relay_pump(h, "ok"));
+	assert_int_equal(relay_count(h->urx, SECRET), HTTPWIRE_MAX_HEADERS - 1);
+	assert_int_equal(relay_count(h->urx, SECRET_URL), 2);
+	assert_int_equal(relay_count(h->urx, PH), 0);
+	relay_free(h);
+}
+
 /* A Content-Length body: substituted and re-framed chunked. */
 static void
 body_cl(const char *ctype, const char *body, const char *want)
@@ -444,6 +467,7 @@ main(void)
 	    cmocka_unit_test(test_body_kind),
 	    cmocka_unit_test(test_relay_head),
 	    cmocka_unit_test(test_relay_unmatched),
+	    cmocka_unit_test(test_relay_every_header),
 	    cmocka_unit_test(test_relay_body_length),
 	    cmocka_unit_test(test_relay_body_multipart),
 	    cmocka_unit_test(test_relay_body_chunked),
