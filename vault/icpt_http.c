@@ -133,6 +133,27 @@ icpt_body_subst(struct icpt_conn *c, const struct httpwire_request *req, size_t 
 	return (c->subst = subst_stream_new(&rules)) == NULL ? -1 : 0;
 }
 
+/*
+ * The framing field of a substituted body (Content-Length: N, or
+ * Transfer-Encoding: chunked) into a head that ends with its blank line.
+ * 0 or -1.
+ */
+static int
+icpt_head_frame(struct evbuffer *head, const char *field)
+{
+	struct evbuffer *t = evbuffer_new();
+	size_t n = evbuffer_get_length(head);
+	int rc = -1;
+
+	if (t != NULL && n >= 2 && evbuffer_remove_buffer(head, t, n - 2) == (int)(n - 2) &&
+	    evbuffer_add(t, field, strlen(field)) == 0 && evbuffer_add_buffer(t, head) == 0 &&
+	    evbuffer_add_buffer(head, t) == 0)
+		rc = 0;
+	if (t != NULL)
+		evbuffer_free(t);
+	return rc;
+}
+
 /* Returns false when the request was refused (the connection is draining). */
 static bool
 icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_t headlen)
@@ -241,8 +262,19 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	c->resp_bytes = 0;
 	c->interim = 0;
 	evbuffer_drain(in, headlen);
-	icpt_to_upstream(c, head, evbuffer_get_length(head));
-	evbuffer_free(head);
+	if (c->subst != NULL && req->framing == HTTPWIRE_FRAME_LENGTH && !req->expect_continue) {
+		/* Held until the substituted body's length is known (icpt_req_subst_out). */
+		c->shead = head;
+	} else {
+		if (c->subst != NULL && req->framing == HTTPWIRE_FRAME_LENGTH &&
+		    icpt_head_frame(head, "Transfer-Encoding: chunked\r\n") != 0) {
+			evbuffer_free(head);
+			icpt_close(c, "oom");
+			return false;
+		}
+		icpt_to_upstream(c, head, evbuffer_get_length(head));
+		evbuffer_free(head);
+	}
 	/*
 	 * A trailer section is a second header block, after the head was
 	 * checked and the credential injected: to a host with a binding it
@@ -294,13 +326,17 @@ icpt_req_span_cb(const uint8_t *data, size_t off, size_t len, void *arg)
 
 /*
  * A substituted body: the payload bytes of this read (take of in) are
- * replaced by c->sbuf, sent as one chunk; at the end the held bytes and
- * the last chunk. 0 or -1.
+ * replaced by c->sbuf. A Content-Length request's head is held (c->shead)
+ * while the substituted body fits in max_buffer: at its end the head goes
+ * with the new Content-Length, then the body. Past that bound, or for a
+ * chunked request, the body is sent chunked, one chunk per read, and at the
+ * end the held bytes and the last chunk. 0 or -1.
  */
 static int
 icpt_req_subst_out(struct icpt_conn *c, struct evbuffer *in, size_t take, bool done)
 {
 	struct evbuffer *f = evbuffer_new();
+	char field[64];
 	size_t n;
 	int rc = -1;
 
@@ -309,6 +345,26 @@ icpt_req_subst_out(struct icpt_conn *c, struct evbuffer *in, size_t take, bool d
 	if (done && subst_stream_finish(c->subst, c->sbuf) != 0)
 		goto out;
 	n = evbuffer_get_length(c->sbuf);
+	if (c->shead != NULL) {
+		if (!done && n <= c->ic->cfg.max_buffer) {
+			rc = 0;
+			goto out;
+		}
+		if (done)
+			snprintf(field, sizeof(field), "Content-Length: %zu\r\n", n);
+		else
+			snprintf(field, sizeof(field), "Transfer-Encoding: chunked\r\n");
+		if (icpt_head_frame(c->shead, field) != 0)
+			goto out;
+		icpt_to_upstream(c, c->shead, evbuffer_get_length(c->shead));
+		evbuffer_free(c->shead);
+		c->shead = NULL;
+		if (done) {
+			icpt_to_upstream(c, c->sbuf, n);
+			rc = 0;
+			goto out;
+		}
+	}
 	if (n > 0 && (evbuffer_add_printf(f, "%zx\r\n", n) < 0 ||
 	                 evbuffer_add_buffer(f, c->sbuf) != 0 || evbuffer_add(f, "\r\n", 2) != 0))
 		goto out;

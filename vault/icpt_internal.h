@@ -166,6 +166,7 @@ struct icpt_conn {
 	struct redact_stream *rs;
 	struct subst_stream *subst; /* request body substitution, or NULL */
 	struct evbuffer *sbuf;      /* its output, sent as one chunk per read */
+	struct evbuffer *shead;     /* a Content-Length request's head, held for its new length */
 
 	struct event *ev_free;
 	struct event *ev_drain;

@@ -469,7 +469,7 @@ intercept_request_head(const struct httpwire_request *req, struct httpwire_heade
     const struct vault_snap *snap, size_t idx, bool inject, bool rechunk, uint8_t *scratch,
     size_t cap, struct evbuffer *out)
 {
-	struct httpwire_header extra[3];
+	struct httpwire_header extra[2];
 	struct httpwire_view start = req->start_line;
 	struct subst_arena arena;
 	size_t nextra = 0, written;
@@ -518,13 +518,6 @@ intercept_request_head(const struct httpwire_request *req, struct httpwire_heade
 			extra[1].name = (struct httpwire_view){(const uint8_t *)"Connection", 10};
 			extra[1].value = (struct httpwire_view){(const uint8_t *)v, strlen(v)};
 			nextra = 2;
-		}
-		/* The substituted length is known only at the end: chunked. */
-		if (rechunk && req->framing == HTTPWIRE_FRAME_LENGTH) {
-			extra[nextra].name =
-			    (struct httpwire_view){(const uint8_t *)"Transfer-Encoding", 17};
-			extra[nextra].value = (struct httpwire_view){(const uint8_t *)"chunked", 7};
-			nextra++;
 		}
 		if (binding_subst_count(vault_snap_bindings(snap), idx) > 0 &&
 		    (nsub = subst_head(snap, idx, req, hdrs, &start, &arena)) < 0)

@@ -191,6 +191,9 @@ icpt_release(struct icpt_conn *c)
 	if (c->sbuf != NULL)
 		evbuffer_free(c->sbuf);
 	c->sbuf = NULL;
+	if (c->shead != NULL)
+		evbuffer_free(c->shead);
+	c->shead = NULL;
 	vault_snap_unref(c->snap);
 	c->snap = NULL;
 	free(c->hello);

@@ -76,8 +76,9 @@ int intercept_host_canon(const uint8_t *val, size_t len, uint16_t dport, char *o
  * If-Range are dropped and the binding's headers are appended. The
  * binding's substitutions of the path, query and header values are made
  * (vault/subst.h); a workload credential header holding one of them is
- * kept, so substituted. rechunk (a body substitution follows): the body is
- * sent chunked, Content-Length dropped. hdrs is modified (dropped slots
+ * kept, so substituted. rechunk (a body substitution follows): the
+ * Content-Length is dropped, and the caller adds the framing of the
+ * substituted body (icpt_http.c). hdrs is modified (dropped slots
  * get name.ptr NULL). scratch holds at least cap bytes. 0 or -1.
  */
 int intercept_request_head(const struct httpwire_request *req, struct httpwire_header *hdrs,

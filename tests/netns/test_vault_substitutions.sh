@@ -4,7 +4,8 @@
 # (fakenet's api.allowed.test and other.allowed.test) logs what it received
 # and echoes the request back. On a request that matches the binding the
 # placeholder is replaced by the secret in the path, the query, a header and
-# the body (Content-Length and chunked requests, the body re-framed chunked);
+# the body (a Content-Length request with its new length, or re-framed
+# chunked past 256 KiB; a chunked request re-chunked);
 # the echo never shows the secret to the workload; a placeholder on a
 # request that matches no binding, or another binding, is left as it is and
 # logged by credential name; bad substitutions are refused at load (400) and
@@ -135,9 +136,25 @@ rec "$FN/api.log" /v1/body-cl body >"$(out bodycl_up)"
 check "body (Content-Length): substituted, every occurrence" \
     grep -qxF "{\"key\":\"$S1\",\"again\":\"$S1\"}" "$(out bodycl_up)"
 rec "$FN/api.log" /v1/body-cl headers >"$(out bodycl_hdrs)"
-check "body (Content-Length): re-framed chunked" grep -qF '["Transfer-Encoding", "chunked"]' "$(out bodycl_hdrs)"
-refute "body (Content-Length): no Content-Length" grep -qi '"Content-Length"' "$(out bodycl_hdrs)"
+check "body (Content-Length): sent with its new length" \
+    grep -qF "[\"Content-Length\", \"$(( $(wc -c <"$FX_DIR/ws/body.json") + 2 * (${#S1} - ${#PH1}) ))\"]" "$(out bodycl_hdrs)"
+refute "body (Content-Length): not chunked" grep -qi '"Transfer-Encoding"' "$(out bodycl_hdrs)"
 refute "body (Content-Length): the echo never shows the secret" grep -qF "$S1" "$(out bodycl)"
+# Past the hold bound (256 KiB): re-framed chunked, streamed.
+head -c 200000 /dev/zero | tr '\0' 'x' >"$FX_DIR/ws/bigcl.txt"
+printf '%s' "$PH1" >>"$FX_DIR/ws/bigcl.txt"
+head -c 200000 /dev/zero | tr '\0' 'y' >>"$FX_DIR/ws/bigcl.txt"
+chown "$FX_WS_UID" "$FX_DIR/ws/bigcl.txt"
+fx_ws "${C[@]}" -H 'Content-Type: text/plain' --data-binary @bigcl.txt \
+    https://api.allowed.test/v1/body-bigcl >"$(out bodybigcl)" 2>&1
+rec "$FN/api.log" /v1/body-bigcl body >"$(out bodybigcl_up)"
+rec "$FN/api.log" /v1/body-bigcl headers >"$(out bodybigcl_hdrs)"
+check "body (Content-Length, 400 KB): substituted" grep -qF "xxxx${S1}yyyy" "$(out bodybigcl_up)"
+check "body (Content-Length, 400 KB): nothing lost, nothing added" \
+    test "$(wc -c <"$(out bodybigcl_up)")" = "$((400000 + ${#S1} + 1))"
+check "body (Content-Length, 400 KB): re-framed chunked" \
+    grep -qF '["Transfer-Encoding", "chunked"]' "$(out bodybigcl_hdrs)"
+refute "body (Content-Length, 400 KB): the echo never shows the secret" grep -qF "$S1" "$(out bodybigcl)"
 head -c 70000 /dev/zero | tr '\0' 'x' >"$FX_DIR/ws/big.txt"
 printf '%s' "$PH1" >>"$FX_DIR/ws/big.txt"
 head -c 70000 /dev/zero | tr '\0' 'y' >>"$FX_DIR/ws/big.txt"

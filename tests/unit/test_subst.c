@@ -4,7 +4,8 @@
  * the encodings, the single-pass whole-buffer replacement, the streaming
  * substituter with a placeholder cut at every byte offset, and requests
  * through the relay harness: path, query and header values of a matching
- * request, a Content-Length body re-framed chunked, a chunked body with a
+ * request, a Content-Length body with its new length (or chunked past the
+ * hold bound or after Expect: 100-continue), a chunked body with a
  * placeholder split across chunks and reads, JSON and form bodies, a
  * multipart body left alone, a placeholder on a request that matches no
  * binding or another binding left and logged, and the echoed secret
@@ -369,27 +370,45 @@ test_relay_every_header(void **state)
 	relay_free(h);
 }
 
-/* A Content-Length body: substituted and re-framed chunked. */
+/*
+ * A Content-Length body: substituted, sent with its new Content-Length
+ * (held up to max_buffer), or chunked past that bound or after an Expect:
+ * 100-continue (the workload waits for the upstream's 100 before it sends
+ * the body).
+ */
 static void
-body_cl(const char *ctype, const char *body, const char *want)
+body_cl(const char *ctype, const char *extra, size_t max_buffer, const char *body, const char *want)
 {
 	struct relay *h = relay_new(mksnap());
-	char req[1024];
-	char *got;
+	static char req[40000];
+	char *got, cl[64];
+	bool chunked = (max_buffer > 0 && max_buffer < strlen(want)) || *extra != '\0';
 
+	if (max_buffer > 0)
+		h->ic->cfg.max_buffer = max_buffer;
 	h->script[0] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
 	h->nscript = 1;
 	snprintf(req, sizeof(req),
-	    "POST /v1/x HTTP/1.1\r\n" HOST "Content-Type: %s\r\nContent-Length: %zu\r\n\r\n%s",
-	    ctype, strlen(body), body);
+	    "POST /v1/x HTTP/1.1\r\n" HOST "Content-Type: %s\r\n%sContent-Length: %zu\r\n\r\n%s",
+	    ctype, extra, strlen(body), body);
 	relay_send(h, req);
-	assert_true(up_got(h, "\r\n0\r\n\r\n"));
+	if (chunked) {
+		if (!up_got(h, "\r\n0\r\n\r\n"))
+			fail_msg(
+			    "%s %s: upstream got %.300s; log %s", ctype, extra, h->urx, h->log);
+		assert_null(strstr(h->urx, "Content-Length"));
+		assert_non_null(strstr(h->urx, "\r\nTransfer-Encoding: chunked\r\n"));
+		got = dechunk(h->urx);
+	} else {
+		assert_true(up_got(h, want));
+		snprintf(cl, sizeof(cl), "\r\nContent-Length: %zu\r\n\r\n", strlen(want));
+		assert_non_null(strstr(h->urx, cl));
+		assert_null(strstr(h->urx, "Transfer-Encoding"));
+		got = strdup(strstr(h->urx, "\r\n\r\n") + 4);
+	}
 	assert_true(relay_pump(h, "ok"));
-	assert_null(strstr(h->urx, "Content-Length"));
-	assert_non_null(strstr(h->urx, "\r\nTransfer-Encoding: chunked\r\n"));
-	got = dechunk(h->urx);
 	if (strcmp(got, want) != 0)
-		fail_msg("%s body: got %s, want %s", ctype, got, want);
+		fail_msg("%s body: got %.80s, want %.80s", ctype, got, want);
 	free(got);
 	relay_free(h);
 }
@@ -397,11 +416,23 @@ body_cl(const char *ctype, const char *body, const char *want)
 static void
 test_relay_body_length(void **state)
 {
+	static char big[30000], bigwant[30000];
+
 	(void)state;
-	body_cl("application/json", "{\"k\":\"" PH "\",\"l\":[\"" PH "\"]}",
+	body_cl("application/json", "", 0, "{\"k\":\"" PH "\",\"l\":[\"" PH "\"]}",
 	    "{\"k\":\"" SECRET_JSON "\",\"l\":[\"" SECRET_JSON "\"]}");
-	body_cl("application/x-www-form-urlencoded", "a=1&k=" PH, "a=1&k=" SECRET_URL);
-	body_cl("text/plain", PH, SECRET);
+	body_cl("application/x-www-form-urlencoded", "", 0, "a=1&k=" PH, "a=1&k=" SECRET_URL);
+	body_cl("text/plain", "", 0, PH, SECRET);
+	body_cl("text/plain", "Expect: 100-continue\r\n", 0, PH, SECRET);
+	/* Past max_buffer: chunked, nothing lost. */
+	memset(big, 'x', 20000);
+	memcpy(big + 20000, PH, strlen(PH));
+	memset(big + 20000 + strlen(PH), 'y', 5000);
+	memset(bigwant, 'x', 20000);
+	memcpy(bigwant + 20000, SECRET, strlen(SECRET));
+	memset(bigwant + 20000 + strlen(SECRET), 'y', 5000);
+	body_cl("text/plain", "", 4096, big, bigwant);
+	body_cl("text/plain", "", 65536, big, bigwant);
 }
 
 /* Multipart (and compressed) bodies are left as they are, framing too. */
