@@ -130,11 +130,14 @@ vault_snap_placeholders_ok(const struct binding_set *bs, struct secret *const *s
 				if (memmem(v, n, sb.placeholder, sb.len) == NULL &&
 				    memmem(sb.placeholder, sb.len, v, n) == NULL)
 					continue;
+				/* Named by position: an error never echoes input text. */
 				snprintf(err, errlen,
-				    "binding %s: a substitution placeholder and a credential value "
-				    "overlap (a placeholder must not contain or be part of a "
-				    "secret)",
-				    binding_name(bs, b));
+				    "bindings[%zu].auth.substitutions[%zu].placeholder: a "
+				    "substitution "
+				    "placeholder and a credential value overlap (a placeholder "
+				    "must "
+				    "not contain or be part of a secret)",
+				    b, j);
 				rc = -1;
 				break;
 			}
