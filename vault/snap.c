@@ -152,8 +152,12 @@ vault_snap_placeholders_ok(const struct binding_set *bs, struct secret *const *s
  * A substituted credential is written URL-encoded in a path or query,
  * JSON-escaped or form-encoded in a body: an upstream echoing that form
  * back must be masked too, so each form that differs from the value is
- * registered. Appends to extra[] (room for three per credential).
+ * registered. Appends to extra[] (room for three per credential). The
+ * redactor already masks the percent and JSON renderings of every value;
+ * these are a second net (the form's '+' for a space among them), bounded
+ * so that a long value cannot push the set past its state budget.
  */
+#define VAULT_SNAP_ENCODED_MAX 1024
 static void
 vault_snap_encoded(struct vault_snap *s, const struct secret *v)
 {
@@ -172,7 +176,7 @@ vault_snap_encoded(struct vault_snap *s, const struct secret *v)
 			continue;
 		for (size_t q = 0; q < k; q++)
 			dup = dup || (elen[q] == elen[k] && memcmp(enc[q], enc[k], elen[k]) == 0);
-		if (!dup && elen[k] >= REDACT_MIN_PATTERN &&
+		if (!dup && elen[k] >= REDACT_MIN_PATTERN && elen[k] <= VAULT_SNAP_ENCODED_MAX &&
 		    (s->extra[s->nextra] = secret_new(enc[k], elen[k])) != NULL)
 			s->nextra++;
 	}

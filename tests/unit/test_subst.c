@@ -295,6 +295,36 @@ dechunk(const char *urx)
 	}
 }
 
+/* A long substituted value full of bytes to encode still loads (bounded extra forms). */
+static void
+test_long_value_loads(void **state)
+{
+	static const char js[] =
+	    "{\"credentials\":[{\"name\":\"c1\",\"source\":{\"value\":\"x\"}}],"
+	    "\"bindings\":[{\"name\":\"b1\",\"match\":{\"hosts\":[\"api.allowed.test\"],"
+	    "\"paths\":[\"/v1/*\"]},\"auth\":{\"type\":\"passthrough\",\"substitutions\":[{"
+	    "\"credential\":\"c1\",\"placeholder\":\"" PH "\",\"in\":[\"body\"]}]}}]}";
+	struct policy_err pe;
+	struct binding_set *bs = binding_set_from_json(js, strlen(js), &pe);
+	static uint8_t v[SECRET_MAX_BYTES];
+	struct secret *s;
+	struct vault_snap *snap;
+	char err[256];
+
+	(void)state;
+	assert_non_null(bs);
+	for (size_t i = 0; i < sizeof(v); i++)
+		v[i] = (uint8_t) "a/b+c\"d%"[i % 8];
+	s = secret_new(v, sizeof(v));
+	assert_non_null(s);
+	snap = vault_snap_new(bs, &s, 1, 1, err, sizeof(err));
+	if (snap == NULL)
+		fail_msg("%s", err);
+	vault_snap_unref(snap);
+	binding_set_free(bs);
+	secret_unref(s);
+}
+
 static void
 test_relay_head(void **state)
 {
@@ -496,6 +526,7 @@ main(void)
 	    cmocka_unit_test(test_stream_split),
 	    cmocka_unit_test(test_stream_bytewise),
 	    cmocka_unit_test(test_body_kind),
+	    cmocka_unit_test(test_long_value_loads),
 	    cmocka_unit_test(test_relay_head),
 	    cmocka_unit_test(test_relay_unmatched),
 	    cmocka_unit_test(test_relay_every_header),
