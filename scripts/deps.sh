@@ -12,6 +12,8 @@ pkgs=(
 	# run and test
 	nftables iproute2 util-linux dnsmasq-base curl socat dnsutils netcat-openbsd
 	tcpdump openssl python3 python3-dnslib ca-certificates procps valgrind
+	# a real forward proxy for the chained upstream proxy test
+	tinyproxy
 	# nftables only recommends netbase, and we install without recommends:
 	# nft names protocols from its /etc/protocols (the tests compare `nft
 	# list` output), and its postinst writes the /etc/hosts that `ip netns
@@ -43,18 +45,19 @@ if [ "${#missing[@]}" -gt 0 ]; then
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The OTLP test receiver (tests/otlp) decodes with the OpenTelemetry
-# project's generated protobuf code, from the npm registry at the versions
-# of its package-lock.json. The machine's node and npm, else Debian's.
-otlp="$here/tests/otlp"
-lock="$(sha256sum "$otlp/package-lock.json" | cut -d' ' -f1)"
-if [ "$(cat "$otlp/node_modules/.egressd-lock" 2>/dev/null)" != "$lock" ]; then
+# Test-only npm packages, each at the versions of its package-lock.json:
+# tests/otlp (the OTLP receiver decodes with the OpenTelemetry project's
+# generated protobuf code) and tests/sdk (the real OpenSandbox JS SDK that
+# drives the control API). The machine's node and npm, else Debian's.
+for dir in "$here/tests/otlp" "$here/tests/sdk"; do
+	lock="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)"
+	[ "$(cat "$dir/node_modules/.egressd-lock" 2>/dev/null)" = "$lock" ] && continue
 	if ! command -v npm >/dev/null 2>&1; then
 		export DEBIAN_FRONTEND=noninteractive
 		apt-get update -qq
 		apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 	fi
-	echo "egress: installing the OTLP test receiver's npm packages"
-	(cd "$otlp" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-	echo "$lock" >"$otlp/node_modules/.egressd-lock"
-fi
+	echo "egress: installing the npm packages of ${dir#"$here/"}"
+	(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || exit 1
+	echo "$lock" >"$dir/node_modules/.egressd-lock"
+done

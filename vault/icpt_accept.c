@@ -415,9 +415,8 @@ icpt_probe_sock_cb(int fd, int err, void *arg)
 			c->probing = false; /* the client may still speak first */
 		return;
 	}
-	bufferevent_setcb(c->usock, icpt_probe_read_cb, NULL, icpt_probe_event_cb, c);
 	icpt_timeouts(c->usock, ic->cfg.connect_timeout_s, 0);
-	if (bufferevent_socket_connect(c->usock, (struct sockaddr *)&c->dst, (int)c->dstlen) != 0)
+	if (icpt_dial(c, icpt_probe_read_cb, icpt_probe_event_cb) != 0)
 		icpt_probe_event_cb(c->usock, BEV_EVENT_ERROR, c);
 }
 
@@ -433,7 +432,8 @@ icpt_probe_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	c->probing = true;
 	c->sockreqs++;
-	if (ic->ops->get_upstream_socket(ic->arg, c->family, icpt_probe_sock_cb, c) != 0) {
+	if (ic->ops->get_upstream_socket(ic->arg, icpt_dial_family(c), icpt_probe_sock_cb, c) !=
+	    0) {
 		c->sockreqs--;
 		c->probing = false;
 	}

@@ -131,6 +131,9 @@ struct icpt_conn {
 
 	struct sockaddr_storage dst;
 	socklen_t dstlen;
+	/* Through a chained proxy: the callbacks to restore once the tunnel stands. */
+	bufferevent_data_cb dial_read;
+	bufferevent_event_cb dial_event;
 	int family;
 	uint8_t addr[16];
 	uint16_t port;
@@ -186,6 +189,20 @@ void icpt_deadline_arm(struct icpt_conn *c, unsigned secs, const char *why);
 void icpt_deadline_head(struct icpt_conn *c);
 void icpt_deadline_stop(struct icpt_conn *c);
 void icpt_drain(struct icpt_conn *c);
+/*
+ * Connect c->usock to c->dst with readcb and eventcb: directly, or through
+ * the chained proxy (CONNECT, its 2xx answer read), in which case eventcb
+ * sees BEV_EVENT_CONNECTED only once the tunnel stands. 0, or -1 (eventcb
+ * not called).
+ */
+int icpt_dial(struct icpt_conn *c, bufferevent_data_cb readcb, bufferevent_event_cb eventcb);
+/* The family of the socket to ask for: the proxy's, or the destination's. */
+int icpt_dial_family(const struct icpt_conn *c);
+/*
+ * The proxy's answer head (up to and with its CRLFCRLF): its status code,
+ * or -1 when it is not an HTTP/1.x status line.
+ */
+int icpt_proxy_status(const char *head, size_t len);
 void icpt_free_cb(evutil_socket_t fd, short what, void *arg);
 void icpt_http_client(struct icpt_conn *c);
 void icpt_http_error(struct icpt_conn *c, int status, const char *text, const char *reason);

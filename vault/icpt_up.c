@@ -294,9 +294,8 @@ icpt_sock_cb(int fd, int err, void *arg)
 		icpt_up_fail(c, "oom");
 		return;
 	}
-	bufferevent_setcb(c->usock, NULL, NULL, icpt_usock_event_cb, c);
 	icpt_timeouts(c->usock, ic->cfg.connect_timeout_s, ic->cfg.connect_timeout_s);
-	if (bufferevent_socket_connect(c->usock, (struct sockaddr *)&c->dst, (int)c->dstlen) != 0)
+	if (icpt_dial(c, NULL, icpt_usock_event_cb) != 0)
 		icpt_up_fail(c, "upstream_connect_failed");
 }
 
@@ -306,7 +305,8 @@ icpt_up_start(struct icpt_conn *c)
 {
 	c->up_asked = true;
 	c->sockreqs++;
-	if (c->ic->ops->get_upstream_socket(c->ic->arg, c->family, icpt_sock_cb, c) != 0) {
+	if (c->ic->ops->get_upstream_socket(c->ic->arg, icpt_dial_family(c), icpt_sock_cb, c) !=
+	    0) {
 		c->sockreqs--;
 		return -1;
 	}

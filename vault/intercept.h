@@ -126,6 +126,15 @@ struct intercept_config {
 	unsigned keepalive_timeout_s; /* a keep-alive connection between requests */
 	unsigned connect_timeout_s;
 	/*
+	 * A chained HTTP CONNECT proxy (proxy_len 0: none): every upstream
+	 * connection goes to it and asks for a tunnel to the original
+	 * destination address; proxy_auth (borrowed, or NULL) is sent as
+	 * Proxy-Authorization and never logged.
+	 */
+	struct sockaddr_storage proxy;
+	socklen_t proxy_len;
+	const char *proxy_auth;
+	/*
 	 * Listening sockets made by the caller (TLS v4, TLS v6, plain v4,
 	 * plain v6, peek v4, peek v6), or NULL: the interceptor binds
 	 * loopback itself.

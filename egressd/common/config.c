@@ -65,6 +65,15 @@ static const struct config_opt config_opts[] = {
         "maximum egress rules in a policy (0: unlimited)"},
     {"dns-upstream", "OPENSANDBOX_EGRESS_DNS_UPSTREAM", NULL, CT_STR, O(dns_upstream), false,
         "upstream DNS servers ip[:port],... (default: /etc/resolv.conf at start)"},
+    {"dns-upstream-timeout", "OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT", NULL, CT_STR,
+        O(dns_upstream_timeout), false,
+        "seconds per upstream DNS exchange (default 5, at most 120; invalid: 5, warned)"},
+    {"dns-upstream-probe", "OPENSANDBOX_EGRESS_DNS_UPSTREAM_PROBE", NULL, CT_STR,
+        O(dns_upstream_probe), false,
+        "name the upstream health probe asks for (type A; default: . type NS)"},
+    {"dns-upstream-probe-interval", "OPENSANDBOX_EGRESS_DNS_UPSTREAM_PROBE_INTERVAL_SEC", NULL,
+        CT_STR, O(dns_upstream_probe_interval), false,
+        "seconds between upstream health probes (1..3600, default 30; invalid: 30, warned)"},
     {"dns-port", "EGRESSD_DNS_PORT", NULL, CT_U16, O(dns_port), false,
         "loopback port of the DNS proxy (port 53 is redirected to it)"},
     {"mark", "EGRESSD_MARK", NULL, CT_U32, O(mark), false,
@@ -117,6 +126,10 @@ static const struct config_opt config_opts[] = {
         "DoH resolver IPs/CIDRs, comma-separated (with block-doh-443)"},
     {"deny-webhook", "OPENSANDBOX_EGRESS_DENY_WEBHOOK", NULL, CT_STR, O(deny_webhook), false,
         "http://address[:port]/path that gets a POST for every refusal (docs/api.md)"},
+    {"upstream-proxy", "OPENSANDBOX_EGRESS_UPSTREAM_PROXY", NULL, CT_STR, O(upstream_proxy), false,
+        "http://IP[:port]: every intercept dial goes through HTTP CONNECT to it, none direct"},
+    {"upstream-proxy-auth", "OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH", NULL, CT_STR,
+        O(upstream_proxy_auth), true, "the whole Proxy-Authorization value (never logged)"},
     {"report-queue", "EGRESSD_REPORT_QUEUE", NULL, CT_U32, O(report_queue), false,
         "deny webhook events waiting at most (default and maximum 256)"},
     {"report-mark", "EGRESSD_REPORT_MARK", NULL, CT_U32, O(report_mark), false,
@@ -416,10 +429,6 @@ static const struct {
 	enum config_env_verdict verdict;
 	const char *why;
 } config_env_known[] = {
-    {"OPENSANDBOX_EGRESS_UPSTREAM_PROXY", ENV_REFUSE,
-        "a chained upstream proxy is not implemented: egressd would dial direct, bypassing it"},
-    {"OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH", ENV_REFUSE,
-        "a chained upstream proxy is not implemented"},
     {"OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_REQUIRE_TLS", ENV_REFUSE,
         "the vault-write transport guard is not implemented"},
     {"OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_TRUSTED_PROXY_CIDRS", ENV_REFUSE,
@@ -433,13 +442,10 @@ static const struct {
     {"OPENSANDBOX_EGRESS_MITMPROXY_PASSTHROUGH_HOSTS", ENV_REFUSE,
         "operator passthrough selectors are not implemented (hosts without a binding are "
         "always passed through)"},
-    {"OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT", ENV_WARN,
-        "upstream health (timeout, probe, ejection) is not implemented"},
-    {"OPENSANDBOX_EGRESS_DNS_UPSTREAM_PROBE", ENV_WARN, "upstream probes are not implemented"},
-    {"OPENSANDBOX_EGRESS_DNS_UPSTREAM_PROBE_INTERVAL_SEC", ENV_WARN,
-        "upstream probes are not implemented"},
     {"OPENSANDBOX_EGRESS_NAMESERVER_EXEMPT", ENV_WARN,
-        "the sidecar reaches its resolvers by its mark; the workload gets no exemption"},
+        "exemption not granted: the workload's DNS to these addresses still goes through the "
+        "filtering proxy (an unfiltered DNS path would be a tunnel); the sidecar reaches its "
+        "resolvers by its mark"},
     {"OPENSANDBOX_EGRESS_MITMPROXY_PORT", ENV_WARN,
         "egressd has no mitmproxy: set EGRESSD_TLS_PORT / EGRESSD_PLAIN_PORT"},
     {"OPENSANDBOX_EGRESS_MITMPROXY_SCRIPT", ENV_WARN,
@@ -692,6 +698,92 @@ config_load(struct config *c, int argc, char **argv, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * The chained proxy: an http URL with an IP literal and no path, only with
+ * interception in dns+nft mode (the intercept is what dials through it and
+ * the table what refuses every direct dial); its Proxy-Authorization value
+ * a header value. Errors never quote the value.
+ */
+static int
+config_check_proxy(const struct config *c, char *err, size_t errlen)
+{
+	const char *v = "OPENSANDBOX_EGRESS_UPSTREAM_PROXY";
+	struct httpurl u;
+	char why[256];
+	size_t n;
+
+	if (c->upstream_proxy[0] == '\0') {
+		if (c->upstream_proxy_auth[0] != '\0') {
+			snprintf(err, errlen, "%s_AUTH is set without %s", v, v);
+			return -1;
+		}
+		return 0;
+	}
+	if (strncmp(c->upstream_proxy, "https://", 8) == 0) {
+		snprintf(err, errlen,
+		    "%s: an https:// proxy (TLS to the proxy) is not supported yet; give http://",
+		    v);
+		return -1;
+	}
+	if (httpurl_parse(c->upstream_proxy, &u, why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "%s: %s", v, why);
+		return -1;
+	}
+	if (u.family == 0) {
+		snprintf(err, errlen,
+		    "%s: give the proxy's IP address (the intercept's dials are pinned to it in "
+		    "the "
+		    "nft table; names are not resolved)",
+		    v);
+		return -1;
+	}
+	if (strcmp(u.path, "/") != 0) {
+		snprintf(err, errlen, "%s: a proxy URL has no path", v);
+		return -1;
+	}
+	if (!c->intercept || c->mode != CONFIG_MODE_DNS_NFT) {
+		snprintf(err, errlen,
+		    "%s needs OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=true in dns+nft mode: the "
+		    "intercept dials through the proxy and the nft table refuses every direct dial",
+		    v);
+		return -1;
+	}
+	n = strlen(c->upstream_proxy_auth);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)c->upstream_proxy_auth[i];
+
+		if ((ch < 0x20 && ch != '\t') || ch == 0x7f || ch >= 0x80) {
+			snprintf(err, errlen,
+			    "%s_AUTH: not a header value (control or non-ASCII byte at offset %zu)",
+			    v, i);
+			return -1;
+		}
+	}
+	if (n > 0 &&
+	    (c->upstream_proxy_auth[0] == ' ' || c->upstream_proxy_auth[0] == '\t' ||
+	        c->upstream_proxy_auth[n - 1] == ' ' || c->upstream_proxy_auth[n - 1] == '\t')) {
+		snprintf(err, errlen, "%s_AUTH: leading or trailing white space", v);
+		return -1;
+	}
+	return 0;
+}
+
+void
+config_proxy(const struct config *c, struct config_proxy *p)
+{
+	struct httpurl u;
+	char why[256];
+
+	memset(p, 0, sizeof(*p));
+	if (c->upstream_proxy[0] == '\0' ||
+	    httpurl_parse(c->upstream_proxy, &u, why, sizeof(why)) != 0 || u.family == 0)
+		return;
+	p->set = true;
+	p->family = u.family;
+	memcpy(p->addr, u.addr, sizeof(p->addr));
+	p->port = u.port;
+}
+
 int
 config_check(const struct config *c, char *err, size_t errlen)
 {
@@ -732,6 +824,8 @@ config_check(const struct config *c, char *err, size_t errlen)
 			return -1;
 		}
 	}
+	if (config_check_proxy(c, err, errlen) != 0)
+		return -1;
 	if (c->dns_mark == c->mark) {
 		snprintf(err, errlen,
 		    "dns-mark must differ from mark: the dns process's sockets reach the resolvers "

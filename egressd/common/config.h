@@ -49,6 +49,10 @@ struct config {
 	bool insecure_no_token;
 	long max_rules;
 	char dns_upstream[512];
+	/* DNS upstream health, read by the dns process (dnshealth.c) with upstream's fallbacks. */
+	char dns_upstream_timeout[32];
+	char dns_upstream_probe[256];
+	char dns_upstream_probe_interval[32];
 	uint16_t dns_port;
 	uint32_t mark;
 	uint32_t dns_mark;    /* the dns process's sockets: resolvers only */
@@ -76,8 +80,11 @@ struct config {
 	char doh_blocklist[2048]; /* OPENSANDBOX_EGRESS_DOH_BLOCKLIST: IP/CIDR, comma-separated */
 	enum log_level log_level;
 	char deny_webhook[512]; /* OPENSANDBOX_EGRESS_DENY_WEBHOOK */
-	uint32_t report_mark;   /* the report process's sockets: webhook and collector only */
-	uint32_t report_queue;  /* events waiting at most; 0: REPORT_QUEUE */
+	/* A chained HTTP CONNECT proxy for every intercept dial (docs/api.md). */
+	char upstream_proxy[512];
+	char upstream_proxy_auth[1024]; /* the Proxy-Authorization value; never logged */
+	uint32_t report_mark;  /* the report process's sockets: webhook and collector only */
+	uint32_t report_queue; /* events waiting at most; 0: REPORT_QUEUE */
 	/* OpenTelemetry metrics export (egressd/common/otlp.h, docs/api.md) */
 	char sandbox_id[128];
 	char metrics_extra_attrs[1024];
@@ -124,6 +131,20 @@ struct config {
  */
 int config_upstreams(struct config *c, char *err, size_t errlen)
     __attribute__((warn_unused_result));
+
+/*
+ * The chained upstream proxy, parsed: set is false without one. The
+ * address is a literal (the nft table pins the intercept's dials to it).
+ */
+struct config_proxy {
+	bool set;
+	uint8_t family;
+	uint8_t addr[16];
+	uint16_t port;
+};
+
+/* The proxy of c (checked by config_check), into *p. */
+void config_proxy(const struct config *c, struct config_proxy *p);
 
 /* What the report process delivers, from deny_webhook and the OTEL_* settings. */
 struct config_report {

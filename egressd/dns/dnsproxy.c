@@ -4,10 +4,11 @@
  * with no upstream packet (a query is itself an exfiltration channel). An
  * allowed name is resolved with a fresh query of ours (new id, only the
  * question, our EDNS) through c-ares, whose sockets are marked ones from
- * the parent. Answer addresses that point inside (loopback, link-local,
- * metadata, ourselves, optionally private ranges) are removed; the rest are
- * learned by the parent, and only once it has acknowledged them does the
- * client get its answer. The decision is made on the name the client
+ * the parent: one channel per upstream, tried in order over the healthy
+ * ones (dnshealth.c, probed every interval). Answer addresses that point
+ * inside (loopback, link-local, metadata, ourselves, optionally private
+ * ranges) are removed; the rest are learned by the parent, and only once
+ * it has acknowledged them does the client get its answer. The decision is made on the name the client
  * asked for; CNAME targets are followed for the answer but not re-checked.
  */
 #include <arpa/inet.h>
@@ -27,6 +28,7 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "egressd/dns/dnshealth.h"
 #include "egressd/dns/dnsproxy.h"
 #include "egressd/dns/dnstunnel.h"
 #include "egressd/dns/dnswire.h"
@@ -40,8 +42,9 @@
 #include "policy/addrclass.h"
 #include "policy/policy.h"
 
-#define DNSPROXY_MAX_ARES_FDS 64
 #define DNSPROXY_UDP_BURST 64
+/* Sockets per c-ares channel (one server: its UDP socket and TCP ones). */
+#define DNSPROXY_ACHAN_FDS 16
 
 enum dnsproxy_kind {
 	DNSQ_UDP,
@@ -126,24 +129,52 @@ struct dnsproxy {
 	bool ready_sent;
 };
 
-/* The c-ares resolver (dnsproxy_cares): one channel in the proxy's loop. */
-struct dnsproxy_ares {
-	struct dnsproxy *d;
+/*
+ * One c-ares channel in the proxy's loop, with one server: the resolver
+ * does its own failover over the healthy upstreams (dnshealth.c), so that
+ * each upstream costs one exchange timeout at most and a silent one is
+ * skipped by the next queries.
+ */
+struct dnsproxy_achan {
+	struct dnsproxy_ares *r;
+	size_t up;     /* index of its upstream */
+	bool sock_bad; /* the pool had no marked socket: not the upstream's fault */
 	ares_channel ch;
 	struct event *ev_timer;
-	struct dnsproxy_aresfd afds[DNSPROXY_MAX_ARES_FDS];
+	struct dnsproxy_aresfd afds[DNSPROXY_ACHAN_FDS];
 };
 
-/* One query through c-ares: the proxy's callback. */
+/* The c-ares resolver (dnsproxy_cares): a query and a probe channel per upstream. */
+struct dnsproxy_ares {
+	struct dnsproxy *d;
+	struct dnshealth_settings set;
+	struct dnshealth health;
+	size_t n;
+	struct dnsproxy_achan qch[DNSPROXY_MAX_UPSTREAMS];
+	struct dnsproxy_achan pch[DNSPROXY_MAX_UPSTREAMS];
+	bool probing[DNSPROXY_MAX_UPSTREAMS]; /* a probe in flight */
+	struct event *ev_probe;
+	bool all_down; /* none healthy (warned once until one is back) */
+	bool closing;
+};
+
+_Static_assert(DNSHEALTH_MAX == DNSPROXY_MAX_UPSTREAMS, "one health slot per upstream");
+
+/* One query through c-ares: the proxy's callback and the upstreams left to try. */
 struct dnsproxy_ares_q {
+	struct dnsproxy_ares *r;
 	dnsproxy_answer_cb cb;
 	void *arg;
+	uint8_t *query;
+	size_t len;
+	size_t order[DNSPROXY_MAX_UPSTREAMS];
+	size_t norder, at;
 };
 
 static bool dnsproxy_log_first(struct dnsproxy *d, struct logagg *a, const char *key);
 struct policy_decision;
 static bool dnsq_ports(struct dnsq *dq, const struct policy_decision *dec);
-static void dnsproxy_ares_timer(struct dnsproxy_ares *r);
+static void dnsproxy_ares_timer(struct dnsproxy_achan *c);
 
 static double
 dnsproxy_elapsed(const struct timespec *a)
@@ -226,12 +257,15 @@ dnsproxy_pool_ready_cb(void *arg)
 static ares_socket_t
 dnsproxy_asocket(int family, int type, int protocol, void *arg)
 {
-	struct dnsproxy *d = ((struct dnsproxy_ares *)arg)->d;
+	struct dnsproxy_achan *c = arg;
+	struct dnsproxy *d = c->r->d;
 	int fd = sockpool_take(d->pool[(type & 0xf) == SOCK_STREAM], family);
 
 	/* Never fall back to an unmarked socket: it would be redirected to us. */
 	if (fd < 0 && errno == EAGAIN)
 		log_msg(LOG_WARN, "dns", "socket_pool_empty", "no marked socket ready");
+	if (fd < 0)
+		c->sock_bad = true;
 	return fd < 0 ? ARES_SOCKET_BAD : fd;
 }
 
@@ -273,46 +307,48 @@ static const struct ares_socket_functions dnsproxy_sockfns = {
 static void
 dnsproxy_ares_io_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct dnsproxy_ares *r = arg;
+	struct dnsproxy_achan *c = arg;
 
-	ares_process_fd(r->ch, (what & EV_READ) ? fd : ARES_SOCKET_BAD,
+	ares_process_fd(c->ch, (what & EV_READ) ? fd : ARES_SOCKET_BAD,
 	    (what & EV_WRITE) ? fd : ARES_SOCKET_BAD);
-	dnsproxy_ares_timer(r);
+	dnsproxy_ares_timer(c);
 }
 
 static void
 dnsproxy_ares_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct dnsproxy_ares *r = arg;
+	struct dnsproxy_achan *c = arg;
 
-	ares_process_fd(r->ch, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
-	dnsproxy_ares_timer(r);
+	ares_process_fd(c->ch, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
+	dnsproxy_ares_timer(c);
 }
 
 static void
-dnsproxy_ares_timer(struct dnsproxy_ares *r)
+dnsproxy_ares_timer(struct dnsproxy_achan *c)
 {
 	struct timeval tv, *t;
 
-	t = ares_timeout(r->ch, NULL, &tv);
+	if (c->ch == NULL || c->ev_timer == NULL)
+		return;
+	t = ares_timeout(c->ch, NULL, &tv);
 	if (t == NULL)
-		evtimer_del(r->ev_timer);
+		evtimer_del(c->ev_timer);
 	else
-		evtimer_add(r->ev_timer, t);
+		evtimer_add(c->ev_timer, t);
 }
 
 static void
 dnsproxy_sock_state_cb(void *arg, ares_socket_t fd, int readable, int writable)
 {
-	struct dnsproxy_ares *r = arg;
+	struct dnsproxy_achan *c = arg;
 	struct dnsproxy_aresfd *slot = NULL, *free_slot = NULL;
 	short what = (readable ? EV_READ : 0) | (writable ? EV_WRITE : 0);
 
-	for (int i = 0; i < DNSPROXY_MAX_ARES_FDS; i++) {
-		if (r->afds[i].fd == fd)
-			slot = &r->afds[i];
-		else if (r->afds[i].fd < 0 && free_slot == NULL)
-			free_slot = &r->afds[i];
+	for (int i = 0; i < DNSPROXY_ACHAN_FDS; i++) {
+		if (c->afds[i].fd == fd)
+			slot = &c->afds[i];
+		else if (c->afds[i].fd < 0 && free_slot == NULL)
+			free_slot = &c->afds[i];
 	}
 	if (slot != NULL) {
 		event_free(slot->ev);
@@ -328,7 +364,8 @@ dnsproxy_sock_state_cb(void *arg, ares_socket_t fd, int readable, int writable)
 		return;
 	}
 	slot->fd = fd;
-	slot->ev = event_new(wstate_base(r->d->ws), fd, what | EV_PERSIST, dnsproxy_ares_io_cb, r);
+	slot->ev =
+	    event_new(wstate_base(c->r->d->ws), fd, what | EV_PERSIST, dnsproxy_ares_io_cb, c);
 	event_add(slot->ev, NULL);
 }
 
@@ -353,30 +390,248 @@ dnsproxy_ares_errno(int status)
 	}
 }
 
+/* Upstream i as upstream's logs write it: a.b.c.d:p or [v6]:p. */
+static void
+dnsproxy_upstream_txt(const struct dnsproxy *d, size_t i, char *out, size_t outlen)
+{
+	char ip[INET6_ADDRSTRLEN];
+	const struct ares_addr_port_node *nd = &d->nodes[i];
+
+	inet_ntop(nd->family, &nd->addr, ip, sizeof(ip));
+	snprintf(out, outlen, nd->family == AF_INET6 ? "[%s]:%d" : "%s:%d", ip, nd->udp_port);
+}
+
+/* Log a change of an upstream's health, and the state of the whole list. */
+static void
+dnsproxy_health_log(struct dnsproxy_ares *r, size_t i, const char *how, const char *err)
+{
+	struct log_line l;
+	char txt[INET6_ADDRSTRLEN + 16];
+	bool healthy = dnshealth_healthy(&r->health, i);
+
+	dnsproxy_upstream_txt(r->d, i, txt, sizeof(txt));
+	log_begin(&l, healthy ? LOG_INFO : LOG_WARN, "dns",
+	    healthy ? "dns_upstream_up" : "dns_upstream_down");
+	log_str(&l, "upstream", txt);
+	log_str(&l, "by", how);
+	if (err != NULL)
+		log_str(&l, "error", err);
+	log_str(&l, "msg",
+	    healthy ? "upstream answers a probe: back in the list"
+	            : "upstream ejected until a probe answers");
+	log_end(&l);
+}
+
+static void dnsproxy_ares_try(struct dnsproxy_ares_q *q);
+
 static void
 dnsproxy_ares_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
 {
 	struct dnsproxy_ares_q *q = arg;
+	struct dnsproxy_ares *r = q->r;
+	size_t up = q->order[q->at];
+	struct dnsproxy_achan *c = &r->qch[up];
 	int e = dnsproxy_ares_errno(status);
+	bool sock_bad = c->sock_bad;
+	int rcode = -1;
 
-	q->cb(q->arg, e, e == 0 ? abuf : NULL, e == 0 && alen > 0 ? (size_t)alen : 0);
+	c->sock_bad = false;
+	if (e == ECANCELED) {
+		q->cb(q->arg, ECANCELED, NULL, 0);
+		goto done;
+	}
+	if (e == 0 && alen >= DNSWIRE_HDR_LEN)
+		rcode = abuf[3] & 0x0f;
+	/* NOERROR (NODATA too) and NXDOMAIN are final, as upstream. */
+	if (rcode == DNSWIRE_RCODE_NOERROR || rcode == DNSWIRE_RCODE_NXDOMAIN) {
+		(void)dnshealth_exchange(&r->health, up, true);
+		q->cb(q->arg, 0, abuf, (size_t)alen);
+		goto done;
+	}
+	if (!r->closing) {
+		struct log_line l;
+		char txt[INET6_ADDRSTRLEN + 16];
+
+		dnsproxy_upstream_txt(r->d, up, txt, sizeof(txt));
+		/* With every upstream down, each query would log each one: debug then. */
+		log_begin(&l, rcode >= 0 || r->all_down ? LOG_DEBUG : LOG_WARN, "dns",
+		    "dns_upstream_error");
+		log_str(&l, "upstream", txt);
+		if (rcode >= 0)
+			log_int(&l, "rcode", rcode);
+		else
+			log_str(&l, "error", strerror(e != 0 ? e : EIO));
+		log_str(&l, "msg", "upstream exchange error");
+		log_end(&l);
+		/* No answer at all: ejected until a probe answers. A missing socket or memory is ours. */
+		if (rcode < 0 && !sock_bad && e != ENOMEM &&
+		    dnshealth_exchange(&r->health, up, false))
+			dnsproxy_health_log(r, up, "exchange", strerror(e != 0 ? e : EIO));
+	}
+	if (++q->at < q->norder && !r->closing) {
+		dnsproxy_ares_try(q);
+		return;
+	}
+	/* Every upstream failed: the proxy answers SERVFAIL. */
+	q->cb(q->arg, rcode >= 0 ? EIO : (e != 0 ? e : EIO), NULL, 0);
+done:
+	free(q->query);
 	free(q);
+}
+
+static void
+dnsproxy_ares_try(struct dnsproxy_ares_q *q)
+{
+	struct dnsproxy_achan *c = &q->r->qch[q->order[q->at]];
+
+	ares_send(c->ch, q->query, (int)q->len, dnsproxy_ares_answer_cb, q);
+	dnsproxy_ares_timer(c);
 }
 
 static void
 dnsproxy_ares_send(void *rv, const uint8_t *query, size_t len, dnsproxy_answer_cb cb, void *arg)
 {
 	struct dnsproxy_ares *r = rv;
-	struct dnsproxy_ares_q *q = malloc(sizeof(*q));
+	struct dnsproxy_ares_q *q = calloc(1, sizeof(*q));
+	bool down;
 
-	if (q == NULL) {
+	if (q == NULL || (q->query = malloc(len)) == NULL) {
+		free(q);
 		cb(arg, ENOMEM, NULL, 0);
 		return;
 	}
+	memcpy(q->query, query, len);
+	q->len = len;
+	q->r = r;
 	q->cb = cb;
 	q->arg = arg;
-	ares_send(r->ch, query, (int)len, dnsproxy_ares_answer_cb, q);
-	dnsproxy_ares_timer(r);
+	q->norder = dnshealth_order(&r->health, q->order, &down);
+	if (down && !r->all_down)
+		log_msg(LOG_WARN, "dns", "dns_upstreams_down",
+		    "no upstream is healthy: queries use the full list until a probe answers");
+	r->all_down = down;
+	dnsproxy_ares_try(q);
+}
+
+/* --- Health probes ---------------------------------------------------- */
+
+static void
+dnsproxy_probe_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
+{
+	struct dnsproxy_achan *c = arg;
+	struct dnsproxy_ares *r = c->r;
+	bool sock_bad = c->sock_bad;
+	/* Any answer, whatever its RCODE, is a live upstream (NOCHECKRESP). */
+	bool answered = status == ARES_SUCCESS;
+
+	c->sock_bad = false;
+	r->probing[c->up] = false;
+	if (r->closing || status == ARES_EDESTRUCTION || status == ARES_ECANCELLED)
+		return;
+	if (!answered) {
+		struct log_line l;
+		char txt[INET6_ADDRSTRLEN + 16];
+
+		if (sock_bad || status == ARES_ENOMEM)
+			return; /* no marked socket or memory: the upstream is not to blame */
+		dnsproxy_upstream_txt(r->d, c->up, txt, sizeof(txt));
+		log_begin(&l, LOG_WARN, "dns", "dns_upstream_probe_fail");
+		log_str(&l, "upstream", txt);
+		log_str(&l, "error", ares_strerror(status));
+		log_str(&l, "msg", "upstream probe failed");
+		log_end(&l);
+	}
+	if (dnshealth_probe(&r->health, c->up, answered))
+		dnsproxy_health_log(r, c->up, "probe", answered ? NULL : ares_strerror(status));
+}
+
+/* Probe every upstream in parallel: "."/NS, or "<probe>."/A; RD set. */
+static void
+dnsproxy_probe_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dnsproxy_ares *r = arg;
+	const char *name = r->set.probe[0] != '\0' ? r->set.probe : ".";
+	int type = r->set.probe[0] != '\0' ? 1 /* A */ : 2 /* NS */;
+	struct timeval tv = {0, 200000};
+	unsigned char *buf = NULL;
+	int len = 0;
+
+	/* The first round waits for the first marked sockets. */
+	if (!r->d->ready_sent) {
+		evtimer_add(r->ev_probe, &tv);
+		return;
+	}
+	tv.tv_sec = (time_t)r->set.interval_s;
+	tv.tv_usec = 0;
+	evtimer_add(r->ev_probe, &tv);
+	if (ares_create_query(name, 1 /* IN */, type, 0, 1, &buf, &len, 0) != ARES_SUCCESS)
+		return;
+	for (size_t i = 0; i < r->n; i++) {
+		if (r->probing[i]) {
+			log_msg(
+			    LOG_DEBUG, "dns", "dns_probe_skip", "upstream %zu: probe in flight", i);
+			continue;
+		}
+		r->probing[i] = true;
+		ares_send(r->pch[i].ch, buf, len, dnsproxy_probe_answer_cb, &r->pch[i]);
+		dnsproxy_ares_timer(&r->pch[i]);
+	}
+	ares_free_string(buf);
+}
+
+/* --- The resolver ----------------------------------------------------- */
+
+static void
+dnsproxy_achan_deinit(struct dnsproxy_achan *c)
+{
+	if (c->ch != NULL)
+		ares_destroy(c->ch); /* runs callbacks with ARES_EDESTRUCTION */
+	c->ch = NULL;
+	for (int i = 0; i < DNSPROXY_ACHAN_FDS; i++)
+		if (c->afds[i].ev != NULL) {
+			event_free(c->afds[i].ev);
+			c->afds[i].ev = NULL;
+		}
+	if (c->ev_timer != NULL)
+		event_free(c->ev_timer);
+	c->ev_timer = NULL;
+}
+
+/* A channel to upstream i alone: one try, timeout_ms. */
+static int
+dnsproxy_achan_init(
+    struct dnsproxy_ares *r, struct dnsproxy_achan *c, size_t i, unsigned timeout_ms)
+{
+	struct ares_options opts;
+	struct ares_addr_port_node node = r->d->nodes[i];
+
+	c->r = r;
+	c->up = i;
+	for (int k = 0; k < DNSPROXY_ACHAN_FDS; k++)
+		c->afds[k].fd = -1;
+	memset(&opts, 0, sizeof(opts));
+	opts.sock_state_cb = dnsproxy_sock_state_cb;
+	opts.sock_state_cb_data = c;
+	opts.timeout = (int)timeout_ms;
+	opts.tries = 1;
+	/*
+	 * NOCHECKRESP: every answer comes back to us, and the failover on
+	 * RCODE is ours. STAYOPEN: keep upstream sockets between queries;
+	 * each new one is a round trip to the parent for a marked socket.
+	 */
+	opts.flags = ARES_FLAG_NOCHECKRESP | ARES_FLAG_STAYOPEN;
+	if (ares_init_options(&c->ch, &opts,
+	        ARES_OPT_SOCK_STATE_CB | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS) !=
+	    ARES_SUCCESS) {
+		c->ch = NULL;
+		return -1;
+	}
+	ares_set_socket_functions(c->ch, &dnsproxy_sockfns, c);
+	node.next = NULL;
+	c->ev_timer = evtimer_new(wstate_base(r->d->ws), dnsproxy_ares_timeout_cb, c);
+	if (ares_set_servers_ports(c->ch, &node) != ARES_SUCCESS || c->ev_timer == NULL)
+		return -1;
+	return 0;
 }
 
 static void
@@ -386,21 +641,60 @@ dnsproxy_ares_close(void *rv)
 
 	if (r == NULL)
 		return;
-	if (r->ch != NULL)
-		ares_destroy(r->ch); /* runs callbacks with ARES_EDESTRUCTION */
-	for (int i = 0; i < DNSPROXY_MAX_ARES_FDS; i++)
-		if (r->afds[i].ev != NULL)
-			event_free(r->afds[i].ev);
-	if (r->ev_timer != NULL)
-		event_free(r->ev_timer);
+	r->closing = true;
+	if (r->ev_probe != NULL)
+		event_free(r->ev_probe);
+	for (size_t i = 0; i < r->n; i++) {
+		dnsproxy_achan_deinit(&r->qch[i]);
+		dnsproxy_achan_deinit(&r->pch[i]);
+	}
 	free(r);
+}
+
+/* Log the health settings, and each one that fell back, naming its variable. */
+static void
+dnsproxy_health_settings(struct dnsproxy_ares *r)
+{
+	const struct config *c = wstate_cfg(r->d->ws);
+	const char *vars[3] = {"OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT",
+	    "OPENSANDBOX_EGRESS_DNS_UPSTREAM_PROBE",
+	    "OPENSANDBOX_EGRESS_DNS_UPSTREAM_PROBE_INTERVAL_SEC"};
+	const char *vals[3] = {
+	    c->dns_upstream_timeout, c->dns_upstream_probe, c->dns_upstream_probe_interval};
+	const char *want[3] = {"whole seconds 1..120", "a DNS name", "whole seconds 1..3600"};
+	enum dnshealth_parse st[3];
+	char used[3][DNSHEALTH_NAME_MAX + 8];
+	struct log_line l;
+
+	dnshealth_settings(vals[0], vals[1], vals[2], &r->set, st);
+	snprintf(used[0], sizeof(used[0]), "%u", r->set.timeout_s);
+	snprintf(used[1], sizeof(used[1]), "%s", r->set.probe[0] != '\0' ? r->set.probe : ".");
+	snprintf(used[2], sizeof(used[2]), "%u", r->set.interval_s);
+	for (int k = 0; k < 3; k++) {
+		if (st[k] != DNSHEALTH_INVALID && st[k] != DNSHEALTH_CLAMPED)
+			continue;
+		log_begin(&l, LOG_WARN, "dns", "config_fallback");
+		log_str(&l, "variable", vars[k]);
+		log_str(&l, "value", vals[k]);
+		log_str(&l, "using", used[k]);
+		log_str(&l, "msg",
+		    st[k] == DNSHEALTH_CLAMPED ? "above the maximum: the maximum is used"
+		                               : want[k]);
+		log_end(&l);
+	}
+	log_begin(&l, LOG_INFO, "dns", "dns_upstream_health");
+	log_uint(&l, "timeout_s", r->set.timeout_s);
+	log_uint(&l, "probe_timeout_s", r->set.probe_timeout_s);
+	log_uint(&l, "probe_interval_s", r->set.interval_s);
+	log_str(&l, "probe", r->set.probe[0] != '\0' ? r->set.probe : ". NS");
+	log_end(&l);
 }
 
 static void *
 dnsproxy_ares_open(void *arg, struct dnsproxy *d, char *err, size_t errlen)
 {
 	struct dnsproxy_ares *r = calloc(1, sizeof(*r));
-	struct ares_options opts;
+	struct timeval now = {0, 0};
 	int rc;
 
 	if (r == NULL) {
@@ -408,38 +702,27 @@ dnsproxy_ares_open(void *arg, struct dnsproxy *d, char *err, size_t errlen)
 		return NULL;
 	}
 	r->d = d;
-	for (int i = 0; i < DNSPROXY_MAX_ARES_FDS; i++)
-		r->afds[i].fd = -1;
 	rc = ares_library_init(ARES_LIB_INIT_ALL);
 	if (rc != ARES_SUCCESS) {
 		snprintf(err, errlen, "c-ares init: %s", ares_strerror(rc));
 		free(r);
 		return NULL;
 	}
-	memset(&opts, 0, sizeof(opts));
-	opts.sock_state_cb = dnsproxy_sock_state_cb;
-	opts.sock_state_cb_data = r;
-	opts.timeout = 2000;
-	opts.tries = 2;
-	/*
-	 * NOCHECKRESP: NXDOMAIN/REFUSED answers are relayed, not retried.
-	 * STAYOPEN: keep upstream sockets between queries; each new one is a
-	 * round trip to the parent for a marked socket.
-	 */
-	opts.flags = ARES_FLAG_NOCHECKRESP | ARES_FLAG_STAYOPEN;
-	rc = ares_init_options(&r->ch, &opts,
-	    ARES_OPT_SOCK_STATE_CB | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS);
-	if (rc != ARES_SUCCESS) {
-		snprintf(err, errlen, "c-ares: %s", ares_strerror(rc));
-		r->ch = NULL;
-		dnsproxy_ares_close(r);
-		return NULL;
+	dnsproxy_health_settings(r);
+	r->n = d->nnodes;
+	dnshealth_init(&r->health, r->n);
+	for (size_t i = 0; i < r->n; i++) {
+		if (dnsproxy_achan_init(r, &r->qch[i], i, r->set.timeout_s * 1000) != 0 ||
+		    dnsproxy_achan_init(r, &r->pch[i], i, r->set.probe_timeout_s * 1000) != 0) {
+			snprintf(err, errlen, "c-ares channels: out of memory");
+			dnsproxy_ares_close(r);
+			return NULL;
+		}
 	}
-	ares_set_socket_functions(r->ch, &dnsproxy_sockfns, r);
-	rc = ares_set_servers_ports(r->ch, d->nodes);
-	r->ev_timer = evtimer_new(wstate_base(d->ws), dnsproxy_ares_timeout_cb, r);
-	if (rc != ARES_SUCCESS || r->ev_timer == NULL) {
-		snprintf(err, errlen, "c-ares servers: %s", ares_strerror(rc));
+	/* Probes at start (once the first marked sockets are there) and every interval. */
+	r->ev_probe = evtimer_new(wstate_base(d->ws), dnsproxy_probe_cb, r);
+	if (r->ev_probe == NULL || evtimer_add(r->ev_probe, &now) != 0) {
+		snprintf(err, errlen, "probe timer");
 		dnsproxy_ares_close(r);
 		return NULL;
 	}

@@ -381,6 +381,38 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	/* The parent's sockets, in the order intercept_config wants (TLS, plain, peek). */
 	icfg.listen_fds = &cfg->listen.fd[LISTEN_TLS4];
 	icfg.upstream_store = cfg->upstream_store;
+	{
+		struct config_proxy px;
+
+		config_proxy(cfg, &px);
+		if (px.set && px.family == AF_INET) {
+			struct sockaddr_in *sin = (struct sockaddr_in *)&icfg.proxy;
+
+			sin->sin_family = AF_INET;
+			sin->sin_port = htons(px.port);
+			memcpy(&sin->sin_addr, px.addr, 4);
+			icfg.proxy_len = sizeof(*sin);
+		} else if (px.set) {
+			struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&icfg.proxy;
+
+			sin6->sin6_family = AF_INET6;
+			sin6->sin6_port = htons(px.port);
+			memcpy(&sin6->sin6_addr, px.addr, 16);
+			icfg.proxy_len = sizeof(*sin6);
+		}
+		if (px.set) {
+			char a[INET6_ADDRSTRLEN];
+
+			icfg.proxy_auth = cfg->upstream_proxy_auth;
+			inet_ntop(px.family, px.addr, a, sizeof(a));
+			/* Never the Proxy-Authorization value: only whether there is one. */
+			log_msg(LOG_INFO, "intercept", "upstream_proxy",
+			    "every upstream connection goes through CONNECT to %s port %u%s", a,
+			    (unsigned)px.port,
+			    cfg->upstream_proxy_auth[0] != '\0' ? " (with Proxy-Authorization)"
+			                                        : "");
+		}
+	}
 	w->agg_ca = logagg_new("vault", "client_rejected_ca", LOG_INFO, 0, 0);
 	w->agg_ev = logagg_new("report", "deny_event", LOG_DEBUG, 0, 0);
 	if (w->agg_ca == NULL || w->agg_ev == NULL) {

@@ -97,6 +97,21 @@ out:
 	return rc;
 }
 
+/* The chained proxy: the intercept's only destination. */
+static void
+enforce_proxy(const struct config *cfg, struct nftrules_config *nc)
+{
+	struct config_proxy px;
+
+	config_proxy(cfg, &px);
+	nc->proxy = px.set;
+	if (!px.set)
+		return;
+	nc->proxy_dest.family = px.family;
+	memcpy(nc->proxy_dest.addr, px.addr, sizeof(nc->proxy_dest.addr));
+	nc->proxy_dest.port = px.port;
+}
+
 /* OPENSANDBOX_EGRESS_DOH_BLOCKLIST into the nft configuration. */
 static int
 enforce_doh(const struct config *cfg, struct nftrules_config *nc, char *err, size_t errlen)
@@ -159,6 +174,7 @@ enforce_open(const struct config *cfg, char *err, size_t errlen)
 		nc.nresolvers++;
 	}
 	nc.block_doh = cfg->block_doh_443;
+	enforce_proxy(cfg, &nc);
 	if (enforce_doh(cfg, &nc, err, errlen) != 0 || enforce_reports(cfg, &nc, err, errlen) != 0)
 		return NULL;
 	e = calloc(1, sizeof(*e));

@@ -103,6 +103,14 @@ struct nftrules_config {
 	uint32_t report_mark;
 	size_t nreports;
 	struct nftrules_dest reports[NFTRULES_MAX_REPORTS];
+	/*
+	 * A chained upstream proxy (OPENSANDBOX_EGRESS_UPSTREAM_PROXY): the
+	 * intercept's mark reaches TCP to it and nothing else, and the
+	 * workload's traffic leaves only where the NAT chain hands it to the
+	 * intercept (intercepted ports, learned addresses).
+	 */
+	bool proxy;
+	struct nftrules_dest proxy_dest;
 };
 
 struct nftrules;

@@ -109,6 +109,20 @@ ex_lookup(struct nftnl_rule *r, const char *set, uint32_t id, bool *oom)
 	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SET_ID, id);
 }
 
+/* A lookup that matches when the key is NOT in the set. */
+static void
+ex_lookup_inv(struct nftnl_rule *r, const char *set, uint32_t id, bool *oom)
+{
+	struct nftnl_expr *e = ex(r, "lookup", oom);
+
+	if (e == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, NFT_REG32_00);
+	nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, set);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SET_ID, id);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_FLAGS, NFT_LOOKUP_F_INV);
+}
+
 static void
 ex_verdict(struct nftnl_rule *r, int verdict, bool *oom)
 {
@@ -439,6 +453,66 @@ rule_rs_limit(struct nftrules_batch *b, const struct nftrules_config *cfg)
 }
 
 /*
+ * With a chained proxy every dial of the sidecar goes through it, so the
+ * workload's own traffic may leave only where the NAT chain hands it to the
+ * intercept: TCP to an intercepted port, or to a name-learned address (the
+ * peek listener). Anything else (UDP but the DNS accepted earlier, other
+ * protocols, TCP to an IP-allowed address on another port) would be a
+ * direct dial past the proxy: it is refused before the allow rules.
+ */
+static void
+rules_proxy_only(struct nftrules_batch *b, const struct nftrules_config *cfg)
+{
+	const char *fc = NFTRULES_CHAIN_FILTER;
+	struct nftnl_rule *r;
+	bool oom;
+
+	r = rule_new(cfg, fc);
+	oom = r == NULL;
+	if (r != NULL) {
+		uint8_t tcp = IPPROTO_TCP;
+
+		ex_meta(r, NFT_META_L4PROTO, NFT_REG32_00, &oom);
+		ex_cmp(r, NFT_CMP_NEQ, &tcp, 1, &oom);
+		ex_reject(r, false, &oom);
+	}
+	msg_rule(b, r, oom, fc);
+	for (int f = 0; f < 2; f++) {
+		int fam = f == 0 ? AF_INET : AF_INET6;
+		uint32_t alen = (uint32_t)nftrules_fam_alen(fam);
+
+		r = rule_new(cfg, fc);
+		oom = r == NULL;
+		if (r == NULL) {
+			msg_rule(b, r, oom, fc);
+			continue;
+		}
+		ex_meta_eq8(
+		    r, NFT_META_NFPROTO, fam == AF_INET ? NFPROTO_IPV4 : NFPROTO_IPV6, &oom);
+		for (size_t i = 0; i < cfg->nintercept && i < NFTRULES_MAX_INTERCEPT; i++) {
+			uint16_t be = htons(cfg->intercept_ports[i].port);
+
+			ex_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG32_00, &oom);
+			ex_cmp(r, NFT_CMP_NEQ, &be, 2, &oom);
+		}
+		if (cfg->peek_port != 0) {
+			ex_payload(r, NFT_PAYLOAD_NETWORK_HEADER, fam == AF_INET ? 16 : 24, alen,
+			    NFT_REG32_00, &oom);
+			ex_lookup_inv(r, nftrules_set_name(NFTRULES_SET_LEARNED, fam),
+			    nftrules_set_id(b, NFTRULES_SET_LEARNED, fam), &oom);
+			ex_payload(r, NFT_PAYLOAD_NETWORK_HEADER, fam == AF_INET ? 16 : 24, alen,
+			    NFT_REG32_00, &oom);
+			ex_payload(
+			    r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG32_00 + alen / 4, &oom);
+			ex_lookup_inv(r, nftrules_set_name(NFTRULES_SET_LEARNEDP, fam),
+			    nftrules_set_id(b, NFTRULES_SET_LEARNEDP, fam), &oom);
+		}
+		ex_reject(r, true, &oom);
+		msg_rule(b, r, oom, fc);
+	}
+}
+
+/*
  * The filter chain, in order: established/related accept, the sidecar's
  * DNS to its resolvers accept and to anyone else reject, loopback
  * accept, router solicitations past their rate drop, IPv6 ND on the link
@@ -493,6 +567,11 @@ chain_filter_rules(
 	}
 	for (size_t p = 0; p < sizeof(l4); p++)
 		rule_mark_port_reject(b, cfg, fc, l4[p], NFTRULES_PORT_DNS);
+	/* With a chained proxy, the intercept's: TCP to the proxy, nothing else (no direct dial). */
+	if (cfg->proxy) {
+		rule_mark_dest(b, cfg, cfg->mark, &cfg->proxy_dest, IPPROTO_TCP);
+		rule_mark(b, cfg, fc, cfg->mark, 0, true);
+	}
 
 	r = rule_new(cfg, fc);
 	oom = r == NULL;
@@ -523,6 +602,8 @@ chain_filter_rules(
 
 	/* DoH blocking comes before every allow, so no allow rule can undo it. */
 	rules_doh(b, cfg);
+	if (cfg->proxy)
+		rules_proxy_only(b, cfg);
 
 	/* Deny before any allow, so defaultAction allow keeps deny rules. */
 	for (size_t f = 0; f < 2; f++) {

@@ -1118,6 +1118,12 @@ parent_child_forget(struct parent *p, enum chan_role role)
 	/* Only control holds the API token. */
 	if (role != CHAN_ROLE_CONTROL)
 		explicit_bzero(p->cfg->token, sizeof(p->cfg->token));
+	/* Only the intercept dials through the chained proxy. */
+	if (role != CHAN_ROLE_INTERCEPT)
+		explicit_bzero(p->cfg->upstream_proxy_auth, sizeof(p->cfg->upstream_proxy_auth));
+	/* Only report sends the OTLP headers (an exporter's credentials). */
+	if (role != CHAN_ROLE_REPORT)
+		explicit_bzero(p->cfg->otlp_headers, sizeof(p->cfg->otlp_headers));
 	/* The vault reaches the intercept by push, never by inheritance. */
 	parent_vault_free(p->vault, p->vault_len);
 	p->vault = NULL;

@@ -226,6 +226,10 @@ def o1_dns(dns_log, targets, extra=()):
             bad.append("unparsable query reached upstream (%d bytes)" %
                        r.get("len", 0))
             continue
+        # egressd's own upstream health probe (the root, type NS): a fixed
+        # question the workload cannot shape, not a name it asked for.
+        if q == "" and r.get("qtype") == "NS":
+            continue
         if not name_allowed(q, list(targets) + list(extra)):
             if q not in bad:
                 bad.append(q)

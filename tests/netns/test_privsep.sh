@@ -23,10 +23,10 @@ check "and names the variable" grep -q "OPENSANDBOX_EGRESS_TOKEN" <<<"$out"
 # A setting egressd does not implement, and that would change enforcement if
 # ignored, refuses the start; an unimplemented harmless one is warned about.
 out=$(ip netns exec "$SBX" env OPENSANDBOX_EGRESS_TOKEN=x \
-	OPENSANDBOX_EGRESS_UPSTREAM_PROXY=http://proxy.test:3128 "$EGRESSD_BIN" 2>&1)
+	OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_REQUIRE_TLS=true "$EGRESSD_BIN" 2>&1)
 rc=$?
-check "an unimplemented enforcement setting (UPSTREAM_PROXY) refuses the start" test "$rc" = 2
-check "and names it" grep -q "OPENSANDBOX_EGRESS_UPSTREAM_PROXY is set but not implemented" <<<"$out"
+check "an unimplemented enforcement setting (CREDENTIAL_VAULT_REQUIRE_TLS) refuses the start" test "$rc" = 2
+check "and names it" grep -q "OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_REQUIRE_TLS is set but not implemented" <<<"$out"
 refute "and installs no table" ip netns exec "$SBX" nft list table inet egressd
 
 out=$("$EGRESSD_BIN" --bogus-flag 2>&1)

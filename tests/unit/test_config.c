@@ -134,10 +134,11 @@ test_env_audit(void **state)
 {
 	char err[512];
 	struct reports r;
-	char *proxy[] = {
-	    (char *)"PATH=/bin", (char *)"OPENSANDBOX_EGRESS_UPSTREAM_PROXY=http://p:3128", NULL};
-	char *auth[] = {(char *)"OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH=Basic c2VjcmV0", NULL};
-	char *empty[] = {(char *)"OPENSANDBOX_EGRESS_UPSTREAM_PROXY=", NULL};
+	char *proxy[] = {(char *)"PATH=/bin",
+	    (char *)"OPENSANDBOX_EGRESS_MITMPROXY_PASSTHROUGH_HOSTS=api.example.com", NULL};
+	char *auth[] = {
+	    (char *)"OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_TRUSTED_PROXY_CIDRS=c2VjcmV0", NULL};
+	char *empty[] = {(char *)"OPENSANDBOX_EGRESS_MITMPROXY_PASSTHROUGH_HOSTS=", NULL};
 	char *scoped_on[] = {
 	    (char *)"OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_REQUIRE_SCOPED_MATCH=true", NULL};
 	char *scoped_off[] = {
@@ -148,14 +149,15 @@ test_env_audit(void **state)
 	char *fleet[] = {(char *)"OPENSANDBOX_EGRESS_PROFILE=fast-sandbox", NULL};
 	char *sidecar[] = {(char *)"OPENSANDBOX_EGRESS_PROFILE=sidecar", NULL};
 	char *warned[] = {(char *)"OPENSANDBOX_EGRESS_MITMPROXY_SHADOW=true",
-	    (char *)"OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT=2", (char *)"EGRESSD_NO_SUCH=1",
+	    (char *)"OPENSANDBOX_EGRESS_NAMESERVER_EXEMPT=192.0.2.53", (char *)"EGRESSD_NO_SUCH=1",
+	    (char *)"OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT=2",
 	    (char *)"OPENSANDBOX_EGRESS_TOKEN=t",
 	    (char *)"OPENSANDBOX_EGRESS_MITMPROXY_EXTRA_PORTS=8443",
 	    (char *)"OPENSANDBOX_EGRESS_SANDBOX_ID=sbx-1", (char *)"HOME=/root", NULL};
 
 	memset(&r, 0, sizeof(r));
 	assert_int_equal(config_env_audit(proxy, count_report, &r, err, sizeof(err)), -1);
-	assert_non_null(strstr(err, "OPENSANDBOX_EGRESS_UPSTREAM_PROXY"));
+	assert_non_null(strstr(err, "OPENSANDBOX_EGRESS_MITMPROXY_PASSTHROUGH_HOSTS"));
 	assert_int_equal(config_env_audit(auth, count_report, &r, err, sizeof(err)), -1);
 	/* The refusal names the variable, never its value (it may be a credential). */
 	assert_null(strstr(err, "c2VjcmV0"));
@@ -174,7 +176,7 @@ test_env_audit(void **state)
 	/* Implemented ones are silent; unimplemented and unknown ones are reported. */
 	memset(&r, 0, sizeof(r));
 	assert_int_equal(config_env_audit(warned, count_report, &r, err, sizeof(err)), 0);
-	assert_int_equal(r.n, 3); /* MITMPROXY_SHADOW, DNS_UPSTREAM_TIMEOUT, EGRESSD_NO_SUCH */
+	assert_int_equal(r.n, 3); /* MITMPROXY_SHADOW, NAMESERVER_EXEMPT, EGRESSD_NO_SUCH */
 	assert_string_equal(r.last, "EGRESSD_NO_SUCH");
 }
 
@@ -219,6 +221,83 @@ test_port_lists(void **state)
 	assert_non_null(strstr(err, "EGRESSD_INTERCEPT_PORTS"));
 	config_free(&c);
 	unsetenv("EGRESSD_INTERCEPT_PORTS");
+}
+
+/* load, then config_check as main does (with a token). */
+static int
+loadc(struct config *c, const char *text, int argc, char **argv, char *err, size_t errlen)
+{
+	if (load(c, text, argc, argv, err, errlen) != 0)
+		return -1;
+	c->token[0] = 'x';
+	return config_check(c, err, errlen);
+}
+
+/*
+ * The chained proxy: http with an IP literal, no path, with interception
+ * in dns+nft mode; its Proxy-Authorization value a header value. No error
+ * quotes the URL or the value.
+ */
+static void
+test_upstream_proxy(void **state)
+{
+	static const char *const bad[] = {"http://user:hunter2@192.0.2.9:3128",
+	    "http://192.0.2.9:3128/?a=hunter2", "http://192.0.2.9:3128/path", "http://192.0.2.9:0",
+	    "ftp://192.0.2.9:3128", "https://192.0.2.9:3128", "http://proxy.example.test:3128",
+	    "http://192.0.2.9:3128#hunter2", "192.0.2.9:3128", "http://192.0.2.9:99999"};
+	struct config c;
+	struct config_proxy px;
+	char err[512] = "";
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY", bad[i], 1);
+		err[0] = '\0';
+		assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), -1);
+		assert_non_null(strstr(err, "OPENSANDBOX_EGRESS_UPSTREAM_PROXY"));
+		assert_null(strstr(err, "hunter2"));
+		config_free(&c);
+	}
+	setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY", "http://192.0.2.9:3128", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), 0);
+	config_proxy(&c, &px);
+	assert_true(px.set);
+	assert_int_equal(px.family, AF_INET);
+	assert_int_equal(px.port, 3128);
+	assert_int_equal(px.addr[0], 192);
+	assert_int_equal(px.addr[3], 9);
+	config_free(&c);
+	setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY", "http://[2001:db8::9]/", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), 0);
+	config_proxy(&c, &px);
+	assert_true(px.set);
+	assert_int_equal(px.family, AF_INET6);
+	assert_int_equal(px.port, 80);
+	config_free(&c);
+	/* Only the intercept dials through it: without interception it would be ignored. */
+	assert_int_equal(loadc(&c, "intercept: false\n", 0, NULL, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "MITMPROXY_TRANSPARENT"));
+	config_free(&c);
+	assert_int_equal(loadc(&c, "intercept: true\nmode: dns\n", 0, NULL, err, sizeof(err)), -1);
+	config_free(&c);
+	/* The authorization value: a header value, never quoted. */
+	setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH", "Basic hunter2\r\nX-Evil: 1", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH"));
+	assert_null(strstr(err, "hunter2"));
+	config_free(&c);
+	setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH", " Basic aHVudGVyMg==", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), -1);
+	config_free(&c);
+	setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH", "Basic aHVudGVyMg==", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), 0);
+	config_free(&c);
+	/* An authorization without a proxy would be ignored: refused. */
+	unsetenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY");
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH"));
+	config_free(&c);
+	unsetenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH");
 }
 
 /* OPENSANDBOX_EGRESS_DOH_BLOCKLIST: IPs and CIDRs of both families, masked; bad entries refused. */
@@ -274,6 +353,7 @@ main(void)
 	    cmocka_unit_test(test_env_audit),
 	    cmocka_unit_test(test_extra_ports),
 	    cmocka_unit_test(test_port_lists),
+	    cmocka_unit_test(test_upstream_proxy),
 	    cmocka_unit_test(test_doh_blocklist),
 	    cmocka_unit_test(test_precedence),
 	    cmocka_unit_test(test_file_refused),
