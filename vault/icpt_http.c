@@ -104,8 +104,9 @@ icpt_stray(struct icpt_conn *c, const struct httpwire_request *req, size_t headl
 
 /*
  * A body substitution for binding idx: a body of a kind that can hold a
- * placeholder (not multipart, not compressed), on HTTP/1.1 (it is re-framed
- * chunked). c->subst stays NULL when there is none. 0 or -1.
+ * placeholder (not multipart, not compressed), on HTTP/1.1 (past the hold
+ * bound it is re-framed chunked, which HTTP/1.0 has not). c->subst stays
+ * NULL when there is none. 0 or -1.
  */
 static int
 icpt_body_subst(struct icpt_conn *c, const struct httpwire_request *req, size_t idx)
@@ -228,6 +229,9 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	icpt_stray(c, req, headlen, inject ? idx : SIZE_MAX);
 	subst_stream_free(c->subst);
 	c->subst = NULL;
+	if (c->shead != NULL) /* never left by a finished request; defensive */
+		evbuffer_free(c->shead);
+	c->shead = NULL;
 	if (inject && icpt_body_subst(c, req, idx) != 0) {
 		icpt_http_error(c, 500, "Internal Server Error", "oom");
 		return false;

@@ -465,6 +465,32 @@ test_relay_body_length(void **state)
 	body_cl("text/plain", "", 65536, big, bigwant);
 }
 
+/* Two substituted Content-Length bodies on one keep-alive connection. */
+static void
+test_relay_body_keepalive(void **state)
+{
+	struct relay *h = relay_new(mksnap());
+	char want[256];
+
+	(void)state;
+	h->script[0] = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none";
+	h->script[1] = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo";
+	h->nscript = 2;
+	relay_send(h, "POST /v1/a HTTP/1.1\r\n" HOST "Content-Type: text/plain\r\n"
+	              "Content-Length: 19\r\n\r\n1:" PH);
+	assert_true(relay_pump(h, "one"));
+	relay_send(h, "POST /v1/b HTTP/1.1\r\n" HOST "Content-Type: text/plain\r\n"
+	              "Content-Length: 19\r\n\r\n2:" PH);
+	assert_true(relay_pump(h, "two"));
+	snprintf(want, sizeof(want), "Content-Length: %zu\r\n\r\n1:" SECRET "POST /v1/b ",
+	    strlen(SECRET) + 2);
+	assert_non_null(strstr(h->urx, want));
+	snprintf(want, sizeof(want), "Content-Length: %zu\r\n\r\n2:" SECRET, strlen(SECRET) + 2);
+	assert_non_null(strstr(h->urx, want));
+	assert_int_equal(h->accepts, 1);
+	relay_free(h);
+}
+
 /* Multipart (and compressed) bodies are left as they are, framing too. */
 static void
 test_relay_body_multipart(void **state)
@@ -531,6 +557,7 @@ main(void)
 	    cmocka_unit_test(test_relay_unmatched),
 	    cmocka_unit_test(test_relay_every_header),
 	    cmocka_unit_test(test_relay_body_length),
+	    cmocka_unit_test(test_relay_body_keepalive),
 	    cmocka_unit_test(test_relay_body_multipart),
 	    cmocka_unit_test(test_relay_body_chunked),
 	};
