@@ -450,11 +450,18 @@ intercept_drop_hop_by_hop(const struct httpwire_request *req, struct httpwire_he
 			hdrs[i].name.ptr = NULL;
 }
 
-/* Whether v holds a placeholder binding idx substitutes in header values. */
+/*
+ * Whether header h holds a placeholder binding idx substitutes in header
+ * values (a reserved name, Proxy-Authorization among them, never is).
+ */
 static bool
-holds_header_placeholder(const struct vault_snap *snap, size_t idx, struct httpwire_view v)
+holds_header_placeholder(const struct vault_snap *snap, size_t idx, const struct httpwire_header *h)
 {
 	struct binding_substitution s;
+	struct httpwire_view v = h->value;
+
+	if (binding_header_reserved((const char *)h->name.ptr, h->name.len))
+		return false;
 
 	for (size_t j = 0; binding_subst_get(vault_snap_bindings(snap), idx, j, &s) == 0; j++)
 		if ((s.in & BINDING_IN_HEADER) &&
@@ -498,7 +505,7 @@ intercept_request_head(const struct httpwire_request *req, struct httpwire_heade
 			 */
 			if (vault_snap_injects_header(snap, idx, (const char *)n.ptr, n.len) ||
 			    (name_in(n, cred_headers) &&
-			        !holds_header_placeholder(snap, idx, hdrs[i].value)) ||
+			        !holds_header_placeholder(snap, idx, &hdrs[i])) ||
 			    name_in(n, route_headers) ||
 			    httpwire_name_eq(n, "sec-websocket-extensions") ||
 			    httpwire_name_eq(n, "accept-encoding") ||

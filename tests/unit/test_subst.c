@@ -339,13 +339,16 @@ test_relay_head(void **state)
 	h->script[0] = resp;
 	h->nscript = 1;
 	relay_send(h, "GET /v1/" PH "?k=" PH "&x=1 HTTP/1.1\r\n" HOST "X-Token: pre-" PH
-	              "\r\nAuthorization: Bearer " PH "\r\nContent-Type: text/" PH "\r\n\r\n");
+	              "\r\nAuthorization: Bearer " PH "\r\nContent-Type: text/" PH
+	              "\r\nProxy-Authorization: Basic " PH "\r\n\r\n");
 	assert_true(relay_pump(h, "_____"));
 	assert_non_null(strstr(h->urx, "GET /v1/" SECRET_URL "?k=" SECRET_URL "&x=1 HTTP/1.1\r\n"));
 	assert_non_null(strstr(h->urx, "\r\nX-Token: pre-" SECRET "\r\n"));
 	assert_non_null(strstr(h->urx, "\r\nAuthorization: Bearer " SECRET "\r\n"));
 	/* Reserved headers are never substituted. */
 	assert_non_null(strstr(h->urx, "\r\nContent-Type: text/" PH "\r\n"));
+	/* A reserved credential header is still dropped, placeholder or not. */
+	assert_null(strstr(h->urx, "Proxy-Authorization"));
 	assert_int_equal(relay_count(h->urx, PH), 1);
 	/* The workload never sees the secret, in any of its forms. */
 	assert_null(strstr(h->wrx, "CANARY1"));
