@@ -40,6 +40,13 @@ struct binding_hdr {
 	size_t cred;
 };
 
+struct binding_sub {
+	char *ph; /* placeholder */
+	size_t len;
+	size_t cred;
+	unsigned in; /* BINDING_IN_* */
+};
+
 struct binding {
 	char *name;
 	unsigned schemes; /* BINDING_SCHEME_* */
@@ -54,6 +61,8 @@ struct binding {
 	enum binding_auth auth;
 	struct binding_hdr *hdrs;
 	size_t nhdrs;
+	struct binding_sub *subs;
+	size_t nsubs;
 };
 
 struct binding_set {
@@ -105,6 +114,9 @@ binding_deinit(struct binding *b)
 	for (size_t i = 0; i < b->nhdrs; i++)
 		free(b->hdrs[i].name);
 	free(b->hdrs);
+	for (size_t i = 0; i < b->nsubs; i++)
+		free(b->subs[i].ph);
+	free(b->subs);
 }
 
 /* Take a reference; see binding.h. */
@@ -402,8 +414,11 @@ bs_credential(
 
 static const char *const binding_keys[] = {"name", "allowBroad", "match", "auth", NULL};
 static const char *const match_keys[] = {"schemes", "ports", "hosts", "methods", "paths", NULL};
-static const char *const auth_keys[] = {"type", "credential", "name", "headers", NULL};
+static const char *const auth_keys[] = {
+    "type", "credential", "name", "headers", "substitutions", NULL};
 static const char *const hdr_keys[] = {"name", "credential", NULL};
+static const char *const sub_keys[] = {"credential", "placeholder", "in", NULL};
+static const char *const sub_in[] = {"path", "query", "header", "body", NULL};
 
 static int
 bs_hosts(struct policy_ctx *c, struct binding *b, const json_t *m, const char *mpath)
@@ -673,6 +688,122 @@ bs_absent(const json_t *obj, const char *key)
 	       (json_is_array(v) && json_array_size(v) == 0);
 }
 
+/* One entry of auth.substitutions into b->subs[b->nsubs]. */
+static int
+bs_sub(struct policy_ctx *c, struct binding_set *bs, struct binding *b, const json_t *arr,
+    size_t idx, const char *lpath)
+{
+	char spath[160], ipath[176];
+	const json_t *h = json_array_get(arr, idx);
+	struct binding_sub *sb = &b->subs[b->nsubs];
+	json_t *ph, *in, *e;
+	size_t n, i;
+	const char *p;
+
+	snprintf(spath, sizeof(spath), "%s[%zu]", lpath, idx);
+	if (!json_is_object(h))
+		return policy_ctx_fail(c, POLICY_ERR_INVALID, arr, NULL, idx, 0, lpath,
+		    "a substitution must be a mapping with credential, placeholder and in");
+	if (policy_ctx_keys(c, h, spath, sub_keys) != 0 ||
+	    bs_cred_ref(c, bs, b, h, spath, "a substitution requires credential", &sb->cred) != 0)
+		return -1;
+	ph = policy_ctx_member(h, "placeholder");
+	if (ph == NULL || !json_is_string(ph) || json_string_length(ph) == 0)
+		return policy_ctx_fail(c, POLICY_ERR_INVALID, h, ph ? "placeholder" : NULL, 0, 0,
+		    spath, "a substitution requires placeholder");
+	p = json_string_value(ph);
+	n = json_string_length(ph);
+	/* A short or common placeholder would match text that was never one. */
+	if (n < BINDING_PLACEHOLDER_MIN || n > BINDING_PLACEHOLDER_MAX)
+		return policy_ctx_fail(c, POLICY_ERR_INVALID, h, "placeholder", 0, 0, spath,
+		    "placeholder must be %d to %d bytes", BINDING_PLACEHOLDER_MIN,
+		    BINDING_PLACEHOLDER_MAX);
+	for (i = 0; i < n; i++) {
+		if ((unsigned char)p[i] <= 0x20 || (unsigned char)p[i] >= 0x7f)
+			return policy_ctx_fail(c, POLICY_ERR_INVALID, h, "placeholder", 0, 0, spath,
+			    "placeholder byte %zu is not printable ASCII (no space, no control "
+			    "character)",
+			    i + 1);
+	}
+	/*
+	 * Each placeholder names one credential: one that contains another
+	 * (or equals one of another credential) would substitute by accident.
+	 */
+	for (size_t k = 0; k <= bs->nb - 1; k++) {
+		const struct binding *o = &bs->b[k];
+		size_t m = o == b ? b->nsubs : o->nsubs;
+		for (size_t j = 0; j < m; j++) {
+			const struct binding_sub *x = &o->subs[j];
+			bool same = x->len == n && memcmp(x->ph, p, n) == 0;
+			if (same && o != b && x->cred == sb->cred)
+				continue; /* one credential, one placeholder, several hosts */
+			if (same || (x->len > n && memmem(x->ph, x->len, p, n) != NULL) ||
+			    (n > x->len && memmem(p, n, x->ph, x->len) != NULL))
+				return policy_ctx_fail(c, POLICY_ERR_INVALID, h, "placeholder", 0,
+				    0, spath,
+				    "placeholder %s a placeholder of bindings[%zu].auth."
+				    "substitutions[%zu]",
+				    same ? "is the same as" : "overlaps", k, j);
+		}
+	}
+	in = policy_ctx_member(h, "in");
+	snprintf(ipath, sizeof(ipath), "%s.in", spath);
+	if (!json_is_array(in) || json_array_size(in) == 0)
+		return policy_ctx_fail(c, POLICY_ERR_INVALID, h, in ? "in" : NULL, 0, 0, spath,
+		    "a substitution requires in (path, query, header or body)");
+	json_array_foreach(in, i, e)
+	{
+		unsigned bit = 0;
+		for (size_t k = 0; sub_in[k] != NULL && bit == 0; k++)
+			if (json_is_string(e) && strcmp(json_string_value(e), sub_in[k]) == 0)
+				bit = 1u << k;
+		if (bit == 0)
+			return policy_ctx_fail(c, POLICY_ERR_INVALID, in, NULL, i, 0, ipath,
+			    "unsupported substitution place (path, query, header or body)");
+		if (sb->in & bit)
+			return policy_ctx_fail(
+			    c, POLICY_ERR_INVALID, in, NULL, i, 0, ipath, "duplicate place");
+		sb->in |= bit;
+	}
+	if ((sb->ph = bs_strndup(p, n)) == NULL)
+		return policy_ctx_fail(c, POLICY_ERR_NOMEM, h, NULL, 0, 0, spath, "out of memory");
+	sb->len = n;
+	b->nsubs++;
+	return 0;
+}
+
+/* auth.substitutions (any auth type); passthrough needs at least one. */
+static int
+bs_subs(struct policy_ctx *c, struct binding_set *bs, struct binding *b, const json_t *a,
+    const char *apath)
+{
+	json_t *l = policy_ctx_member(a, "substitutions");
+	char lpath[128];
+
+	snprintf(lpath, sizeof(lpath), "%s.substitutions", apath);
+	if (l != NULL && !json_is_null(l) && !json_is_array(l))
+		return policy_ctx_fail(
+		    c, POLICY_ERR_INVALID, a, "substitutions", 0, 0, apath, "must be a list");
+	if (json_array_size(l) == 0) {
+		if (b->auth == BINDING_AUTH_PASSTHROUGH)
+			return policy_ctx_fail(c, POLICY_ERR_INVALID, a, l ? "substitutions" : NULL,
+			    0, 0, apath, "passthrough auth requires at least one substitution");
+		return 0;
+	}
+	if (json_array_size(l) > BINDING_MAX_LIST)
+		return policy_ctx_fail(c, POLICY_ERR_TOO_LARGE, a, "substitutions", 0, 0, apath,
+		    "more than %d substitutions", BINDING_MAX_LIST);
+	if ((b->subs = calloc(json_array_size(l), sizeof(*b->subs))) == NULL)
+		return policy_ctx_fail(c, POLICY_ERR_NOMEM, a, NULL, 0, 0, apath, "out of memory");
+	for (size_t i = 0; i < json_array_size(l); i++)
+		if (bs_sub(c, bs, b, l, i, lpath) != 0)
+			return -1;
+	return 0;
+}
+
+static int bs_auth_type(struct policy_ctx *c, struct binding_set *bs, struct binding *b,
+    const json_t *a, const char *apath);
+
 static int
 bs_auth(struct policy_ctx *c, struct binding_set *bs, struct binding *b, const json_t *obj,
     const char *bpath)
@@ -684,13 +815,31 @@ bs_auth(struct policy_ctx *c, struct binding_set *bs, struct binding *b, const j
 	if (!json_is_object(a))
 		return policy_ctx_fail(c, POLICY_ERR_INVALID, obj, a ? "auth" : NULL, 0, 0, bpath,
 		    "a binding needs an auth mapping");
-	if (policy_ctx_keys(c, a, apath, auth_keys) != 0)
+	if (policy_ctx_keys(c, a, apath, auth_keys) != 0 || bs_auth_type(c, bs, b, a, apath) != 0)
 		return -1;
+	return bs_subs(c, bs, b, a, apath);
+}
+
+static int
+bs_auth_type(struct policy_ctx *c, struct binding_set *bs, struct binding *b, const json_t *a,
+    const char *apath)
+{
 	json_t *t = policy_ctx_member(a, "type");
 	const char *ts = policy_json_is_str(t) ? json_string_value(t) : "";
 	size_t cred = 0;
 
 	/* The auth type is case-sensitive, as OpenSandbox. */
+	if (strcmp(ts, "passthrough") == 0) {
+		if (!bs_absent(a, "name") || !bs_absent(a, "headers") ||
+		    !bs_absent(a, "credential"))
+			return policy_ctx_fail(c, POLICY_ERR_INVALID, a,
+			    !bs_absent(a, "name")      ? "name"
+			    : !bs_absent(a, "headers") ? "headers"
+			                               : "credential",
+			    0, 1, apath, "passthrough auth takes only substitutions");
+		b->auth = BINDING_AUTH_PASSTHROUGH;
+		return 0;
+	}
 	if (strcmp(ts, "bearer") == 0 || strcmp(ts, "basic") == 0) {
 		bool bearer = ts[1] == 'e';
 		if (!bs_absent(a, "name") || !bs_absent(a, "headers"))
@@ -789,7 +938,20 @@ bs_auth(struct policy_ctx *c, struct binding_set *bs, struct binding *b, const j
 		return 0;
 	}
 	return policy_ctx_fail(c, POLICY_ERR_INVALID, a, t ? "type" : NULL, 0, 0, apath,
-	    "unsupported auth type (bearer, basic, apiKey, customHeaders)");
+	    "unsupported auth type (bearer, basic, apiKey, customHeaders, passthrough)");
+}
+
+/* Reserved header name (not NUL-terminated); see binding.h. */
+bool
+binding_header_reserved(const char *name, size_t len)
+{
+	char tmp[BINDING_MAX_NAME + 1];
+
+	if (len > BINDING_MAX_NAME)
+		return false;
+	memcpy(tmp, name, len);
+	tmp[len] = '\0';
+	return bs_header_reserved(tmp);
 }
 
 /* ---- static overlap ---- */
@@ -1213,6 +1375,27 @@ binding_header_get(const struct binding_set *bs, size_t i, size_t j, struct bind
 }
 
 /* One credential without its value; see binding.h. */
+/* Substitutions of binding i; see binding.h. */
+size_t
+binding_subst_count(const struct binding_set *bs, size_t i)
+{
+	return i < bs->nb ? bs->b[i].nsubs : 0;
+}
+
+/* Substitution j of binding i; see binding.h. */
+int
+binding_subst_get(
+    const struct binding_set *bs, size_t i, size_t j, struct binding_substitution *out)
+{
+	if (i >= bs->nb || j >= bs->b[i].nsubs)
+		return -1;
+	out->placeholder = (const uint8_t *)bs->b[i].subs[j].ph;
+	out->len = bs->b[i].subs[j].len;
+	out->credential = bs->b[i].subs[j].cred;
+	out->in = bs->b[i].subs[j].in;
+	return 0;
+}
+
 int
 binding_credential_get(const struct binding_set *bs, size_t i, struct binding_credential_info *out)
 {
@@ -1282,12 +1465,34 @@ bs_match_json(const struct binding *b)
 	return m;
 }
 
+/* auth.substitutions of b into a (placeholders are not secret). */
+static void
+bs_subs_json(const struct binding_set *bs, const struct binding *b, json_t *a)
+{
+	json_t *l;
+
+	if (b->nsubs == 0 || (l = json_array()) == NULL)
+		return;
+	for (size_t k = 0; k < b->nsubs; k++) {
+		json_t *e = json_object(), *in = json_array();
+		for (size_t q = 0; sub_in[q] != NULL; q++)
+			if (b->subs[k].in & (1u << q))
+				json_array_append_new(in, json_string(sub_in[q]));
+		json_object_set_new(e, "credential", json_string(bs->creds[b->subs[k].cred].name));
+		json_object_set_new(e, "placeholder", json_stringn(b->subs[k].ph, b->subs[k].len));
+		json_object_set_new(e, "in", in);
+		json_array_append_new(l, e);
+	}
+	json_object_set_new(a, "substitutions", l);
+}
+
 /* Sanitized view; see binding.h. */
 json_t *
 binding_set_to_json(const struct binding_set *bs)
 {
 	static const char *const st[] = {"inline", "file", "env"};
-	static const char *const at[] = {"bearer", "basic", "apiKey", "customHeaders"};
+	static const char *const at[] = {
+	    "bearer", "basic", "apiKey", "customHeaders", "passthrough"};
 	json_t *o = json_object(), *cl = json_array(), *bl = json_array();
 	size_t nc = binding_credential_count(bs), nb = binding_set_count(bs);
 	const struct binding_cred **cs = calloc(nc ? nc : 1, sizeof(*cs));
@@ -1322,6 +1527,7 @@ binding_set_to_json(const struct binding_set *bs)
 		json_object_set_new(a, "type", json_string(at[bv[i]->auth]));
 		if (bv[i]->auth == BINDING_AUTH_APIKEY)
 			json_object_set_new(a, "name", json_string(bv[i]->hdrs[0].name));
+		bs_subs_json(bs, bv[i], a);
 		json_object_set_new(b, "auth", a);
 		json_array_append_new(bl, b);
 	}
@@ -1336,7 +1542,8 @@ binding_set_to_json(const struct binding_set *bs)
 json_t *
 binding_set_to_tree(const struct binding_set *bs)
 {
-	static const char *const at[] = {"bearer", "basic", "apiKey", "customHeaders"};
+	static const char *const at[] = {
+	    "bearer", "basic", "apiKey", "customHeaders", "passthrough"};
 	json_t *o = json_object(), *cl = json_array(), *bl = json_array();
 
 	for (size_t i = 0; i < binding_credential_count(bs); i++) {
@@ -1373,12 +1580,13 @@ binding_set_to_tree(const struct binding_set *bs)
 				json_array_append_new(hs, h);
 			}
 			json_object_set_new(a, "headers", hs);
-		} else {
+		} else if (b->auth != BINDING_AUTH_PASSTHROUGH) {
 			if (b->auth == BINDING_AUTH_APIKEY)
 				json_object_set_new(a, "name", json_string(b->hdrs[0].name));
 			json_object_set_new(
 			    a, "credential", json_string(bs->creds[b->hdrs[0].cred].name));
 		}
+		bs_subs_json(bs, b, a);
 		json_object_set_new(j, "auth", a);
 		json_array_append_new(bl, j);
 	}

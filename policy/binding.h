@@ -30,11 +30,21 @@ enum binding_source {
 };
 
 enum binding_auth {
-	BINDING_AUTH_BEARER = 0, /* Authorization: Bearer <v> */
-	BINDING_AUTH_BASIC,      /* Authorization: Basic <v> */
-	BINDING_AUTH_APIKEY,     /* <name>: <v> */
-	BINDING_AUTH_CUSTOM,     /* each header: <name>: <v> */
+	BINDING_AUTH_BEARER = 0,  /* Authorization: Bearer <v> */
+	BINDING_AUTH_BASIC,       /* Authorization: Basic <v> */
+	BINDING_AUTH_APIKEY,      /* <name>: <v> */
+	BINDING_AUTH_CUSTOM,      /* each header: <name>: <v> */
+	BINDING_AUTH_PASSTHROUGH, /* no header: only the binding's substitutions */
 };
+
+/* Where a substitution replaces its placeholder (bits of binding_substitution.in). */
+#define BINDING_IN_PATH 0x1
+#define BINDING_IN_QUERY 0x2
+#define BINDING_IN_HEADER 0x4
+#define BINDING_IN_BODY 0x8
+
+#define BINDING_PLACEHOLDER_MIN 8   /* bytes: shorter ones match by chance */
+#define BINDING_PLACEHOLDER_MAX 256 /* bytes */
 
 enum binding_match_result {
 	BINDING_MATCH_NONE = 0,  /* forward untouched */
@@ -57,6 +67,14 @@ struct binding_header {
 	const char *name;   /* canonical, e.g. "Authorization", "Private-Token" */
 	const char *prefix; /* "Bearer ", "Basic " or "" */
 	size_t credential;  /* index into the set's credentials */
+};
+
+/* One substitution of a binding: the placeholder the workload holds. */
+struct binding_substitution {
+	const uint8_t *placeholder; /* printable ASCII, no space (borrowed) */
+	size_t len;
+	size_t credential; /* index into the set's credentials */
+	unsigned in;       /* BINDING_IN_* bits */
 };
 
 /* Called with a secret value; the bytes are valid only during the call. */
@@ -117,6 +135,20 @@ size_t binding_header_count(const struct binding_set *bs, size_t i);
 /* Header j of binding i; 0 or -1. */
 int binding_header_get(
     const struct binding_set *bs, size_t i, size_t j, struct binding_header *out);
+
+/* Number of substitutions of binding i. */
+size_t binding_subst_count(const struct binding_set *bs, size_t i);
+
+/* Substitution j of binding i; 0 or -1. */
+int binding_subst_get(
+    const struct binding_set *bs, size_t i, size_t j, struct binding_substitution *out);
+
+/*
+ * True if a header of this name routes, frames or describes the hop (Host,
+ * Content-Length, Transfer-Encoding, Connection, Proxy-*...): never injected,
+ * never substituted.
+ */
+bool binding_header_reserved(const char *name, size_t len);
 
 /* Credential i (no value); 0 or -1. */
 int binding_credential_get(

@@ -400,7 +400,8 @@ static void
 cli_print_result(const struct policy *p, const char *q, const struct cli_result *r)
 {
 	static const char *const kinds[] = {"name", "address", "request"};
-	static const char *const auths[] = {"bearer", "basic", "apiKey", "customHeaders"};
+	static const char *const auths[] = {
+	    "bearer", "basic", "apiKey", "customHeaders", "passthrough"};
 	char ports[256];
 
 	printf("%s %s", kinds[r->kind], r->subject);

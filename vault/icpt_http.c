@@ -31,6 +31,7 @@
 #include "vault/intercept_internal.h"
 #include "vault/redact.h"
 #include "vault/snap.h"
+#include "vault/subst.h"
 #include "vault/tlspeek.h"
 #include "vault/icpt_internal.h"
 
@@ -66,6 +67,92 @@ icpt_body_begin(
 {
 	httpwire_body_init(b, f, content_length, flags);
 	return !httpwire_body_done(b);
+}
+
+/*
+ * A placeholder on a request it is not bound to (no binding matched, or
+ * another binding's) stays as it is: logged by credential name, once per
+ * request, from the head (the body is not searched).
+ */
+static void
+icpt_stray(struct icpt_conn *c, const struct httpwire_request *req, size_t headlen, size_t idx)
+{
+	const struct binding_set *bs;
+	struct binding_credential_info ci;
+	size_t cred;
+
+	if (c->snap == NULL) /* no vault */
+		return;
+	bs = vault_snap_bindings(c->snap);
+	cred = subst_find_stray(bs, idx, req->start_line.ptr, headlen);
+	if (cred == SIZE_MAX || binding_credential_get(bs, cred, &ci) != 0)
+		return;
+	struct intercept_event ev;
+	memset(&ev, 0, sizeof(ev));
+	ev.level = INTERCEPT_L_WARN;
+	ev.event = "placeholder_unmatched";
+	ev.conn = c->id;
+	ev.reason = idx == SIZE_MAX ? "no_binding" : "other_binding";
+	ev.host = c->host;
+	ev.method = c->method;
+	ev.credential = ci.name;
+	ev.family = c->family;
+	ev.addr = c->addr;
+	ev.port = c->port;
+	c->ic->ops->log(c->ic->arg, &ev);
+}
+
+/*
+ * A body substitution for binding idx: a body of a kind that can hold a
+ * placeholder (not multipart, not compressed), on HTTP/1.1 (past the hold
+ * bound it is re-framed chunked, which HTTP/1.0 has not). c->subst stays
+ * NULL when there is none. 0 or -1.
+ */
+static int
+icpt_body_subst(struct icpt_conn *c, const struct httpwire_request *req, size_t idx)
+{
+	static const enum subst_enc enc[] = {[SUBST_BODY_RAW] = SUBST_RAW,
+	    [SUBST_BODY_JSON] = SUBST_JSON,
+	    [SUBST_BODY_FORM] = SUBST_FORM};
+	struct subst_rules rules;
+	enum subst_body kind;
+
+	if (req->version_minor != 1 ||
+	    !(req->framing == HTTPWIRE_FRAME_CHUNKED ||
+	        (req->framing == HTTPWIRE_FRAME_LENGTH && req->content_length > 0)))
+		return 0;
+	if ((kind = subst_body_kind(req->headers, req->nheaders)) == SUBST_BODY_SKIP)
+		return 0;
+	if (subst_rules_build(c->snap, idx, BINDING_IN_BODY, enc[kind], &rules) != 0)
+		return -1;
+	if (rules.n == 0)
+		return 0;
+	if (c->sbuf == NULL && (c->sbuf = evbuffer_new()) == NULL) {
+		subst_rules_clear(&rules);
+		return -1;
+	}
+	return (c->subst = subst_stream_new(&rules)) == NULL ? -1 : 0;
+}
+
+/*
+ * The framing field of a substituted body (Content-Length: N, or
+ * Transfer-Encoding: chunked) into a head that ends with its blank line.
+ * 0 or -1.
+ */
+static int
+icpt_head_frame(struct evbuffer *head, const char *field)
+{
+	struct evbuffer *t = evbuffer_new();
+	size_t n = evbuffer_get_length(head);
+	int rc = -1;
+
+	if (t != NULL && n >= 2 && evbuffer_remove_buffer(head, t, n - 2) == (int)(n - 2) &&
+	    evbuffer_add(t, field, strlen(field)) == 0 && evbuffer_add_buffer(t, head) == 0 &&
+	    evbuffer_add_buffer(head, t) == 0)
+		rc = 0;
+	if (t != NULL)
+		evbuffer_free(t);
+	return rc;
 }
 
 /* Returns false when the request was refused (the connection is draining). */
@@ -139,9 +226,19 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 		if (!inject)
 			intercept_request_decodable(ic->hdrs, req->nheaders);
 	}
+	icpt_stray(c, req, headlen, inject ? idx : SIZE_MAX);
+	subst_stream_free(c->subst);
+	c->subst = NULL;
+	if (c->shead != NULL) /* never left by a finished request; defensive */
+		evbuffer_free(c->shead);
+	c->shead = NULL;
+	if (inject && icpt_body_subst(c, req, idx) != 0) {
+		icpt_http_error(c, 500, "Internal Server Error", "oom");
+		return false;
+	}
 	head = evbuffer_new();
-	if (head == NULL || intercept_request_head(req, ic->hdrs, c->snap, idx, inject, ic->scratch,
-	                        sizeof(ic->scratch), head) != 0) {
+	if (head == NULL || intercept_request_head(req, ic->hdrs, c->snap, idx, inject,
+	                        c->subst != NULL, ic->scratch, sizeof(ic->scratch), head) != 0) {
 		evbuffer_free(head);
 		icpt_http_error(c, 400, "Bad Request", "head_rewrite");
 		return false;
@@ -169,8 +266,19 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	c->resp_bytes = 0;
 	c->interim = 0;
 	evbuffer_drain(in, headlen);
-	icpt_to_upstream(c, head, evbuffer_get_length(head));
-	evbuffer_free(head);
+	if (c->subst != NULL && req->framing == HTTPWIRE_FRAME_LENGTH && !req->expect_continue) {
+		/* Held until the substituted body's length is known (icpt_req_subst_out). */
+		c->shead = head;
+	} else {
+		if (c->subst != NULL && req->framing == HTTPWIRE_FRAME_LENGTH &&
+		    icpt_head_frame(head, "Transfer-Encoding: chunked\r\n") != 0) {
+			evbuffer_free(head);
+			icpt_close(c, "oom");
+			return false;
+		}
+		icpt_to_upstream(c, head, evbuffer_get_length(head));
+		evbuffer_free(head);
+	}
 	/*
 	 * A trailer section is a second header block, after the head was
 	 * checked and the credential injected: to a host with a binding it
@@ -216,6 +324,62 @@ icpt_req_span_cb(const uint8_t *data, size_t off, size_t len, void *arg)
 	struct icpt_conn *c = arg;
 
 	(void)intercept_ovr_scan_feed(&c->reqscan, data, len);
+	if (c->subst != NULL && subst_stream_feed(c->subst, data, len, c->sbuf) != 0)
+		c->oom = true;
+}
+
+/*
+ * A substituted body: the payload bytes of this read (take of in) are
+ * replaced by c->sbuf. A Content-Length request's head is held (c->shead)
+ * while the substituted body fits in max_buffer: at its end the head goes
+ * with the new Content-Length, then the body. Past that bound, or for a
+ * chunked request, the body is sent chunked, one chunk per read, and at the
+ * end the held bytes and the last chunk. 0 or -1.
+ */
+static int
+icpt_req_subst_out(struct icpt_conn *c, struct evbuffer *in, size_t take, bool done)
+{
+	struct evbuffer *f = evbuffer_new();
+	char field[64];
+	size_t n;
+	int rc = -1;
+
+	if (f == NULL || c->oom || evbuffer_drain(in, take) != 0)
+		goto out;
+	if (done && subst_stream_finish(c->subst, c->sbuf) != 0)
+		goto out;
+	n = evbuffer_get_length(c->sbuf);
+	if (c->shead != NULL) {
+		if (!done && n <= c->ic->cfg.max_buffer) {
+			rc = 0;
+			goto out;
+		}
+		if (done)
+			snprintf(field, sizeof(field), "Content-Length: %zu\r\n", n);
+		else
+			snprintf(field, sizeof(field), "Transfer-Encoding: chunked\r\n");
+		if (icpt_head_frame(c->shead, field) != 0)
+			goto out;
+		icpt_to_upstream(c, c->shead, evbuffer_get_length(c->shead));
+		evbuffer_free(c->shead);
+		c->shead = NULL;
+		if (done) {
+			icpt_to_upstream(c, c->sbuf, n);
+			rc = 0;
+			goto out;
+		}
+	}
+	if (n > 0 && (evbuffer_add_printf(f, "%zx\r\n", n) < 0 ||
+	                 evbuffer_add_buffer(f, c->sbuf) != 0 || evbuffer_add(f, "\r\n", 2) != 0))
+		goto out;
+	if (done && evbuffer_add(f, "0\r\n\r\n", 5) != 0)
+		goto out;
+	icpt_to_upstream(c, f, evbuffer_get_length(f));
+	rc = 0;
+out:
+	if (f != NULL)
+		evbuffer_free(f);
+	return rc;
 }
 
 /* Workload -> upstream, per the request state. */
@@ -303,8 +467,17 @@ icpt_http_client(struct icpt_conn *c)
 				    "method_override");
 				return;
 			}
-			icpt_to_upstream(c, in, take);
+			if (c->subst == NULL) {
+				icpt_to_upstream(c, in, take);
+			} else if (icpt_req_subst_out(c, in, take, st == HTTPWIRE_OK) != 0) {
+				icpt_close(c, "oom");
+				return;
+			}
 			if (st == HTTPWIRE_OK) {
+				if (c->subst != NULL) {
+					subst_stream_free(c->subst);
+					c->subst = NULL;
+				}
 				c->req = ICPT_REQ_DONE;
 				icpt_client_timeouts(c);
 			}

@@ -33,6 +33,7 @@
 #include "vault/intercept_internal.h"
 #include "vault/redact.h"
 #include "vault/snap.h"
+#include "vault/subst.h"
 #include "vault/tlspeek.h"
 #include "policy/addrclass.h"
 #include "vault/icpt_internal.h"
@@ -449,15 +450,40 @@ intercept_drop_hop_by_hop(const struct httpwire_request *req, struct httpwire_he
 			hdrs[i].name.ptr = NULL;
 }
 
+/*
+ * Whether header h holds a placeholder binding idx substitutes in header
+ * values (a reserved name, Proxy-Authorization among them, never is).
+ */
+static bool
+holds_header_placeholder(const struct vault_snap *snap, size_t idx, const struct httpwire_header *h)
+{
+	struct binding_substitution s;
+	struct httpwire_view v = h->value;
+
+	if (binding_header_reserved((const char *)h->name.ptr, h->name.len))
+		return false;
+
+	for (size_t j = 0; binding_subst_get(vault_snap_bindings(snap), idx, j, &s) == 0; j++)
+		if ((s.in & BINDING_IN_HEADER) &&
+		    memmem(v.ptr, v.len, s.placeholder, s.len) != NULL)
+			return true;
+	return false;
+}
+
 /* Rewrite the request head for upstream (see intercept_internal.h). */
 int
 intercept_request_head(const struct httpwire_request *req, struct httpwire_header *hdrs,
-    const struct vault_snap *snap, size_t idx, bool inject, uint8_t *scratch, size_t cap,
-    struct evbuffer *out)
+    const struct vault_snap *snap, size_t idx, bool inject, bool rechunk, uint8_t *scratch,
+    size_t cap, struct evbuffer *out)
 {
 	struct httpwire_header extra[2];
+	struct httpwire_view start = req->start_line;
+	struct subst_arena arena;
 	size_t nextra = 0, written;
+	long nsub = 0;
+	int rc;
 
+	arena.n = 0;
 	if (inject) {
 		/*
 		 * Hop-by-hop fields are the proxy's own (RFC 9110 7.6.1): the
@@ -473,14 +499,18 @@ intercept_request_head(const struct httpwire_request *req, struct httpwire_heade
 				continue;
 			/*
 			 * The workload must not override or duplicate the credential,
-			 * nor send its own, nor offer WebSocket compression (a
-			 * compressed echo of the secret is past the redactor).
+			 * nor send its own (unless it holds this binding's placeholder,
+			 * which is substituted below), nor offer WebSocket compression
+			 * (a compressed echo of the secret is past the redactor).
 			 */
 			if (vault_snap_injects_header(snap, idx, (const char *)n.ptr, n.len) ||
-			    name_in(n, cred_headers) || name_in(n, route_headers) ||
+			    (name_in(n, cred_headers) &&
+			        !holds_header_placeholder(snap, idx, &hdrs[i])) ||
+			    name_in(n, route_headers) ||
 			    httpwire_name_eq(n, "sec-websocket-extensions") ||
 			    httpwire_name_eq(n, "accept-encoding") ||
-			    httpwire_name_eq(n, "range") || httpwire_name_eq(n, "if-range"))
+			    httpwire_name_eq(n, "range") || httpwire_name_eq(n, "if-range") ||
+			    (rechunk && httpwire_name_eq(n, "content-length")))
 				hdrs[i].name.ptr = NULL;
 		}
 		/* Ask for a body the redactor can read. */
@@ -496,18 +526,27 @@ intercept_request_head(const struct httpwire_request *req, struct httpwire_heade
 			extra[1].value = (struct httpwire_view){(const uint8_t *)v, strlen(v)};
 			nextra = 2;
 		}
+		if (binding_subst_count(vault_snap_bindings(snap), idx) > 0 &&
+		    (nsub = subst_head(snap, idx, req, hdrs, &start, &arena)) < 0)
+			return -1;
 	}
-	if (httpwire_head_write(
-	        scratch, cap, req->start_line, hdrs, req->nheaders, extra, nextra, &written) != 0 ||
-	    written < 2)
+	rc = httpwire_head_write(scratch, cap, start, hdrs, req->nheaders, extra, nextra, &written);
+	subst_arena_free(&arena);
+	if (rc != 0 || written < 2) {
+		if (nsub > 0)
+			OPENSSL_cleanse(scratch, cap);
 		return -1;
+	}
 	if (!inject)
 		return evbuffer_add(out, scratch, written);
 	/* Binding headers go before the blank line. */
-	if (evbuffer_add(out, scratch, written - 2) != 0 ||
-	    vault_snap_inject(snap, idx, out) != 0 || evbuffer_add(out, "\r\n", 2) != 0)
-		return -1;
-	return 0;
+	rc = evbuffer_add(out, scratch, written - 2) != 0 ||
+	             vault_snap_inject(snap, idx, out) != 0 || evbuffer_add(out, "\r\n", 2) != 0
+	         ? -1
+	         : 0;
+	if (nsub > 0)
+		OPENSSL_cleanse(scratch, written); /* it held substituted secrets */
+	return rc;
 }
 
 /* Make an uncredentialed request to a bound host decodable (see intercept_internal.h). */

@@ -35,6 +35,7 @@
 #include "vault/intercept_internal.h"
 #include "vault/redact.h"
 #include "vault/snap.h"
+#include "vault/subst.h"
 #include "vault/tlspeek.h"
 #include "vault/icpt_internal.h"
 
@@ -185,6 +186,14 @@ icpt_release(struct icpt_conn *c)
 	c->toup = c->tmp = NULL;
 	redact_stream_free(c->rs);
 	c->rs = NULL;
+	subst_stream_free(c->subst);
+	c->subst = NULL;
+	if (c->sbuf != NULL)
+		evbuffer_free(c->sbuf);
+	c->sbuf = NULL;
+	if (c->shead != NULL)
+		evbuffer_free(c->shead);
+	c->shead = NULL;
 	vault_snap_unref(c->snap);
 	c->snap = NULL;
 	free(c->hello);

@@ -58,17 +58,18 @@ enum intercept_level {
  */
 struct intercept_event {
 	enum intercept_level level;
-	const char *event;   /* conn_reject, inject, redact, upstream_error, http_reject */
-	uint64_t conn;       /* connection id */
-	const char *reason;  /* machine-readable reason, or NULL */
-	const char *host;    /* SNI or Host, or NULL */
-	const char *method;  /* request method, or NULL */
-	const char *binding; /* binding name (inject), or NULL */
-	int status;          /* HTTP status, or 0 */
-	uint64_t bytes;      /* response bytes toward the workload, or 0 */
-	uint64_t count;      /* redaction matches, or 0 */
-	int family;          /* original destination (AF_INET/AF_INET6), 0 if unknown */
-	const uint8_t *addr; /* 4 or 16 bytes */
+	const char *event;      /* conn_reject, inject, redact, upstream_error, http_reject */
+	uint64_t conn;          /* connection id */
+	const char *reason;     /* machine-readable reason, or NULL */
+	const char *host;       /* SNI or Host, or NULL */
+	const char *method;     /* request method, or NULL */
+	const char *binding;    /* binding name (inject), or NULL */
+	const char *credential; /* credential name (placeholder_unmatched), or NULL */
+	int status;             /* HTTP status, or 0 */
+	uint64_t bytes;         /* response bytes toward the workload, or 0 */
+	uint64_t count;         /* redaction matches, or 0 */
+	int family;             /* original destination (AF_INET/AF_INET6), 0 if unknown */
+	const uint8_t *addr;    /* 4 or 16 bytes */
 	uint16_t port;
 };
 

@@ -73,13 +73,17 @@ int intercept_host_canon(const uint8_t *val, size_t len, uint16_t dport, char *o
  * credentials in the other auth-bearing headers, its routing headers
  * (X-Forwarded-*, Forwarded; docs/vault-requests.md) and
  * Sec-WebSocket-Extensions, Accept-Encoding becomes identity, Range and
- * If-Range are dropped and the binding's headers are appended.
- * hdrs is modified (dropped slots get name.ptr NULL). scratch holds at
- * least cap bytes. 0 or -1.
+ * If-Range are dropped and the binding's headers are appended. The
+ * binding's substitutions of the path, query and header values are made
+ * (vault/subst.h); a workload credential header holding one of them is
+ * kept, so substituted. rechunk (a body substitution follows): the
+ * Content-Length is dropped, and the caller adds the framing of the
+ * substituted body (icpt_http.c). hdrs is modified (dropped slots
+ * get name.ptr NULL). scratch holds at least cap bytes. 0 or -1.
  */
 int intercept_request_head(const struct httpwire_request *req, struct httpwire_header *hdrs,
-    const struct vault_snap *snap, size_t idx, bool inject, uint8_t *scratch, size_t cap,
-    struct evbuffer *out) __attribute__((warn_unused_result));
+    const struct vault_snap *snap, size_t idx, bool inject, bool rechunk, uint8_t *scratch,
+    size_t cap, struct evbuffer *out) __attribute__((warn_unused_result));
 
 /*
  * The decoding rules of a credentialed request, for every other request to

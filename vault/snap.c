@@ -18,6 +18,7 @@
 #include "vault/redact.h"
 #include "vault/secret.h"
 #include "vault/snap.h"
+#include "vault/subst.h"
 
 struct vault_snap {
 	int refs;
@@ -103,6 +104,90 @@ out:
 	free(dec);
 }
 
+/*
+ * A placeholder must not hold a credential value nor be held by one: the
+ * workload would hold the secret, or substitution would rewrite a secret.
+ * Checked here, where every source's value is known. 0 or -1 with err.
+ */
+static int
+vault_snap_placeholders_ok(const struct binding_set *bs, struct secret *const *secrets,
+    size_t nsecrets, char *err, size_t errlen)
+{
+	struct binding_substitution sb;
+	int rc = 0;
+
+	for (size_t i = 0; i < nsecrets && rc == 0; i++) {
+		size_t n = secret_len(secrets[i]);
+		uint8_t *v = malloc(n ? n : 1);
+
+		if (v == NULL || secret_append_raw(secrets[i], v, n) != 0) {
+			free(v);
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		for (size_t b = 0; b < binding_set_count(bs) && rc == 0; b++) {
+			for (size_t j = 0; binding_subst_get(bs, b, j, &sb) == 0; j++) {
+				if (memmem(v, n, sb.placeholder, sb.len) == NULL &&
+				    memmem(sb.placeholder, sb.len, v, n) == NULL)
+					continue;
+				/* Named by position: an error never echoes input text. */
+				snprintf(err, errlen,
+				    "bindings[%zu].auth.substitutions[%zu].placeholder: a "
+				    "substitution "
+				    "placeholder and a credential value overlap (a placeholder "
+				    "must "
+				    "not contain or be part of a secret)",
+				    b, j);
+				rc = -1;
+				break;
+			}
+		}
+		OPENSSL_cleanse(v, n);
+		free(v);
+	}
+	return rc;
+}
+
+/*
+ * A substituted credential is written URL-encoded in a path or query,
+ * JSON-escaped or form-encoded in a body: an upstream echoing that form
+ * back must be masked too, so each form that differs from the value is
+ * registered. Appends to extra[] (room for three per credential). The
+ * redactor already masks the percent and JSON renderings of every value;
+ * these are a second net (the form's '+' for a space among them), bounded
+ * so that a long value cannot push the set past its state budget.
+ */
+#define VAULT_SNAP_ENCODED_MAX 1024
+static void
+vault_snap_encoded(struct vault_snap *s, const struct secret *v)
+{
+	static const enum subst_enc encs[] = {SUBST_URL, SUBST_JSON, SUBST_FORM};
+	size_t n = secret_len(v), elen[3] = {0, 0, 0};
+	uint8_t *raw = malloc(n ? n : 1), *enc[3] = {NULL, NULL, NULL};
+
+	if (raw == NULL || secret_append_raw(v, raw, n) != 0)
+		goto out;
+	for (size_t k = 0; k < 3; k++) {
+		bool dup = false;
+
+		if (subst_encode(raw, n, encs[k], &enc[k], &elen[k]) != 0)
+			goto out;
+		if (elen[k] == n && memcmp(enc[k], raw, n) == 0)
+			continue;
+		for (size_t q = 0; q < k; q++)
+			dup = dup || (elen[q] == elen[k] && memcmp(enc[q], enc[k], elen[k]) == 0);
+		if (!dup && elen[k] >= REDACT_MIN_PATTERN && elen[k] <= VAULT_SNAP_ENCODED_MAX &&
+		    (s->extra[s->nextra] = secret_new(enc[k], elen[k])) != NULL)
+			s->nextra++;
+	}
+out:
+	for (size_t k = 0; k < 3; k++)
+		subst_free(enc[k], elen[k]);
+	if (raw != NULL)
+		OPENSSL_cleanse(raw, n);
+	free(raw);
+}
+
 struct vault_snap *
 vault_snap_new(struct binding_set *bs, struct secret *const *secrets, size_t nsecrets,
     uint64_t revision, char *err, size_t errlen)
@@ -124,8 +209,8 @@ vault_snap_new(struct binding_set *bs, struct secret *const *secrets, size_t nse
 	s->revision = revision;
 	s->bs = binding_set_ref(bs);
 	s->secrets = calloc(nsecrets ? nsecrets : 1, sizeof(*s->secrets));
-	s->extra = calloc(binding_set_count(bs) * 2 + 1, sizeof(*s->extra));
-	rv = calloc(nsecrets + binding_set_count(bs) * 2 + 1, sizeof(*rv));
+	s->extra = calloc(binding_set_count(bs) * 2 + nsecrets * 3 + 1, sizeof(*s->extra));
+	rv = calloc(nsecrets * 4 + binding_set_count(bs) * 2 + 1, sizeof(*rv));
 	if (s->secrets == NULL || s->extra == NULL || rv == NULL)
 		goto nomem;
 	for (size_t i = 0; i < nsecrets; i++) {
@@ -141,6 +226,22 @@ vault_snap_new(struct binding_set *bs, struct secret *const *secrets, size_t nse
 		    binding_header_get(bs, b, 0, &h) != 0 || h.credential >= nsecrets)
 			continue;
 		vault_snap_basic(s, secrets[h.credential]);
+	}
+	/* Substituted credentials also register their encoded forms (once each). */
+	for (size_t i = 0; i < nsecrets; i++) {
+		struct binding_substitution sb;
+		bool used = false;
+
+		for (size_t b = 0; b < binding_set_count(bs) && !used; b++)
+			for (size_t j = 0; binding_subst_get(bs, b, j, &sb) == 0 && !used; j++)
+				used = sb.credential == i;
+		if (used)
+			vault_snap_encoded(s, secrets[i]);
+	}
+	if (vault_snap_placeholders_ok(bs, secrets, nsecrets, err, errlen) != 0) {
+		free(rv);
+		vault_snap_unref(s);
+		return NULL;
 	}
 	for (size_t i = 0; i < s->nextra; i++)
 		rv[nrv++].secret = s->extra[i];

@@ -223,6 +223,8 @@ wintercept_log(void *arg, const struct intercept_event *ev)
 		log_str(&l, "method", ev->method);
 	if (ev->binding != NULL)
 		log_str(&l, "binding", ev->binding);
+	if (ev->credential != NULL)
+		log_str(&l, "credential", ev->credential);
 	if (ev->status != 0)
 		log_int(&l, "status", ev->status);
 	if (ev->bytes != 0)

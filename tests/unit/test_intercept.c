@@ -172,8 +172,8 @@ rewrite(struct vault_snap *snap, bool inject, size_t *lenp)
 		assert_int_equal(binding_match(vault_snap_bindings(snap), "https",
 		                     "api.allowed.test", 443, "GET", "/v1/x", &idx),
 		    BINDING_MATCH_ONE);
-	assert_int_equal(
-	    intercept_request_head(&req, hdrs, snap, idx, inject, scratch, sizeof(scratch), out),
+	assert_int_equal(intercept_request_head(
+	                     &req, hdrs, snap, idx, inject, false, scratch, sizeof(scratch), out),
 	    0);
 	*lenp = evbuffer_get_length(out);
 	s = calloc(1, *lenp + 1);

@@ -57,8 +57,9 @@ rewrite(bool decodable, size_t *lenp)
 	    HTTPWIRE_OK);
 	if (decodable)
 		intercept_request_decodable(hdrs, req.nheaders);
-	assert_int_equal(
-	    intercept_request_head(&req, hdrs, NULL, 0, false, scratch, sizeof(scratch), out), 0);
+	assert_int_equal(intercept_request_head(
+	                     &req, hdrs, NULL, 0, false, false, scratch, sizeof(scratch), out),
+	    0);
 	*lenp = evbuffer_get_length(out);
 	s = calloc(1, *lenp + 1);
 	assert_non_null(s);

@@ -688,6 +688,107 @@ test_errors_never_echo(void **state)
 	}
 }
 
+#define PH "PLACEHOLDER_TOK_0001"
+#define SUB(cred, ph, in) "{\"credential\":\"" cred "\",\"placeholder\":\"" ph "\",\"in\":" in "}"
+#define PASS(subs) "{\"type\":\"passthrough\",\"substitutions\":[" subs "]}"
+
+/* auth.type passthrough and substitutions on every auth type. */
+static void
+test_substitutions(void **state)
+{
+	struct policy_err err;
+	struct binding_substitution sb;
+	struct binding_set *bs =
+	    vault(B("p", "{\"hosts\":[\"p.example\"]}",
+	              PASS(SUB("tok", PH, "[\"path\",\"query\",\"header\",\"body\"]") "," SUB(
+	                  "k2", "PLACEHOLDER_K2_0002", "[\"header\"]"))) "," B("b",
+	              "{\"hosts\":[\"b.example\"]}",
+	              "{\"type\":\"bearer\",\"credential\":\"k2\",\"substitutions\":[" SUB(
+	                  "tok", PH, "[\"body\"]") "]}"),
+	        &err);
+
+	(void)state;
+	if (bs == NULL)
+		print_error("%s: %s\n", err.key, err.msg);
+	assert_non_null(bs);
+	assert_int_equal(binding_auth_type(bs, 0), BINDING_AUTH_PASSTHROUGH);
+	assert_int_equal(binding_header_count(bs, 0), 0);
+	assert_int_equal(binding_subst_count(bs, 0), 2);
+	assert_int_equal(binding_subst_get(bs, 0, 0, &sb), 0);
+	assert_int_equal(sb.len, strlen(PH));
+	assert_memory_equal(sb.placeholder, PH, sb.len);
+	assert_int_equal(
+	    sb.in, BINDING_IN_PATH | BINDING_IN_QUERY | BINDING_IN_HEADER | BINDING_IN_BODY);
+	assert_int_equal(binding_subst_get(bs, 0, 1, &sb), 0);
+	assert_int_equal(sb.in, BINDING_IN_HEADER);
+	assert_int_equal(binding_subst_get(bs, 0, 2, &sb), -1);
+	assert_int_equal(binding_auth_type(bs, 1), BINDING_AUTH_BEARER);
+	assert_int_equal(binding_subst_count(bs, 1), 1);
+	/* the sanitized view names placeholders and credentials, never a value */
+	json_t *j = binding_set_to_json(bs);
+	char *s = json_dumps(j, JSON_COMPACT);
+	assert_null(strstr(s, CANARY));
+	assert_non_null(strstr(s, "\"type\":\"passthrough\""));
+	assert_non_null(strstr(s, "\"placeholder\":\"" PH "\""));
+	free(s);
+	json_decref(j);
+	binding_set_free(bs);
+
+	/* strict validation */
+	vault_err(B("a", "{\"hosts\":[\"a.example\"]}", "{\"type\":\"passthrough\"}"),
+	    "passthrough auth requires at least one substitution");
+	vault_err(B("a", "{\"hosts\":[\"a.example\"]}",
+	              "{\"type\":\"passthrough\",\"credential\":\"tok\",\"substitutions\":[" SUB(
+	                  "tok", PH, "[\"path\"]") "]}"),
+	    "passthrough auth takes only substitutions");
+	vault_err(B("a", "{\"hosts\":[\"a.example\"]}", PASS(SUB("nope", PH, "[\"path\"]"))),
+	    "references an unknown credential");
+	vault_err(B("a", "{\"hosts\":[\"a.example\"]}", PASS(SUB("tok", "SHORT12", "[\"path\"]"))),
+	    "placeholder must be 8 to 256 bytes");
+	vault_err(
+	    B("a", "{\"hosts\":[\"a.example\"]}", PASS(SUB("tok", "HAS SPACE_1", "[\"path\"]"))),
+	    "is not printable ASCII");
+	vault_err(B("a", "{\"hosts\":[\"a.example\"]}",
+	              PASS(SUB("tok", "CTRL\\u0001_PH_1", "[\"path\"]"))),
+	    "is not printable ASCII");
+	vault_err(B("a", "{\"hosts\":[\"a.example\"]}", PASS(SUB("tok", PH, "[\"cookie\"]"))),
+	    "unsupported substitution place");
+	vault_err(B("a", "{\"hosts\":[\"a.example\"]}", PASS(SUB("tok", PH, "[]"))),
+	    "a substitution requires in");
+	vault_err(B("a", "{\"hosts\":[\"a.example\"]}", PASS(SUB("tok", PH, "\"path\""))),
+	    "a substitution requires in");
+	vault_err(
+	    B("a", "{\"hosts\":[\"a.example\"]}", PASS(SUB("tok", PH, "[\"path\",\"path\"]"))),
+	    "duplicate place");
+	vault_err(B("a", "{\"hosts\":[\"a.example\"]}",
+	              PASS("{\"credential\":\"tok\",\"placeholder\":\"" PH
+	                   "\",\"in\":[\"path\"],\"value\":\"x\"}")),
+	    "unknown key");
+	vault_err(B("a", "{\"hosts\":[\"a.example\"]}",
+	              PASS("{\"credential\":\"tok\",\"in\":[\"path\"]}")),
+	    "a substitution requires placeholder");
+	/* overlapping placeholders: within a binding and across bindings */
+	vault_err(B("a", "{\"hosts\":[\"a.example\"]}",
+	              PASS(SUB("tok", PH, "[\"path\"]") "," SUB("k2", PH "X", "[\"path\"]"))),
+	    "overlaps");
+	vault_err(B("a", "{\"hosts\":[\"a.example\"]}",
+	              PASS(SUB("tok", PH, "[\"path\"]") "," SUB("tok", PH, "[\"query\"]"))),
+	    "is the same as");
+	vault_err(
+	    B("a", "{\"hosts\":[\"a.example\"]}", PASS(SUB("tok", PH, "[\"path\"]"))) "," B(
+	        "b", "{\"hosts\":[\"b.example\"]}", PASS(SUB("k2", "TOK_0001", "[\"path\"]"))),
+	    "overlaps");
+	vault_err(B("a", "{\"hosts\":[\"a.example\"]}", PASS(SUB("tok", PH, "[\"path\"]"))) "," B(
+	              "b", "{\"hosts\":[\"b.example\"]}", PASS(SUB("k2", PH, "[\"path\"]"))),
+	    "is the same as");
+	/* one credential may keep its placeholder on several bindings */
+	bs = vault(B("a", "{\"hosts\":[\"a.example\"]}", PASS(SUB("tok", PH, "[\"path\"]"))) "," B(
+	               "b", "{\"hosts\":[\"b.example\"]}", PASS(SUB("tok", PH, "[\"header\"]"))),
+	    &err);
+	assert_non_null(bs);
+	binding_set_free(bs);
+}
+
 int
 main(void)
 {
@@ -701,6 +802,7 @@ main(void)
 	    cmocka_unit_test(test_coverage),
 	    cmocka_unit_test(test_exact),
 	    cmocka_unit_test(test_errors_never_echo),
+	    cmocka_unit_test(test_substitutions),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
