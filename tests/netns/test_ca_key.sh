@@ -104,8 +104,10 @@ D=$(ns_child dns)
 I=$(ns_child intercept)
 R=$(ns_child report)
 check "the four children run" kill -0 "$C" "$D" "$I" "$R"
-pa=$(printf %s "${pauth#Basic }" | od -An -tx1 | tr -d ' \n')
-oh=$(printf %s "otlp-canary-$NS_ID-headers" | od -An -tx1 | tr -d ' \n')
+# Whole values: an ASan runtime's copy of the environment is recognised by
+# the NAME= before the value (memscan.py --sanitizer-env).
+pa=$(printf %s "$pauth" | od -An -tx1 | tr -d ' \n')
+oh=$(printf %s "$ohdr" | od -An -tx1 | tr -d ' \n')
 senv() { # pid hex variable: 0 found, 1 not (an ASan runtime's own env copy aside)
 	if [ ${#SANENV[@]} -gt 0 ]; then
 		$PY "$EGRESSD_SRC/tests/lib/memscan.py" "$1" "$2" --sanitizer-env "$3"
