@@ -199,10 +199,12 @@ int icpt_dial(struct icpt_conn *c, bufferevent_data_cb readcb, bufferevent_event
 /* The family of the socket to ask for: the proxy's, or the destination's. */
 int icpt_dial_family(const struct icpt_conn *c);
 /*
- * The proxy's answer head (up to and with its CRLFCRLF): its status code,
- * or -1 when it is not an HTTP/1.x status line.
+ * The chained proxy's answer at buf[0..len), with the upstream answers'
+ * strict parser: its status code (*consumed the head's length), 0 when
+ * more bytes are needed, -1 when it is not a valid HTTP/1.x answer head or
+ * is longer than the proxy's head limit.
  */
-int icpt_proxy_status(const char *head, size_t len);
+int icpt_proxy_status(const uint8_t *buf, size_t len, size_t *consumed);
 void icpt_free_cb(evutil_socket_t fd, short what, void *arg);
 void icpt_http_client(struct icpt_conn *c);
 void icpt_http_error(struct icpt_conn *c, int status, const char *text, const char *reason);

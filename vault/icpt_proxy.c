@@ -17,34 +17,28 @@
 #include <event2/bufferevent_ssl.h>
 #include <openssl/x509v3.h>
 
+#include "vault/httpwire.h"
 #include "vault/icpt_internal.h"
 
 /* Bytes of the proxy's answer head at most; a longer one is refused. */
 #define ICPT_PROXY_HEAD_MAX 8192
 
 int
-icpt_proxy_status(const char *head, size_t len)
+icpt_proxy_status(const uint8_t *buf, size_t len, size_t *consumed)
 {
-	int code = 0;
+	struct httpwire_header hdrs[HTTPWIRE_MAX_HEADERS];
+	struct httpwire_response r;
 
-	/* "HTTP/1.x SP 3DIGIT SP reason CRLF", as RFC 9112 section 4. */
-	if (len < 14 || memcmp(head, "HTTP/1.", 7) != 0 || (head[7] != '0' && head[7] != '1') ||
-	    head[8] != ' ')
+	/* The same strict parser as every upstream answer (RFC 9112). */
+	switch (
+	    httpwire_parse_response(buf, len, false, &r, hdrs, HTTPWIRE_MAX_HEADERS, consumed)) {
+	case HTTPWIRE_OK:
+		return r.status;
+	case HTTPWIRE_NEED_MORE:
+		return len < ICPT_PROXY_HEAD_MAX ? 0 : -1;
+	default:
 		return -1;
-	for (size_t i = 9; i < 12; i++) {
-		if (head[i] < '0' || head[i] > '9')
-			return -1;
-		code = code * 10 + (head[i] - '0');
 	}
-	if (code < 100 || (head[12] != ' ' && head[12] != '\r'))
-		return -1;
-	for (size_t i = 12; i + 1 < len; i++) {
-		if (head[i] == '\r' && head[i + 1] == '\n')
-			return code;
-		if ((unsigned char)head[i] < 0x20 && head[i] != '\t')
-			return -1;
-	}
-	return -1;
 }
 
 int
@@ -80,32 +74,23 @@ icpt_proxy_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct icpt_conn *c = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
-	struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
-	char head[ICPT_PROXY_HEAD_MAX];
-	size_t n;
+	size_t len = evbuffer_get_length(in), consumed = 0;
+	const uint8_t *head;
 	int code;
 
-	if (end.pos < 0) {
-		if (evbuffer_get_length(in) < ICPT_PROXY_HEAD_MAX)
-			return;
-		icpt_log(c, INTERCEPT_L_WARN, "upstream_proxy_refused", "proxy_head_too_large", 0);
-		c->dial_event(bev, BEV_EVENT_ERROR | BEV_EVENT_READING, c);
+	if (len > ICPT_PROXY_HEAD_MAX)
+		len = ICPT_PROXY_HEAD_MAX;
+	head = evbuffer_pullup(in, (ssize_t)len);
+	code = head == NULL ? -1 : icpt_proxy_status(head, len, &consumed);
+	if (code == 0)
 		return;
-	}
-	n = (size_t)end.pos + 4;
-	if (n > sizeof(head)) {
-		icpt_log(c, INTERCEPT_L_WARN, "upstream_proxy_refused", "proxy_head_too_large", 0);
-		c->dial_event(bev, BEV_EVENT_ERROR | BEV_EVENT_READING, c);
-		return;
-	}
-	evbuffer_remove(in, head, n);
-	code = icpt_proxy_status(head, n);
 	if (code < 200 || code > 299) {
 		icpt_log(c, INTERCEPT_L_WARN, "upstream_proxy_refused",
 		    code < 0 ? "proxy_bad_answer" : "proxy_status", code < 0 ? 0 : code);
 		c->dial_event(bev, BEV_EVENT_ERROR | BEV_EVENT_READING, c);
 		return;
 	}
+	evbuffer_drain(in, consumed);
 	icpt_proxy_open(c, bev);
 }
 

@@ -12,7 +12,13 @@
 static int
 status(const char *head)
 {
-	return icpt_proxy_status(head, strlen(head));
+	size_t consumed = 0;
+	int code = icpt_proxy_status((const uint8_t *)head, strlen(head), &consumed);
+
+	/* A whole answer is consumed to the end of its head, not further. */
+	if (code > 0)
+		assert_int_equal(consumed, strstr(head, "\r\n\r\n") + 4 - head);
+	return code;
 }
 
 /* Only an HTTP/1.x status line gives a code; anything else is not an answer. */
@@ -36,10 +42,21 @@ test_status_line(void **state)
 	assert_int_equal(status("HTTP/1.1 2x0 OK\r\n\r\n"), -1);
 	assert_int_equal(status("HTTP/1.1  200 OK\r\n\r\n"), -1);
 	assert_int_equal(status("http/1.1 200 OK\r\n\r\n"), -1);
-	/* A control byte in the status line, or no CRLF at all. */
+	/* A control byte in the status line. */
 	assert_int_equal(status("HTTP/1.1 200 O\x01K\r\n\r\n"), -1);
-	assert_int_equal(status("HTTP/1.1 200 OK"), -1);
-	assert_int_equal(icpt_proxy_status("HTTP/1.1 200 OK\r\n", 5), -1);
+	/* A head not complete yet: more bytes are needed, nothing is decided. */
+	assert_int_equal(status("HTTP/1.1 200 OK"), 0);
+	assert_int_equal(status("HTTP/1.1 200 OK\r\nProxy-agent: x\r\n"), 0);
+	/* The server's first bytes after the head stay for the tunnel. */
+	assert_int_equal(status("HTTP/1.1 200 OK\r\n\r\nSSH-2.0-x\r\n\r\n"), 200);
+	/* A head over the proxy's limit is refused, not waited for. */
+	{
+		static char big[9000];
+
+		memcpy(big, "HTTP/1.1 200 OK\r\nX: ", 21);
+		memset(big + 21, 'a', sizeof(big) - 21);
+		assert_int_equal(icpt_proxy_status((const uint8_t *)big, 8192, &(size_t){0}), -1);
+	}
 }
 
 int
