@@ -97,30 +97,27 @@ ex_dport_eq(struct nftnl_rule *r, uint16_t port, bool *oom)
 	ex_cmp(r, NFT_CMP_EQ, &be, 2, oom);
 }
 
-static void
+static struct nftnl_expr *
 ex_lookup(struct nftnl_rule *r, const char *set, uint32_t id, bool *oom)
 {
 	struct nftnl_expr *e = ex(r, "lookup", oom);
 
 	if (e == NULL)
-		return;
+		return NULL;
 	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, NFT_REG32_00);
 	nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, set);
 	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SET_ID, id);
+	return e;
 }
 
 /* A lookup that matches when the key is NOT in the set. */
 static void
 ex_lookup_inv(struct nftnl_rule *r, const char *set, uint32_t id, bool *oom)
 {
-	struct nftnl_expr *e = ex(r, "lookup", oom);
+	struct nftnl_expr *e = ex_lookup(r, set, id, oom);
 
-	if (e == NULL)
-		return;
-	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, NFT_REG32_00);
-	nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, set);
-	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SET_ID, id);
-	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_FLAGS, NFT_LOOKUP_F_INV);
+	if (e != NULL)
+		nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_FLAGS, NFT_LOOKUP_F_INV);
 }
 
 static void
@@ -489,10 +486,11 @@ rules_proxy_only(struct nftrules_batch *b, const struct nftrules_config *cfg)
 		}
 		ex_meta_eq8(
 		    r, NFT_META_NFPROTO, fam == AF_INET ? NFPROTO_IPV4 : NFPROTO_IPV6, &oom);
+		/* A cmp or lookup reads its registers and leaves them as they are. */
+		ex_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG32_00, &oom);
 		for (size_t i = 0; i < cfg->nintercept && i < NFTRULES_MAX_INTERCEPT; i++) {
 			uint16_t be = htons(cfg->intercept_ports[i].port);
 
-			ex_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG32_00, &oom);
 			ex_cmp(r, NFT_CMP_NEQ, &be, 2, &oom);
 		}
 		if (cfg->peek_port != 0) {
@@ -500,8 +498,6 @@ rules_proxy_only(struct nftrules_batch *b, const struct nftrules_config *cfg)
 			    NFT_REG32_00, &oom);
 			ex_lookup_inv(r, nftrules_set_name(NFTRULES_SET_LEARNED, fam),
 			    nftrules_set_id(b, NFTRULES_SET_LEARNED, fam), &oom);
-			ex_payload(r, NFT_PAYLOAD_NETWORK_HEADER, fam == AF_INET ? 16 : 24, alen,
-			    NFT_REG32_00, &oom);
 			ex_payload(
 			    r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG32_00 + alen / 4, &oom);
 			ex_lookup_inv(r, nftrules_set_name(NFTRULES_SET_LEARNEDP, fam),
