@@ -730,6 +730,23 @@ config_load(struct config *c, int argc, char **argv, char *err, size_t errlen)
 }
 
 /*
+ * A URL of one of the sidecar's own peers (proxy, webhook, collector) must
+ * hold an address: the nft table pins that peer's marked sockets to it.
+ */
+static int
+config_url_literal(
+    const struct httpurl *u, const char *var, const char *peer, char *err, size_t errlen)
+{
+	if (u->family != 0)
+		return 0;
+	snprintf(err, errlen,
+	    "%s: give the %s's IP address (the sidecar's own connections to it are pinned in the "
+	    "nft table; names are not resolved)",
+	    var, peer);
+	return -1;
+}
+
+/*
  * The proxy URL: http:// or https:// (the port then defaults to 443), else
  * as httpurl_parse. 0, or -1 with why (never the URL).
  */
@@ -793,13 +810,8 @@ config_check_proxy(const struct config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: %s", v, why);
 		return -1;
 	}
-	if (u.family == 0) {
-		snprintf(err, errlen,
-		    "%s: give the proxy's IP address (the intercept's dials are pinned to it in "
-		    "the nft table; names are not resolved)",
-		    v);
+	if (config_url_literal(&u, v, "proxy", err, errlen) != 0)
 		return -1;
-	}
 	if (strcmp(u.path, "/") != 0) {
 		snprintf(err, errlen, "%s: a proxy URL has no path", v);
 		return -1;
@@ -880,13 +892,9 @@ config_check(const struct config *c, char *err, size_t errlen)
 			snprintf(err, errlen, "OPENSANDBOX_EGRESS_DENY_WEBHOOK: %s", why);
 			return -1;
 		}
-		if (u.family == 0) {
-			snprintf(err, errlen,
-			    "OPENSANDBOX_EGRESS_DENY_WEBHOOK: give the receiver's IP address (the "
-			    "sidecar's own deliveries are pinned to it in the nft table; names are "
-			    "not resolved)");
+		if (config_url_literal(
+		        &u, "OPENSANDBOX_EGRESS_DENY_WEBHOOK", "receiver", err, errlen) != 0)
 			return -1;
-		}
 	}
 	if (config_check_proxy(c, err, errlen) != 0)
 		return -1;
@@ -909,21 +917,19 @@ config_check(const struct config *c, char *err, size_t errlen)
 		struct otlp_settings os;
 
 		int rc = otlp_settings(c, &os, err, errlen);
-		bool named = rc == 0 && os.enabled && os.url.family == 0;
+		bool enabled = rc == 0 && os.enabled;
+		struct httpurl url = os.url;
 
 		/* Only the report child keeps the headers (exporter credentials). */
 		explicit_bzero(&os, sizeof(os));
 		if (rc != 0)
 			return -1;
-		if (named) {
-			snprintf(err, errlen,
-			    "%s: give the collector's IP address (the sidecar's own deliveries "
-			    "are pinned to it in the nft table; names are not resolved)",
-			    c->otlp_metrics_endpoint[0] != '\0'
-			        ? "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
-			        : "OTEL_EXPORTER_OTLP_ENDPOINT");
+		if (enabled &&
+		    config_url_literal(&url,
+		        c->otlp_metrics_endpoint[0] != '\0' ? "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
+		                                            : "OTEL_EXPORTER_OTLP_ENDPOINT",
+		        "collector", err, errlen) != 0)
 			return -1;
-		}
 	}
 	if ((c->ca_cert[0] == '\0') != (c->ca_key[0] == '\0')) {
 		snprintf(err, errlen, "ca-cert and ca-key must be given together");
