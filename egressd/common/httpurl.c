@@ -1,5 +1,6 @@
 /* The sidecar's own outbound URLs; see httpurl.h. */
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,4 +103,24 @@ httpurl_parse(const char *url, struct httpurl *u, char *err, size_t errlen)
 	}
 	snprintf(u->path, sizeof(u->path), "%s", path[0] != '\0' ? path : "/");
 	return 0;
+}
+
+socklen_t
+httpurl_sockaddr(int family, const uint8_t addr[16], uint16_t port, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (family == AF_INET) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(port);
+		memcpy(&s4->sin_addr, addr, 4);
+		return sizeof(*s4);
+	}
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+
+	s6->sin6_family = AF_INET6;
+	s6->sin6_port = htons(port);
+	memcpy(&s6->sin6_addr, addr, 16);
+	return sizeof(*s6);
 }

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 struct httpurl {
 	char host[256];      /* an address literal (no brackets) or a name */
@@ -25,5 +26,12 @@ struct httpurl {
  */
 int httpurl_parse(const char *url, struct httpurl *u, char *err, size_t errlen)
     __attribute__((warn_unused_result));
+
+/*
+ * The socket address of an address literal (family AF_INET or AF_INET6,
+ * addr as in struct httpurl) and port, into *ss (zeroed first): its length.
+ */
+socklen_t httpurl_sockaddr(
+    int family, const uint8_t addr[16], uint16_t port, struct sockaddr_storage *ss);
 
 #endif

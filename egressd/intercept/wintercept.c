@@ -20,6 +20,7 @@
 
 #include "certs/ca.h"
 #include "certs/leaf.h"
+#include "egressd/common/httpurl.h"
 #include "egressd/common/learnmap.h"
 #include "egressd/common/log.h"
 #include "egressd/common/logagg.h"
@@ -385,24 +386,10 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 		struct config_proxy px;
 
 		config_proxy(cfg, &px);
-		if (px.set && px.family == AF_INET) {
-			struct sockaddr_in *sin = (struct sockaddr_in *)&icfg.proxy;
-
-			sin->sin_family = AF_INET;
-			sin->sin_port = htons(px.port);
-			memcpy(&sin->sin_addr, px.addr, 4);
-			icfg.proxy_len = sizeof(*sin);
-		} else if (px.set) {
-			struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&icfg.proxy;
-
-			sin6->sin6_family = AF_INET6;
-			sin6->sin6_port = htons(px.port);
-			memcpy(&sin6->sin6_addr, px.addr, 16);
-			icfg.proxy_len = sizeof(*sin6);
-		}
 		if (px.set) {
 			char a[INET6_ADDRSTRLEN];
 
+			icfg.proxy_len = httpurl_sockaddr(px.family, px.addr, px.port, &icfg.proxy);
 			icfg.proxy_auth = cfg->upstream_proxy_auth;
 			icfg.proxy_tls = px.tls;
 			inet_ntop(px.family, px.addr, a, sizeof(a));

@@ -24,6 +24,7 @@
 #include "egressd/child/sockpool.h"
 #include "egressd/child/wstate.h"
 #include "egressd/common/config.h"
+#include "egressd/common/httpurl.h"
 #include "egressd/common/log.h"
 #include "egressd/common/otlp.h"
 #include "egressd/common/shstat.h"
@@ -324,22 +325,7 @@ report_sock_cb(int fd, int err, void *arg)
 		report_done(r, false, false, strerror(err));
 		return;
 	}
-	memset(&ss, 0, sizeof(ss));
-	if (u->family == AF_INET) {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-
-		s4->sin_family = AF_INET;
-		s4->sin_port = htons(u->port);
-		memcpy(&s4->sin_addr, u->addr, 4);
-		sl = sizeof(*s4);
-	} else {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-
-		s6->sin6_family = AF_INET6;
-		s6->sin6_port = htons(u->port);
-		memcpy(&s6->sin6_addr, u->addr, 16);
-		sl = sizeof(*s6);
-	}
+	sl = httpurl_sockaddr(u->family, u->addr, u->port, &ss);
 	r->bev = bufferevent_socket_new(r->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (r->bev == NULL) {
 		close(fd);
