@@ -102,6 +102,14 @@ struct intercept {
 	int local_fam[ICPT_MAX_LOCAL];
 	size_t nlocal;
 	struct timespec local_at; /* when they were read; zero: never */
+	/*
+	 * The chained proxy (proxy_on): its addresses (the configured one, or
+	 * those of its name) and the next one to dial.
+	 */
+	bool proxy_on;
+	struct sockaddr_storage px[INTERCEPT_MAX_PROXY_ADDRS];
+	socklen_t pxlen[INTERCEPT_MAX_PROXY_ADDRS];
+	size_t npx, pxnext;
 	struct icpt_sess {
 		char key[ICPT_SESS_KEY];
 		SSL_SESSION *sess;
@@ -134,6 +142,8 @@ struct icpt_conn {
 	/* Through a chained proxy: the callbacks to restore once the tunnel stands. */
 	bufferevent_data_cb dial_read;
 	bufferevent_event_cb dial_event;
+	struct sockaddr_storage pxaddr; /* the proxy address this connection dials */
+	socklen_t pxlen;
 	int family;
 	uint8_t addr[16];
 	uint16_t port;
@@ -196,8 +206,12 @@ void icpt_drain(struct icpt_conn *c);
  * not called).
  */
 int icpt_dial(struct icpt_conn *c, bufferevent_data_cb readcb, bufferevent_event_cb eventcb);
-/* The family of the socket to ask for: the proxy's, or the destination's. */
-int icpt_dial_family(const struct icpt_conn *c);
+/*
+ * The family of the socket to ask for: the destination's, or with a
+ * chained proxy the next proxy address's (kept for icpt_dial). 0 (logged)
+ * when the proxy is given by name and none is known yet: no dial at all.
+ */
+int icpt_dial_family(struct icpt_conn *c);
 /*
  * The chained proxy's answer at buf[0..len), with the upstream answers'
  * strict parser: its status code (*consumed the head's length), 0 when

@@ -552,6 +552,13 @@ intercept_new(struct event_base *base, const struct intercept_ops *ops, void *ar
 	snprintf(ic->upstream_ca, sizeof(ic->upstream_ca), "%s",
 	    cfg->upstream_ca != NULL ? cfg->upstream_ca : "");
 	ic->cfg.upstream_ca = ic->upstream_ca;
+	ic->cfg.proxy_name[sizeof(ic->cfg.proxy_name) - 1] = '\0';
+	ic->proxy_on = cfg->proxy_len != 0 || ic->cfg.proxy_name[0] != '\0';
+	if (cfg->proxy_len != 0) {
+		ic->px[0] = cfg->proxy;
+		ic->pxlen[0] = cfg->proxy_len;
+		ic->npx = 1;
+	}
 	if (icpt_ctx_setup(ic, err, errlen) != 0 ||
 	    icpt_listen(ic, AF_INET, cfg->tls_port, ICPT_LFD(cfg, 0), err, errlen) != 0 ||
 	    icpt_listen(ic, AF_INET6, cfg->tls_port, ICPT_LFD(cfg, 1), err, errlen) != 0 ||

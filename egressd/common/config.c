@@ -18,6 +18,7 @@
 #include "egressd/common/config.h"
 #include "egressd/common/httpurl.h"
 #include "egressd/common/otlp.h"
+#include "policy/name.h"
 #include "policy/yamltree.h"
 
 enum config_type {
@@ -785,8 +786,24 @@ config_proxy_url(const char *url, struct httpurl *u, bool *tls, char *why, size_
 	return 0;
 }
 
+/* The proxy's host name, canonical, into out (NULL: only checked). 0 or -1. */
+static int
+config_proxy_name(const struct httpurl *u, char *out, size_t outlen)
+{
+	char canon[POLICY_NAME_MAX + 1];
+	size_t n;
+
+	if (policy_name_canon((const uint8_t *)u->host, strlen(u->host), 0, canon, &n) !=
+	        POLICY_NAME_OK ||
+	    n + 1 > sizeof(((struct config_proxy *)0)->name))
+		return -1;
+	if (out != NULL)
+		snprintf(out, outlen, "%s", canon);
+	return 0;
+}
+
 /*
- * The chained proxy: an http URL with an IP literal and no path, only with
+ * The chained proxy: an http URL with an IP literal or a host name and no path, only with
  * interception in dns+nft mode (the intercept is what dials through it and
  * the table what refuses every direct dial); its Proxy-Authorization value
  * a header value. Errors never quote the value.
@@ -810,8 +827,13 @@ config_check_proxy(const struct config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: %s", v, why);
 		return -1;
 	}
-	if (config_url_literal(&u, v, "proxy", err, errlen) != 0)
+	if (u.family == 0 && config_proxy_name(&u, NULL, 0) != 0) {
+		snprintf(err, errlen,
+		    "%s: the host is neither an IP address nor a host name (LDH labels, not a "
+		    "wildcard)",
+		    v);
 		return -1;
+	}
 	if (strcmp(u.path, "/") != 0) {
 		snprintf(err, errlen, "%s: a proxy URL has no path", v);
 		return -1;
@@ -851,8 +873,9 @@ config_proxy(const struct config *c, struct config_proxy *p)
 
 	memset(p, 0, sizeof(*p));
 	if (c->upstream_proxy[0] == '\0' ||
-	    config_proxy_url(c->upstream_proxy, &u, &p->tls, why, sizeof(why)) != 0 ||
-	    u.family == 0)
+	    config_proxy_url(c->upstream_proxy, &u, &p->tls, why, sizeof(why)) != 0)
+		return;
+	if (u.family == 0 && config_proxy_name(&u, p->name, sizeof(p->name)) != 0)
 		return;
 	p->set = true;
 	p->family = u.family;

@@ -133,8 +133,10 @@ int config_upstreams(struct config *c, char *err, size_t errlen)
     __attribute__((warn_unused_result));
 
 /*
- * The chained upstream proxy, parsed: set is false without one. The
- * address is a literal (the nft table pins the intercept's dials to it).
+ * The chained upstream proxy, parsed: set is false without one. Given by
+ * address (family set), the nft table pins the intercept's dials to it;
+ * given by name (family 0, name set), the dns process resolves the name
+ * and the parent pins the table to the addresses it learns (docs/api.md).
  */
 struct config_proxy {
 	bool set;
@@ -142,6 +144,7 @@ struct config_proxy {
 	uint8_t family;
 	uint8_t addr[16];
 	uint16_t port;
+	char name[254]; /* canonical, or "" for an address */
 };
 
 /* The proxy of c (checked by config_check), into *p. */

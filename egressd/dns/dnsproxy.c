@@ -30,6 +30,7 @@
 
 #include "egressd/dns/dnshealth.h"
 #include "egressd/dns/dnsproxy.h"
+#include "egressd/dns/pxname.h"
 #include "egressd/dns/dnstunnel.h"
 #include "egressd/dns/dnswire.h"
 #include "egressd/common/learnmap.h"
@@ -127,6 +128,7 @@ struct dnsproxy {
 	void (*ready_cb)(void *arg);
 	void *ready_arg;
 	bool ready_sent;
+	struct pxname *pxname; /* the chained proxy's name, when it is given by name */
 };
 
 /*
@@ -250,7 +252,18 @@ dnsproxy_pool_ready_cb(void *arg)
 	    (d->want_v6 && sockpool_ready(d->pool[0], AF_INET6) == 0))
 		return;
 	d->ready_sent = true;
-	d->ready_cb(d->ready_arg);
+	/* With a proxy given by name, ready once its first resolution is over. */
+	if (d->pxname != NULL)
+		pxname_start(d->pxname, d->ready_cb, d->ready_arg);
+	else
+		d->ready_cb(d->ready_arg);
+}
+
+void
+dnsproxy_resolve(
+    struct dnsproxy *d, const uint8_t *query, size_t len, dnsproxy_answer_cb cb, void *arg)
+{
+	d->rops.send(d->resolver, query, len, cb, arg);
 }
 
 /* c-ares asks for a socket: hand out a marked one from the pool. */
@@ -1532,6 +1545,15 @@ dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg,
 	}
 	if (dnsproxy_upstreams(d, d->nodes, &d->nnodes, err, errlen) != 0)
 		goto fail;
+	{
+		struct config_proxy px;
+
+		config_proxy(wstate_cfg(ws), &px);
+		if (px.set && px.family == 0 && (d->pxname = pxname_new(d, ws, px.name)) == NULL) {
+			snprintf(err, errlen, "out of memory");
+			goto fail;
+		}
+	}
 	d->resolver = d->rops.open(d->rops.arg, d, err, errlen);
 	if (d->resolver == NULL)
 		goto fail;
@@ -1580,6 +1602,7 @@ dnsproxy_free(struct dnsproxy *d)
 	/* Queries in flight get ECANCELED and free themselves. */
 	if (d->resolver != NULL)
 		d->rops.close(d->resolver);
+	pxname_free(d->pxname);
 	for (int v6 = 0; v6 < 2; v6++) {
 		if (d->ev_udp[v6] != NULL)
 			event_free(d->ev_udp[v6]);

@@ -565,7 +565,8 @@ chain_filter_rules(
 		rule_mark_port_reject(b, cfg, fc, l4[p], NFTRULES_PORT_DNS);
 	/* With a chained proxy, the intercept's: TCP to the proxy, nothing else (no direct dial). */
 	if (cfg->proxy) {
-		rule_mark_dest(b, cfg, cfg->mark, &cfg->proxy_dest, IPPROTO_TCP);
+		for (size_t i = 0; i < cfg->nproxy && i < NFTRULES_MAX_PROXY; i++)
+			rule_mark_dest(b, cfg, cfg->mark, &cfg->proxy_dests[i], IPPROTO_TCP);
 		rule_mark(b, cfg, fc, cfg->mark, 0, true);
 	}
 

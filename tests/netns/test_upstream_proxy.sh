@@ -1,7 +1,9 @@
 #!/bin/bash
 # A chained upstream proxy (issue 17 item 3): OPENSANDBOX_EGRESS_UPSTREAM_PROXY
 # and _UPSTREAM_PROXY_AUTH, against a real forward proxy (Debian's
-# tinyproxy, run in the fake internet at 198.51.100.90). Every connection
+# tinyproxy, run in the fake internet at 198.51.100.90), given by address
+# or by name (resolved by the dns process, pinned by the parent, followed
+# when it changes, refused dials while it does not resolve). Every connection
 # the sidecar makes for the workload, passed through or terminated for the
 # vault, leaves as CONNECT to the proxy's address for the destination the
 # policy allowed; a denied one is refused before any CONNECT; with the
@@ -33,8 +35,16 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 fx_up || exit 2
 fx_safety || exit 2
+# The proxy by name: proxy.corp.test (the proxy certificate's name),
+# moving.corp.test (each answer the other of two proxies, TTL 1: the
+# sidecar follows the change), and no answer for nope.corp.test.
+cat >"$FX_DIR/dns.json" <<'J'
+{"records":[{"name":"proxy.corp.test","type":"A","data":["198.51.100.90"],"ttl":60},
+ {"name":"moving.corp.test","type":"A","data":["198.51.100.90","198.51.100.92"],"ttl":1,"rotate":true}]}
+J
 fx_servers_start || exit 2
 ip -n "$FX_WAN" addr add 198.51.100.90/32 dev lo || exit 2
+ip -n "$FX_WAN" addr add 198.51.100.92/32 dev lo || exit 2
 # An IP-allowed host (the fake internet sinks 203.0.113.20; this one is plain).
 ip -n "$FX_WAN" addr add 198.51.100.91/32 dev lo || exit 2
 P=$FX_DIR/proxy
@@ -50,7 +60,7 @@ proxy_start() {
 		echo "User nobody"
 		echo "Group nogroup"
 		echo "Port $port"
-		echo "Listen 198.51.100.90"
+		echo "Listen ${PROXY_ADDR:-198.51.100.90}"
 		echo "Timeout 10"
 		echo "LogFile \"$P/$name.log\""
 		echo "LogLevel Connect"
@@ -68,7 +78,7 @@ proxy_start() {
 	fx_track $!
 	local i
 	for i in $(seq 1 50); do
-		ip netns exec "$FX_WAN" bash -c "exec 3<>/dev/tcp/198.51.100.90/$port" 2>/dev/null && return 0
+		ip netns exec "$FX_WAN" bash -c "exec 3<>/dev/tcp/${PROXY_ADDR:-198.51.100.90}/$port" 2>/dev/null && return 0
 		sleep 0.1
 	done
 	echo "tinyproxy $name did not start"
@@ -281,6 +291,77 @@ refute "a proxy whose certificate is not for its address is refused" \
 check "  logged as proxy_tls_failed" grep -q '"event":"upstream_proxy_refused".*"reason":"proxy_tls_failed"' "$LOG"
 check "  and nothing was asked of it" test "$(connects open)" = "$c0"
 fx_egressd_stop
+
+# ---- the proxy given by name: the dns process resolves it, the parent pins
+# the intercept's mark to what it learned, and the workload gets nothing of it.
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=http://proxy.corp.test:3128
+check "the proxy's name is resolved before ready, and its address pinned" \
+    grep -q '"event":"upstream_proxy_addresses".*"name":"proxy.corp.test".*"addrs":"198.51.100.90"' "$LOG"
+c0=$(connects open)
+n0=$(api_lines)
+fx_ws "${C[@]}" --cacert "$PUBCA" https://api.allowed.test/by-name >"$FX_DIR/out/byname" 2>&1
+check "a passthrough request works through the proxy given by name" grep -q '"path": "/by-name"' "$FX_DIR/out/byname"
+check "  by a CONNECT to the destination address" test "$(connects open)" -gt "$c0"
+peers=$(api_peers_since "$n0")
+check "  the server saw the proxy, never the sandbox ($peers)" test -n "$peers" -a "${peers#*10.200.0.2}" = "$peers"
+check "the intercept's mark reaches the resolved proxy" marked 198.51.100.90 3128
+refute "  but not the learned, allowed address directly" marked 203.0.113.10 443
+refute "the workload cannot connect to the proxy" \
+    fx_ws "${C[@]}" -x http://198.51.100.90:3128 http://api.allowed.test/
+a=$(fx_ws dig +short proxy.corp.test A 2>/dev/null)
+check "the workload's own query for the proxy's name meets the policy (denied: '$a')" test -z "$a"
+refute "  and its address is not learned for the workload" \
+    fx_ws timeout 5 bash -c "exec 3<>/dev/tcp/198.51.100.90/3128"
+fx_egressd_stop
+
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=https://proxy.corp.test:3443
+c0=$(connects open)
+fx_ws "${C[@]}" --cacert "$PUBCA" https://front.allowed.test/tls-by-name >"$FX_DIR/out/tlsn" 2>&1
+check "an https:// proxy by name works (its certificate verified for the name)" \
+    grep -q '"path": "/tls-by-name"' "$FX_DIR/out/tlsn"
+check "  by a CONNECT inside the TLS" test "$(connects open)" -gt "$c0"
+fx_egressd_stop
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=https://proxy.corp.test:3444
+c0=$(connects open)
+refute "an https:// proxy by name whose certificate is for another name is refused" \
+    fx_ws "${C[@]}" --cacert "$PUBCA" https://api.allowed.test/tls-by-name-wrong
+check "  logged as proxy_tls_failed" grep -q '"event":"upstream_proxy_refused".*"reason":"proxy_tls_failed"' "$LOG"
+check "  and nothing was asked of it" test "$(connects open)" = "$c0"
+fx_egressd_stop
+
+# ---- a name that does not resolve: every dial fails, none goes direct.
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=http://nope.corp.test:3128
+check "an unresolvable proxy name is logged" grep -q '"event":"upstream_proxy_unresolved".*nope.corp.test' "$LOG"
+n0=$(api_lines)
+refute "  a passthrough request fails" fx_ws "${C[@]}" --cacert "$PUBCA" https://api.allowed.test/unresolved
+refute "  and a terminated one too" fx_ws "${C[@]}" -f --cacert "$SBXCA" \
+    -H "Authorization: Bearer $FX_FAKE_KEY" https://api.allowed.test/v1/unresolved
+check "  the server saw no connection" test "$(api_lines)" = "$n0"
+check "  the refusal says why" grep -q '"event":"upstream_proxy_refused".*"reason":"proxy_unresolved"' "$LOG"
+refute "  the intercept's mark reaches nothing (not the proxy's usual address)" marked 198.51.100.90 3128
+fx_egressd_stop
+
+# ---- the name's address changes: the sidecar follows it (table and dials).
+PROXY_ADDR=198.51.100.92 proxy_start moved 3128
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=http://moving.corp.test:3128
+changed=0
+for i in $(seq 1 40); do
+	if [ "$(grep -c '"event":"upstream_proxy_addresses".*"name":"moving.corp.test"' "$LOG")" -ge 2 ]; then
+		changed=1
+		break
+	fi
+	sleep 0.5
+done
+check "a new address of the proxy's name is put in force" test "$changed" = 1
+check "  both addresses were pinned in turn" bash -c "grep -q '\"addrs\":\"198.51.100.92\"' '$LOG' && grep -q '\"addrs\":\"198.51.100.90\"' '$LOG'"
+for i in $(seq 1 30); do
+	fx_ws "${C[@]}" --cacert "$PUBCA" https://api.allowed.test/moving$i >/dev/null 2>&1
+	[ "$(connects moved)" -gt 0 ] && break
+	sleep 0.5
+done
+check "  requests went through the proxy at the new address" test "$(connects moved)" -gt 0
+fx_egressd_stop
+proxy_stop moved
 proxy_stop open
 
 # ---- bad settings refuse the start (exit 2), naming the variable, never the URL's secrets.
@@ -299,7 +380,8 @@ check "a path is refused" bad_start "$U=http://198.51.100.90:3128/proxy"
 check "port 0 is refused" bad_start "$U=http://198.51.100.90:0"
 check "ftp:// is refused" bad_start "$U=ftp://198.51.100.90:3128"
 check "https with a path is refused" bad_start "$U=https://198.51.100.90/x"
-check "a name is refused (not resolved)" bad_start "$U=http://proxy.corp.test:3128"
+check "a name that is no host name is refused" bad_start "$U=http://proxy_1.corp.test:3128"
+check "a wildcard is refused" bad_start "$U=http://*.corp.test:3128"
 check "AUTH without a proxy is refused" bad_start "${U}_AUTH=Basic eA=="
 check "AUTH with a line break is refused" bad_start "$U=http://198.51.100.90:3128" \
     "${U}_AUTH=$(printf 'Basic x\r\nX-Injected: 1')"
