@@ -26,19 +26,8 @@
 int
 icpt_proxy_status(const uint8_t *buf, size_t len, size_t *consumed)
 {
-	struct httpwire_header hdrs[HTTPWIRE_MAX_HEADERS];
-	struct httpwire_response r;
-
 	/* The same strict parser as every upstream answer (RFC 9112). */
-	switch (
-	    httpwire_parse_response(buf, len, false, &r, hdrs, HTTPWIRE_MAX_HEADERS, consumed)) {
-	case HTTPWIRE_OK:
-		return r.status;
-	case HTTPWIRE_NEED_MORE:
-		return len < ICPT_PROXY_HEAD_MAX ? 0 : -1;
-	default:
-		return -1;
-	}
+	return httpwire_connect_status(buf, len, ICPT_PROXY_HEAD_MAX, consumed);
 }
 
 int

@@ -128,7 +128,9 @@ static const struct config_opt config_opts[] = {
     {"deny-webhook", "OPENSANDBOX_EGRESS_DENY_WEBHOOK", NULL, CT_STR, O(deny_webhook), false,
         "http://address[:port]/path that gets a POST for every refusal (docs/api.md)"},
     {"upstream-proxy", "OPENSANDBOX_EGRESS_UPSTREAM_PROXY", NULL, CT_STR, O(upstream_proxy), false,
-        "http[s]://IP[:port]: every intercept dial goes through HTTP CONNECT to it, none direct"},
+        "http[s]://host[:port]: every intercept dial goes through HTTP CONNECT to it, none direct"},
+    {"dns-via-proxy", "EGRESSD_DNS_VIA_PROXY", NULL, CT_BOOL, O(dns_via_proxy), false,
+        "the DNS upstream queries too go through the proxy (DNS over TCP in CONNECT)"},
     {"upstream-proxy-auth", "OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH", NULL, CT_STR,
         O(upstream_proxy_auth), true, "the whole Proxy-Authorization value (never logged)"},
     {"report-queue", "EGRESSD_REPORT_QUEUE", NULL, CT_U32, O(report_queue), false,
@@ -817,8 +819,11 @@ config_check_proxy(const struct config *c, char *err, size_t errlen)
 	size_t n;
 
 	if (c->upstream_proxy[0] == '\0') {
-		if (c->upstream_proxy_auth[0] != '\0') {
-			snprintf(err, errlen, "%s_AUTH is set without %s", v, v);
+		if (c->upstream_proxy_auth[0] != '\0' || c->dns_via_proxy) {
+			snprintf(err, errlen, "%s is set without %s",
+			    c->dns_via_proxy ? "EGRESSD_DNS_VIA_PROXY"
+			                     : "OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH",
+			    v);
 			return -1;
 		}
 		return 0;
@@ -836,6 +841,13 @@ config_check_proxy(const struct config *c, char *err, size_t errlen)
 	}
 	if (strcmp(u.path, "/") != 0) {
 		snprintf(err, errlen, "%s: a proxy URL has no path", v);
+		return -1;
+	}
+	if (c->dns_via_proxy && u.family == 0) {
+		snprintf(err, errlen,
+		    "EGRESSD_DNS_VIA_PROXY needs %s to hold the proxy's IP address: its name could "
+		    "only be resolved through the proxy itself",
+		    v);
 		return -1;
 	}
 	if (!c->intercept || c->mode != CONFIG_MODE_DNS_NFT) {

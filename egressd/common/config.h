@@ -83,6 +83,7 @@ struct config {
 	/* A chained HTTP CONNECT proxy for every intercept dial (docs/api.md). */
 	char upstream_proxy[512];
 	char upstream_proxy_auth[1024]; /* the Proxy-Authorization value; never logged */
+	bool dns_via_proxy;             /* the DNS upstream too, as DNS over TCP through CONNECT */
 	uint32_t report_mark;  /* the report process's sockets: webhook and collector only */
 	uint32_t report_queue; /* events waiting at most; 0: REPORT_QUEUE */
 	/* OpenTelemetry metrics export (egressd/common/otlp.h, docs/api.md) */

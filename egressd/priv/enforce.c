@@ -107,6 +107,7 @@ enforce_proxy(const struct config *cfg, struct nftrules_config *nc)
 
 	config_proxy(cfg, &px);
 	nc->proxy = px.set;
+	nc->dns_via_proxy = px.set && cfg->dns_via_proxy;
 	nc->nproxy = 0;
 	/* Given by name: no address until the dns process resolved it (enforce_set_proxy). */
 	if (!px.set || px.family == 0)

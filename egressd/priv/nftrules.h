@@ -113,6 +113,7 @@ struct nftrules_config {
 	 * (nftrules_set_proxy); none yet: the intercept's mark reaches nothing.
 	 */
 	bool proxy;
+	bool dns_via_proxy; /* dns_mark reaches the proxy (TCP) in place of the resolvers */
 	size_t nproxy;
 	struct nftrules_dest proxy_dests[NFTRULES_MAX_PROXY];
 };

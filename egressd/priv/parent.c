@@ -1250,8 +1250,8 @@ parent_child_forget(struct parent *p, enum chan_role role)
 	/* Only control holds the API token. */
 	if (role != CHAN_ROLE_CONTROL)
 		explicit_bzero(p->cfg->token, sizeof(p->cfg->token));
-	/* Only the intercept dials through the chained proxy. */
-	if (role != CHAN_ROLE_INTERCEPT)
+	/* Only the intercept dials through the chained proxy (and dns, for DNS through it). */
+	if (role != CHAN_ROLE_INTERCEPT && !(role == CHAN_ROLE_DNS && p->cfg->dns_via_proxy))
 		explicit_bzero(p->cfg->upstream_proxy_auth, sizeof(p->cfg->upstream_proxy_auth));
 	/* Only report sends the OTLP headers (an exporter's credentials). */
 	if (role != CHAN_ROLE_REPORT)

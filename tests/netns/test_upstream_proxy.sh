@@ -40,7 +40,12 @@ fx_safety || exit 2
 # sidecar follows the change), and no answer for nope.corp.test.
 cat >"$FX_DIR/dns.json" <<'J'
 {"records":[{"name":"proxy.corp.test","type":"A","data":["198.51.100.90"],"ttl":60},
- {"name":"moving.corp.test","type":"A","data":["198.51.100.90","198.51.100.92"],"ttl":1,"rotate":true}]}
+ {"name":"moving.corp.test","type":"A","data":["198.51.100.90","198.51.100.92"],"ttl":1,"rotate":true},
+ {"name":"v1.via.test","type":"A","data":["203.0.113.11"],"ttl":60},
+ {"name":"v2.via.test","type":"A","data":["203.0.113.11"],"ttl":60},
+ {"name":"v3.via.test","type":"A","data":["203.0.113.11"],"ttl":60},
+ {"name":"v4.via.test","type":"A","data":["203.0.113.11"],"ttl":60},
+ {"name":"v5.via.test","type":"A","data":["203.0.113.11"],"ttl":60}]}
 J
 fx_servers_start || exit 2
 ip -n "$FX_WAN" addr add 198.51.100.90/32 dev lo || exit 2
@@ -69,6 +74,7 @@ proxy_start() {
 		echo "ConnectPort 80"
 		echo "ConnectPort 8080"
 		echo "ConnectPort 2222"
+		echo "ConnectPort 53"
 		[ $# -gt 0 ] && echo "BasicAuth $1 $2"
 	} >"$P/$name.conf"
 	: >"$P/$name.log"
@@ -89,7 +95,7 @@ proxy_stop() { fx_stop_pid "${PROXY_PID[$1]}" TERM; }
 connects() { grep -c "CONNECT" "$P/$1.log" 2>/dev/null; }
 
 POLICY='{"defaultAction":"deny","egress":[{"action":"allow","target":"api.allowed.test"},
- {"action":"allow","target":"front.allowed.test"},
+ {"action":"allow","target":"front.allowed.test"},{"action":"allow","target":"*.via.test"},
  {"action":"allow","target":"198.51.100.91"}]}'
 PUBCA=$FX_CERTS/ca.pem
 SBXCA=$FX_DIR/sandbox/ca.pem
@@ -341,6 +347,74 @@ check "  the refusal says why" grep -q '"event":"upstream_proxy_refused".*"reaso
 refute "  the intercept's mark reaches nothing (not the proxy's usual address)" marked 198.51.100.90 3128
 fx_egressd_stop
 
+# ---- DNS through the proxy too (EGRESSD_DNS_VIA_PROXY): DNS over TCP in
+# CONNECT to the resolver; the dns mark reaches the proxy and nothing else.
+dns_src() { # NAME: "proto src" of each query the resolver saw for it
+	"$FX_PY" -c '
+import json, sys
+for l in open(sys.argv[1]):
+    try:
+        r = json.loads(l)
+    except ValueError:
+        continue
+    if r.get("qname_lc") == sys.argv[2]:
+        print(r.get("proto"), r.get("src"))' "$FN/dns.log" "$1" | sort -u; }
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=http://198.51.100.90:3128 EGRESSD_DNS_VIA_PROXY=true
+a=$(fx_ws dig +short +tries=1 +time=5 v1.via.test A 2>/dev/null)
+check "a DNS query is answered through the proxy ($a)" test "$a" = 203.0.113.11
+check "  by a CONNECT to the resolver's port 53" grep -q "CONNECT 203.0.113.53:53" "$P/open.log"
+src=$(dns_src v1.via.test)
+# (tinyproxy shares the fake internet's namespace: it dials from any of its addresses)
+check "  the resolver saw it over TCP, from the proxy's side, never the sandbox ($src)" \
+    test "${src%% *}" = tcp -a "${src#*10.200.0.2}" = "$src" -a "$(wc -l <<<"$src")" = 1
+fx_ws "${C[@]}" http://v1.via.test/dns-via >"$FX_DIR/out/dnsvia" 2>&1
+check "  and the name's traffic goes through the proxy too" grep -q '"path": "/dns-via"' "$FX_DIR/out/dnsvia"
+check "  by a CONNECT to its address" grep -q "CONNECT 203.0.113.11:80" "$P/open.log"
+cat >"$FX_DIR/marked2.py" <<'PY'
+import socket, sys
+kind = socket.SOCK_DGRAM if sys.argv[3] == "udp" else socket.SOCK_STREAM
+s = socket.socket(socket.AF_INET, kind)
+s.setsockopt(socket.SOL_SOCKET, 36, 0x2)  # SO_MARK, the dns process's
+s.settimeout(3)
+try:
+    s.connect((sys.argv[1], int(sys.argv[2])))
+    if kind == socket.SOCK_DGRAM:
+        # a query for api.allowed.test A: answered only if it got there
+        s.send(bytes.fromhex("abcd0100000100000000000003617069"
+                             "07616c6c6f776564047465737400""00010001"))
+        s.recv(512)
+except OSError:
+    sys.exit(1)
+PY
+dnsmarked() { ip netns exec "$FX_SBX" "$FX_PY" "$FX_DIR/marked2.py" "$@"; }
+check "the dns mark reaches the proxy" dnsmarked 198.51.100.90 3128 tcp
+refute "  but not the resolver over UDP" dnsmarked 203.0.113.53 53 udp
+refute "  nor over TCP" dnsmarked 203.0.113.53 53 tcp
+proxy_stop open
+b=$(fx_ws dig +short +tries=1 +time=5 v2.via.test A 2>/dev/null)
+check "with the proxy down, DNS fails ('$b')" test -z "$b"
+check "  and the resolver saw no query for it" test -z "$(dns_src v2.via.test)"
+check "  the refusal is logged" grep -q '"event":"dns_proxy_refused"' "$LOG"
+fx_egressd_stop
+proxy_start open 3128
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=http://198.51.100.90:3128
+fx_ws dig +short v3.via.test A >/dev/null 2>&1
+src=$(dns_src v3.via.test)
+check "control: without EGRESSD_DNS_VIA_PROXY, DNS goes direct over UDP ($src)" test "$src" = "udp 10.200.0.2"
+check "control: the dns mark reaches the resolver" dnsmarked 203.0.113.53 53 udp
+fx_egressd_stop
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=https://198.51.100.90:3443 EGRESSD_DNS_VIA_PROXY=true
+a=$(fx_ws dig +short +tries=1 +time=5 v4.via.test A 2>/dev/null)
+check "DNS through an https:// proxy (TLS verified for its address) is answered ($a)" \
+    test "$a" = 203.0.113.11
+fx_egressd_stop
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=https://198.51.100.90:3444 EGRESSD_DNS_VIA_PROXY=true
+b=$(fx_ws dig +short +tries=1 +time=5 v5.via.test A 2>/dev/null)
+check "  one whose certificate is not for its address gets nothing ('$b')" test -z "$b"
+check "  logged as proxy_tls_failed, the resolver saw nothing" bash -c \
+    "grep -q '\"event\":\"dns_proxy_refused\".*proxy_tls_failed' '$LOG' && ! grep -q v5.via.test '$FN/dns.log'"
+fx_egressd_stop
+
 # ---- the name's address changes: the sidecar follows it (table and dials).
 PROXY_ADDR=198.51.100.92 proxy_start moved 3128
 start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=http://moving.corp.test:3128
@@ -383,6 +457,8 @@ check "https with a path is refused" bad_start "$U=https://198.51.100.90/x"
 check "a name that is no host name is refused" bad_start "$U=http://proxy_1.corp.test:3128"
 check "a wildcard is refused" bad_start "$U=http://*.corp.test:3128"
 check "AUTH without a proxy is refused" bad_start "${U}_AUTH=Basic eA=="
+check "DNS through a proxy given by name is refused" bad_start "$U=http://proxy.corp.test:3128" \
+    EGRESSD_DNS_VIA_PROXY=true
 check "AUTH with a line break is refused" bad_start "$U=http://198.51.100.90:3128" \
     "${U}_AUTH=$(printf 'Basic x\r\nX-Injected: 1')"
 check "a proxy without interception is refused" bad_start OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=false \

@@ -314,6 +314,22 @@ test_upstream_proxy(void **state)
 	assert_int_equal(px.family, AF_INET6);
 	assert_int_equal(px.port, 80);
 	config_free(&c);
+	/* DNS through the proxy: only with a proxy, given by address. */
+	setenv("EGRESSD_DNS_VIA_PROXY", "true", 1);
+	setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY", "http://proxy.example.test:3128", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "EGRESSD_DNS_VIA_PROXY"));
+	config_free(&c);
+	unsetenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY");
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "EGRESSD_DNS_VIA_PROXY is set without"));
+	config_free(&c);
+	setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY", "http://192.0.2.9:3128", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), 0);
+	assert_true(c.dns_via_proxy);
+	config_free(&c);
+	unsetenv("EGRESSD_DNS_VIA_PROXY");
+	setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY", "http://[2001:db8::9]/", 1);
 	/* Only the intercept dials through it: without interception it would be ignored. */
 	assert_int_equal(loadc(&c, "intercept: false\n", 0, NULL, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "MITMPROXY_TRANSPARENT"));
