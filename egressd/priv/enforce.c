@@ -387,12 +387,39 @@ enforce_dests_equal(
 	return true;
 }
 
+/* l[0..n) as the proxy's destinations (its port), into d. false: too many. */
+static bool
+enforce_proxy_dests(
+    const struct enforce *e, const struct chan_learn *l, size_t n, struct nftrules_dest *d)
+{
+	if (n > NFTRULES_MAX_PROXY)
+		return false;
+	memset(d, 0, NFTRULES_MAX_PROXY * sizeof(*d));
+	for (size_t i = 0; i < n; i++) {
+		d[i].family = l[i].family;
+		memcpy(d[i].addr, l[i].addr, sizeof(d[i].addr));
+		d[i].port = e->proxy_port;
+	}
+	return true;
+}
+
+bool
+enforce_proxy_same(const struct enforce *e, const struct chan_learn *l, size_t n)
+{
+	struct nftrules_dest d[NFTRULES_MAX_PROXY], cur[NFTRULES_MAX_PROXY];
+	size_t ncur = 0;
+
+	if (!enforce_proxy_dests(e, l, n, d))
+		return false;
+	nftrules_proxy(e->nft, cur, &ncur);
+	return enforce_dests_equal(d, n, cur, ncur);
+}
+
 int
 enforce_set_proxy(struct enforce *e, const struct chan_learn *l, size_t n, bool *changed, char *err,
     size_t errlen)
 {
-	struct nftrules_dest d[NFTRULES_MAX_PROXY], cur[NFTRULES_MAX_PROXY];
-	size_t ncur = 0;
+	struct nftrules_dest d[NFTRULES_MAX_PROXY];
 	struct nftrules_static st = {
 	    .rules = e->last,
 	    .nrules = e->nlast,
@@ -407,15 +434,9 @@ enforce_set_proxy(struct enforce *e, const struct chan_learn *l, size_t n, bool 
 		                       : "too many proxy addresses");
 		return -1;
 	}
-	memset(d, 0, sizeof(d));
-	for (size_t i = 0; i < n; i++) {
-		d[i].family = l[i].family;
-		memcpy(d[i].addr, l[i].addr, sizeof(d[i].addr));
-		d[i].port = e->proxy_port;
-	}
-	nftrules_proxy(e->nft, cur, &ncur);
-	if (enforce_dests_equal(d, n, cur, ncur))
+	if (enforce_proxy_same(e, l, n))
 		return 0;
+	(void)enforce_proxy_dests(e, l, n, d);
 	if (!e->installed) {
 		snprintf(err, errlen, "the table is not installed yet");
 		return -1;

@@ -63,6 +63,9 @@ int enforce_forget(struct enforce *e, const struct chan_learn *l, size_t n, char
 int enforce_set_proxy(struct enforce *e, const struct chan_learn *l, size_t n, bool *changed,
     char *err, size_t errlen) __attribute__((warn_unused_result));
 
+/* Whether l[0..n) are the proxy's addresses in force already (in any order). */
+bool enforce_proxy_same(const struct enforce *e, const struct chan_learn *l, size_t n);
+
 /* Delete the table (graceful stop with remove-table-on-exit). */
 int enforce_remove(struct enforce *e, char *err, size_t errlen);
 

@@ -65,6 +65,8 @@
 #define PARENT_ACK_S 10
 /* Blocking budget of one document send to a child. */
 #define PARENT_SEND_MS 10000
+/* Seconds between two changes of the chained proxy's addresses, at least. */
+#define PARENT_PROXY_CHANGE_S 2
 
 struct parent;
 
@@ -165,6 +167,13 @@ struct parent {
 	char proxy_name[254];
 	struct chan_learn proxy[CHAN_MAX_PROXY_ADDRS];
 	size_t nproxy;
+	/*
+	 * A change rebuilds the filter chain: at most one every
+	 * PARENT_PROXY_CHANGE_S (the dns child asks no more often than every
+	 * PXNAME_MIN_S); more are refused, counted, and logged once a window.
+	 */
+	time_t proxy_changed, proxy_busy_logged;
+	uint64_t proxy_busy;
 
 	/* Events forwarded to the report child, and those dropped (it was absent or full). */
 	uint32_t next_event;
@@ -587,6 +596,16 @@ parent_learn_flush(struct pkid *k, uint32_t id)
 	p->learn_refused = NULL;
 }
 
+/* Seconds of CLOCK_MONOTONIC (never 0 once running). */
+static time_t
+parent_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + 1;
+}
+
 /* The proxy's addresses in force to the intercept (u: answered once it holds them). */
 static void
 parent_push_proxy(struct parent *p, struct ppush *u)
@@ -621,6 +640,19 @@ parent_proxy_flush(struct pkid *k, uint32_t id)
 		parent_reply(k, id, CHAN_LEARN, EPERM, p->learn_refused);
 		goto out;
 	}
+	if (!enforce_proxy_same(p->enf, p->learns, p->nlearn) && p->proxy_changed != 0 &&
+	    parent_mono() - p->proxy_changed < PARENT_PROXY_CHANGE_S) {
+		p->proxy_busy++;
+		if (parent_mono() - p->proxy_busy_logged >= PARENT_PROXY_CHANGE_S) {
+			p->proxy_busy_logged = parent_mono();
+			log_begin(&l, LOG_WARN, "policy", "upstream_proxy_busy");
+			log_str(&l, "why", "the proxy's addresses change too often");
+			log_uint(&l, "count", p->proxy_busy);
+			log_end(&l);
+		}
+		parent_reply(k, id, CHAN_LEARN, EBUSY, "the proxy's addresses change too often");
+		goto out;
+	}
 	if (enforce_set_proxy(p->enf, p->learns, p->nlearn, &changed, err, sizeof(err)) != 0) {
 		log_msg(LOG_ERROR, "nft", "nft_error", "proxy addresses: %s", err);
 		parent_reply(k, id, CHAN_LEARN, EIO, err);
@@ -628,6 +660,8 @@ parent_proxy_flush(struct pkid *k, uint32_t id)
 	}
 	memcpy(p->proxy, p->learns, p->nlearn * sizeof(p->proxy[0]));
 	p->nproxy = p->nlearn;
+	if (changed)
+		p->proxy_changed = parent_mono();
 	if (!changed) {
 		parent_reply(k, id, CHAN_LEARN, 0, "");
 		goto out;

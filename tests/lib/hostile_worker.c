@@ -339,6 +339,8 @@ hostile_allowed(int fd, enum chan_role role)
 	say("proxy-metadata", hostile_proxy(fd, "proxy.hostile.test", "169.254.169.254"));
 	say("proxy-other-name", hostile_proxy(fd, "evil.example.test", "192.0.2.91"));
 	say("proxy-ok", hostile_proxy(fd, "proxy.hostile.test", "192.0.2.90"));
+	/* Each change rebuilds the filter chain: no flapping. */
+	say("proxy-flap", hostile_proxy(fd, "proxy.hostile.test", "192.0.2.93"));
 }
 
 /*

@@ -21,7 +21,7 @@ step() { # name err
 }
 # The allowed steps first (bounded), then the table as they left it.
 for i in $(seq 1 300); do
-	grep -q '^HOSTILE proxy-ok ' "$log" && grep -q '^HOSTILE intercept-socket-tcp ' "$log" &&
+	grep -q '^HOSTILE proxy-flap ' "$log" && grep -q '^HOSTILE intercept-socket-tcp ' "$log" &&
 		break
 	sleep 0.1
 done
@@ -42,10 +42,12 @@ check "  nor the metadata address" step proxy-metadata 1
 check "  nor one for another name than the proxy's" step proxy-other-name 1
 check "a proxy address for its name is accepted (and handed to the intercept)" step proxy-ok 0
 check "refused proxy addresses are logged" grep -q '"event":"upstream_proxy_address_refused"' "$log"
+check "a change right after is refused as too frequent (EBUSY)" step proxy-flap 16
+check "  and logged" grep -q '"event":"upstream_proxy_busy"' "$log"
 rules=$(ip netns exec "$SBX" nft list chain inet egressd filter 2>&1)
 check "the intercept's mark reaches the accepted proxy address" \
 	grep -Eq 'meta mark 0x0*1 .*ip daddr 192\.0\.2\.90 .*tcp dport 3128 accept' <<<"$rules"
-for a in 127.0.0.2 169.254.169.254 192.0.2.91; do
+for a in 127.0.0.2 169.254.169.254 192.0.2.91 192.0.2.93; do
 	refute "  and never $a" grep -q "$a" <<<"$rules"
 done
 check "the intercept gets a leaf for an allowed name" step leaf-allowed 0
