@@ -31,6 +31,7 @@
 #include "policy/binding.h"
 #include "policy/name.h"
 #include "vault/httpwire.h"
+#include "certs/trust.h"
 #include "vault/intercept.h"
 #include "vault/intercept_internal.h"
 #include "vault/redact.h"
@@ -425,7 +426,7 @@ icpt_ctx_setup(struct intercept *ic, char *err, size_t errlen)
 		SSL_CTX_set1_cert_store(ic->up_ctx, ic->cfg.upstream_store);
 		ok = 1;
 	} else if (ic->upstream_ca[0] == '\0')
-		ok = SSL_CTX_set_default_verify_paths(ic->up_ctx);
+		ok = trust_system_paths(SSL_CTX_get_cert_store(ic->up_ctx));
 	else if (stat(ic->upstream_ca, &st) == 0 && S_ISDIR(st.st_mode))
 		ok = SSL_CTX_load_verify_locations(ic->up_ctx, NULL, ic->upstream_ca);
 	else

@@ -23,6 +23,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "certs/trust.h"
 #include "egressd/child/sockpool.h"
 #include "egressd/common/httpurl.h"
 #include "egressd/common/log.h"
@@ -411,9 +412,9 @@ dnsvia_new(struct event_base *base, struct sockpool *pool, const struct config *
 		SSL_CTX_set_min_proto_version(v->ctx, TLS1_2_VERSION);
 		SSL_CTX_set_options(v->ctx, SSL_OP_NO_RENEGOTIATION);
 		SSL_CTX_set_verify(v->ctx, SSL_VERIFY_PEER, NULL);
-		if ((cfg->upstream_store != NULL
-		        ? SSL_CTX_set1_cert_store(v->ctx, cfg->upstream_store),
-		        1 : SSL_CTX_set_default_verify_paths(v->ctx)) != 1) {
+		if (cfg->upstream_store != NULL)
+			SSL_CTX_set1_cert_store(v->ctx, cfg->upstream_store);
+		else if (trust_system_paths(SSL_CTX_get_cert_store(v->ctx)) != 1) {
 			snprintf(err, errlen, "DNS through the proxy: no upstream trust");
 			SSL_CTX_free(v->ctx);
 			free(v);
