@@ -411,8 +411,11 @@ icpt_ctx_setup(struct intercept *ic, char *err, size_t errlen)
 	SSL_CTX_set_min_proto_version(ic->up_ctx, TLS1_2_VERSION);
 	SSL_CTX_set_alpn_select_cb(ic->srv_ctx, icpt_alpn_cb, NULL);
 	SSL_CTX_set_client_hello_cb(ic->srv_ctx, icpt_client_hello_cb, NULL);
-	SSL_CTX_set_options(ic->srv_ctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
-	SSL_CTX_set_session_cache_mode(ic->srv_ctx, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_options(ic->srv_ctx, SSL_OP_NO_RENEGOTIATION);
+	if (icpt_tickets_setup(ic) != 0) {
+		snprintf(err, errlen, "intercept: session ticket setup failed");
+		return -1;
+	}
 	SSL_CTX_set_options(ic->up_ctx, SSL_OP_NO_RENEGOTIATION);
 	SSL_CTX_set_verify(ic->up_ctx, SSL_VERIFY_PEER, NULL);
 	SSL_CTX_set_session_cache_mode(
@@ -599,6 +602,7 @@ intercept_free(struct intercept *ic)
 		free(c);
 	}
 	SSL_CTX_free(ic->srv_ctx);
+	icpt_tickets_wipe(&ic->tickets);
 	for (size_t i = 0; i < ICPT_SESS_SLOTS; i++)
 		SSL_SESSION_free(ic->sess[i].sess);
 	SSL_CTX_free(ic->up_ctx);
@@ -633,6 +637,8 @@ intercept_metric_name(enum intercept_metric m)
 	    [INTERCEPT_M_REDACTED] = "redacted",
 	    [INTERCEPT_M_UPSTREAM_ERR] = "upstream_errors",
 	    [INTERCEPT_M_LIMITED] = "refused_limit",
+	    [INTERCEPT_M_RESUMED] = "client_resumed",
+	    [INTERCEPT_M_TICKET_REFUSED] = "client_ticket_refused",
 	};
 
 	return (unsigned)m < INTERCEPT_M_COUNT ? names[m] : "unknown";

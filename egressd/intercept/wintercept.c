@@ -137,6 +137,12 @@ wintercept_count(void *arg, enum intercept_metric m, uint64_t n)
 	case INTERCEPT_M_LIMITED:
 		mt->conn_limited += n;
 		break;
+	case INTERCEPT_M_RESUMED:
+		mt->client_tls_resumed += n;
+		break;
+	case INTERCEPT_M_TICKET_REFUSED:
+		mt->client_ticket_refused += n;
+		break;
 	default:
 		break;
 	}
