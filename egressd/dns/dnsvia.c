@@ -44,6 +44,7 @@ struct dnsvia_conn {
 	struct bufferevent *lbev;    /* our end, once the tunnel stands */
 	struct bufferevent *ubev;    /* to the proxy (TCP, or TLS over it) */
 	struct sockaddr_storage dst; /* the resolver c-ares asked for */
+	bool draining;               /* the proxy closed: its last bytes go to c-ares, then both */
 };
 
 struct dnsvia {
@@ -148,17 +149,41 @@ dnsvia_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct dnsvia_conn *c = arg;
 
+	/* The proxy closed: once its last bytes are with c-ares, both go. */
+	if (c->draining) {
+		if (bev == c->lbev && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+			dnsvia_conn_free(c);
+		return;
+	}
 	bufferevent_enable(bev == c->lbev ? c->ubev : c->lbev, EV_READ);
 }
 
-/* Either side closed or failed: both go; c-ares sees its end close. */
+/*
+ * Either side failed: both go; c-ares sees its end close. The proxy
+ * closing cleanly right behind an answer (a resolver may close after
+ * answering, RFC 7766, and the proxy with it) first hands c-ares what is
+ * still queued for it: freed now, the answer would be lost.
+ */
 static void
 dnsvia_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct dnsvia_conn *c = arg;
 
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
-		dnsvia_conn_free(c);
+	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
+		return;
+	if (bev == c->ubev && c->lbev != NULL && (what & BEV_EVENT_EOF) &&
+	    !(what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))) {
+		evbuffer_add_buffer(
+		    bufferevent_get_output(c->lbev), bufferevent_get_input(c->ubev));
+		if (evbuffer_get_length(bufferevent_get_output(c->lbev)) > 0) {
+			c->draining = true;
+			bufferevent_disable(c->ubev, EV_READ | EV_WRITE);
+			bufferevent_disable(c->lbev, EV_READ);
+			bufferevent_setwatermark(c->lbev, EV_WRITE, 0, 0);
+			return;
+		}
+	}
+	dnsvia_conn_free(c);
 }
 
 /* The proxy answered 2xx: our end of the socketpair starts flowing. */
