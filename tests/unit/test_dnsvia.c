@@ -254,6 +254,76 @@ test_refused(void **state)
 	env_fini(&e);
 }
 
+/* The resolver's first bytes in the same segment as the 2xx head reach c-ares. */
+static void
+test_bytes_behind_head(void **state)
+{
+	static const char both[] = "HTTP/1.1 200 OK\r\n\r\n\x00\x03"
+	                           "abc";
+	uint8_t got[16];
+	char head[1024];
+	struct env e;
+	int cfd, pfd;
+	ssize_t n = 0;
+
+	(void)state;
+	env_init(&e, "");
+	cfd = via_connect(&e);
+	pfd = proxy_accept(&e);
+	assert_true(proxy_read_head(&e, pfd, head, sizeof(head)) > 0);
+	assert_int_equal(
+	    send(pfd, both, sizeof(both) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(both) - 1);
+	for (int i = 0; i < 200 && n < 5; i++) {
+		ssize_t k;
+
+		turns(&e, 1);
+		k = recv(cfd, got + n, sizeof(got) - (size_t)n, MSG_DONTWAIT);
+		if (k > 0)
+			n += k;
+	}
+	assert_int_equal(n, 5);
+	assert_memory_equal(got,
+	    "\x00\x03"
+	    "abc",
+	    5);
+	close(pfd);
+	assert_int_equal(dnsvia_close(e.v, cfd), 0);
+	env_fini(&e);
+}
+
+/* c-ares closes its socket while the tunnel is still dialing, or waiting for the answer. */
+static void
+test_close_while_dialing(void **state)
+{
+	char head[1024];
+	struct env e;
+	int cfd, pfd;
+
+	(void)state;
+	env_init(&e, "");
+	/* Before the TCP connect completed. */
+	cfd = via_connect(&e);
+	assert_int_equal(dnsvia_close(e.v, cfd), 0);
+	turns(&e, 5);
+	pfd = accept4(e.lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (pfd >= 0)
+		close(pfd);
+	/* With the CONNECT sent and no answer yet; then the proxy answers into nothing. */
+	cfd = via_connect(&e);
+	pfd = proxy_accept(&e);
+	assert_true(proxy_read_head(&e, pfd, head, sizeof(head)) > 0);
+	assert_int_equal(dnsvia_close(e.v, cfd), 0);
+	(void)send(pfd, "HTTP/1.1 200 OK\r\n\r\n", 19, MSG_NOSIGNAL);
+	turns(&e, 5);
+	close(pfd);
+	turns(&e, 5);
+	/* A socket c-ares never connected. */
+	cfd = dnsvia_socket(e.v);
+	assert_true(cfd >= 0);
+	assert_int_equal(dnsvia_close(e.v, cfd), 0);
+	env_fini(&e);
+}
+
 int
 main(void)
 {
@@ -261,6 +331,8 @@ main(void)
 	    cmocka_unit_test(test_connect_framing),
 	    cmocka_unit_test(test_answer_then_close),
 	    cmocka_unit_test(test_refused),
+	    cmocka_unit_test(test_bytes_behind_head),
+	    cmocka_unit_test(test_close_while_dialing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
