@@ -364,9 +364,13 @@ dnsvia_connect(struct dnsvia *v, int fd, const struct sockaddr *sa, socklen_t le
 		return -1;
 	}
 	memcpy(&c->dst, sa, len);
-	/* Never an unmarked socket: it would be redirected to the DNS proxy itself. */
+	/*
+	 * Never an unmarked socket: it would be redirected to the DNS proxy
+	 * itself. None ready is ours, not the resolver's: ENOBUFS (never
+	 * EAGAIN, which c-ares takes for a connect in progress).
+	 */
 	if ((ufd = sockpool_take(v->pool, v->proxy.ss_family)) < 0) {
-		errno = ECONNREFUSED;
+		errno = ENOBUFS;
 		return -1;
 	}
 	c->ubev = bufferevent_socket_new(v->base, ufd, BEV_OPT_CLOSE_ON_FREE);

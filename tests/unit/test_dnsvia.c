@@ -324,6 +324,38 @@ test_close_while_dialing(void **state)
 	env_fini(&e);
 }
 
+/*
+ * No marked socket ready: ENOBUFS (ours, so the resolver is not ejected
+ * for it; never EAGAIN, which c-ares would take for a connect in
+ * progress and wait on), and nothing is dialled.
+ */
+static void
+test_no_marked_socket(void **state)
+{
+	struct sockaddr_in r = {.sin_family = AF_INET, .sin_port = htons(53)};
+	int taken[SOCKPOOL_MAX_KEEP], ntaken = 0, cfd, pfd;
+	struct env e;
+
+	(void)state;
+	env_init(&e, "");
+	while (ntaken < SOCKPOOL_MAX_KEEP && (taken[ntaken] = sockpool_take(e.pool, AF_INET)) >= 0)
+		ntaken++;
+	assert_true(ntaken > 0);
+	cfd = dnsvia_socket(e.v);
+	assert_true(cfd >= 0);
+	assert_int_equal(inet_pton(AF_INET, "192.0.2.53", &r.sin_addr), 1);
+	errno = 0;
+	assert_int_equal(dnsvia_connect(e.v, cfd, (struct sockaddr *)&r, sizeof(r)), -1);
+	assert_int_equal(errno, ENOBUFS);
+	turns(&e, 5);
+	pfd = accept4(e.lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_int_equal(pfd, -1);
+	assert_int_equal(dnsvia_close(e.v, cfd), 0);
+	for (int i = 0; i < ntaken; i++)
+		close(taken[i]);
+	env_fini(&e);
+}
+
 int
 main(void)
 {
@@ -333,6 +365,7 @@ main(void)
 	    cmocka_unit_test(test_refused),
 	    cmocka_unit_test(test_bytes_behind_head),
 	    cmocka_unit_test(test_close_while_dialing),
+	    cmocka_unit_test(test_no_marked_socket),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
