@@ -305,9 +305,15 @@ static int
 dnsproxy_aconnect(ares_socket_t fd, const struct sockaddr *sa, ares_socklen_t len, void *arg)
 {
 	struct dnsproxy_achan *c = arg;
+	int rc;
 
-	return c->r->d->via != NULL ? dnsvia_connect(c->r->d->via, fd, sa, len)
-	                            : connect(fd, sa, len);
+	if (c->r->d->via == NULL)
+		return connect(fd, sa, len);
+	rc = dnsvia_connect(c->r->d->via, fd, sa, len);
+	/* No marked socket for the tunnel: ours, the upstream is not ejected for it. */
+	if (rc != 0 && errno == ENOBUFS)
+		c->sock_bad = true;
+	return rc;
 }
 
 static ares_ssize_t

@@ -45,6 +45,7 @@ struct dnsvia_conn {
 	struct bufferevent *lbev;    /* our end, once the tunnel stands */
 	struct bufferevent *ubev;    /* to the proxy (TCP, or TLS over it) */
 	struct sockaddr_storage dst; /* the resolver c-ares asked for */
+	bool draining;               /* the proxy closed: its last bytes go to c-ares, then both */
 };
 
 struct dnsvia {
@@ -149,17 +150,41 @@ dnsvia_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct dnsvia_conn *c = arg;
 
+	/* The proxy closed: once its last bytes are with c-ares, both go. */
+	if (c->draining) {
+		if (bev == c->lbev && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+			dnsvia_conn_free(c);
+		return;
+	}
 	bufferevent_enable(bev == c->lbev ? c->ubev : c->lbev, EV_READ);
 }
 
-/* Either side closed or failed: both go; c-ares sees its end close. */
+/*
+ * Either side failed: both go; c-ares sees its end close. The proxy
+ * closing cleanly right behind an answer (a resolver may close after
+ * answering, RFC 7766, and the proxy with it) first hands c-ares what is
+ * still queued for it: freed now, the answer would be lost.
+ */
 static void
 dnsvia_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct dnsvia_conn *c = arg;
 
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
-		dnsvia_conn_free(c);
+	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
+		return;
+	if (bev == c->ubev && c->lbev != NULL && (what & BEV_EVENT_EOF) &&
+	    !(what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))) {
+		evbuffer_add_buffer(
+		    bufferevent_get_output(c->lbev), bufferevent_get_input(c->ubev));
+		if (evbuffer_get_length(bufferevent_get_output(c->lbev)) > 0) {
+			c->draining = true;
+			bufferevent_disable(c->ubev, EV_READ | EV_WRITE);
+			bufferevent_disable(c->lbev, EV_READ);
+			bufferevent_setwatermark(c->lbev, EV_WRITE, 0, 0);
+			return;
+		}
+	}
+	dnsvia_conn_free(c);
 }
 
 /* The proxy answered 2xx: our end of the socketpair starts flowing. */
@@ -340,9 +365,13 @@ dnsvia_connect(struct dnsvia *v, int fd, const struct sockaddr *sa, socklen_t le
 		return -1;
 	}
 	memcpy(&c->dst, sa, len);
-	/* Never an unmarked socket: it would be redirected to the DNS proxy itself. */
+	/*
+	 * Never an unmarked socket: it would be redirected to the DNS proxy
+	 * itself. None ready is ours, not the resolver's: ENOBUFS (never
+	 * EAGAIN, which c-ares takes for a connect in progress).
+	 */
 	if ((ufd = sockpool_take(v->pool, v->proxy.ss_family)) < 0) {
-		errno = ECONNREFUSED;
+		errno = ENOBUFS;
 		return -1;
 	}
 	c->ubev = bufferevent_socket_new(v->base, ufd, BEV_OPT_CLOSE_ON_FREE);

@@ -29,7 +29,8 @@ int dnsvia_socket(struct dnsvia *v);
 
 /*
  * c-ares connects fd to a resolver: the tunnel to it starts (0; c-ares's
- * end is usable at once), or -1 with errno (no marked socket, bad fd).
+ * end is usable at once), or -1 with errno (ENOBUFS: no marked socket
+ * ready, which is no fault of the resolver's; else a bad fd).
  */
 int dnsvia_connect(struct dnsvia *v, int fd, const struct sockaddr *sa, socklen_t len);
 
