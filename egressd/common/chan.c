@@ -73,8 +73,9 @@ chan_role_may_send(enum chan_role role, const union chan_msg *m)
 		return false;
 	switch (role) {
 	case CHAN_ROLE_CONTROL:
+		/* ACK: of the CA certificates pushed to it (parent_ack checks it was pushed some). */
 		return m->hdr.type == CHAN_POLICY || m->hdr.type == CHAN_VAULT ||
-		       m->hdr.type == CHAN_READY;
+		       m->hdr.type == CHAN_READY || m->hdr.type == CHAN_ACK;
 	case CHAN_ROLE_DNS:
 		if (m->hdr.type == CHAN_SOCKET_REQ)
 			return m->socket_req.socktype == SOCK_DGRAM ||

@@ -36,7 +36,7 @@ enum chan_type {
  * the parent is chan_role_may_send()'s table; anything else kills it.
  */
 enum chan_role {
-	CHAN_ROLE_CONTROL, /* the HTTP API and the policy sources: POLICY, VAULT, READY */
+	CHAN_ROLE_CONTROL, /* the HTTP API and the policy sources: POLICY, VAULT, READY, ACK */
 	CHAN_ROLE_DNS,     /* the DNS proxy: LEARN, SOCKET_REQ (udp, tcp), READY, ACK */
 	CHAN_ROLE_INTERCEPT, /* TLS/HTTP and the vault's data path: LEAF_REQ, SOCKET_REQ (tcp), READY, ACK */
 	CHAN_ROLE_REPORT, /* deny webhook and OTLP export: SOCKET_REQ (tcp), READY */

@@ -79,6 +79,8 @@ check "a type the role may send, with extreme values, kills it (dns: learn)" \
 check "  (control: policy)" grep -q '"why":"policy chunk out of range"' "$log"
 check "  (control: vault)" grep -q '"why":"vault chunk out of range"' "$log"
 check "  (an ack)" grep -q '"why":"ack out of range"' "$log"
+check "an acknowledgement of nothing pushed to it kills it (control: an ack)" \
+	grep -q '"why":"acknowledgement of nothing pushed to it","role":"control"' "$log"
 check "  (ready)" grep -q '"why":"unexpected flags"' "$log"
 check "the parent's own types kill any sender" \
 	grep -q '"why":"message type not allowed in this direction"' "$log"

@@ -35,7 +35,7 @@ test_role_table(void **state)
 	    {CHAN_ROLE_CONTROL, CHAN_SOCKET_REQ, SOCK_STREAM, false},
 	    {CHAN_ROLE_CONTROL, CHAN_SOCKET_REQ, SOCK_DGRAM, false},
 	    {CHAN_ROLE_CONTROL, CHAN_LEAF_REQ, 0, false},
-	    {CHAN_ROLE_CONTROL, CHAN_ACK, 0, false},
+	    {CHAN_ROLE_CONTROL, CHAN_ACK, 0, true}, /* of the CA certificates pushed to it */
 	    {CHAN_ROLE_DNS, CHAN_LEARN, 0, true},
 	    {CHAN_ROLE_DNS, CHAN_SOCKET_REQ, SOCK_DGRAM, true},
 	    {CHAN_ROLE_DNS, CHAN_SOCKET_REQ, SOCK_STREAM, true},
