@@ -151,6 +151,7 @@ struct parent {
 	unsigned ca_lifetime, ca_renew_before;
 	time_t ca_retry_at;
 	bool ca_export_dirty; /* the export does not show the CAs in force yet: retried */
+	time_t ca_export_retry_at;
 	enum carenew_op_state ca_op_logged;
 
 	/* Workload processes with NET_ADMIN or NET_RAW, reported once each. */
@@ -1353,15 +1354,26 @@ parent_ca_push(struct parent *p)
 	parent_push_queue(p, u);
 }
 
-/* Write the export again; until it is written, every tick retries. */
+/*
+ * Write the export again; until it is written, it is retried every
+ * CARENEW_RETRY_SECS. The first failure is logged, and the recovery.
+ */
 static void
-parent_ca_export(struct parent *p)
+parent_ca_export(struct parent *p, time_t now)
 {
 	char err[512];
+	bool was = p->ca_export_dirty;
 
 	p->ca_export_dirty = parent_export_ca(p->cfg, err, sizeof(err)) != 0;
-	if (p->ca_export_dirty)
-		log_msg(LOG_ERROR, "vault", "ca_export_error", "%s", err);
+	if (p->ca_export_dirty) {
+		p->ca_export_retry_at = now + CARENEW_RETRY_SECS;
+		if (!was)
+			log_msg(LOG_ERROR, "vault", "ca_export_error",
+			    "%s (the workload may not trust the new leaves; retried every %d s)",
+			    err, CARENEW_RETRY_SECS);
+	} else if (was)
+		log_msg(LOG_INFO, "vault", "ca_export", "the CA export is written again: %s",
+		    p->cfg->ca_export);
 }
 
 /*
@@ -1406,14 +1418,14 @@ parent_ca_renew(struct parent *p, time_t now)
 	parent_ca_log(&l, "ca", cfg->ca);
 	parent_ca_log(&l, "previous", cfg->ca_prev);
 	log_end(&l);
-	parent_ca_export(p);
+	parent_ca_export(p, now);
 	parent_ca_push(p);
 	return 0;
 }
 
 /* The previous CA expired: out of the export and GET /ca.pem, and freed. */
 static void
-parent_ca_drop_prev(struct parent *p)
+parent_ca_drop_prev(struct parent *p, time_t now)
 {
 	struct log_line l;
 
@@ -1423,7 +1435,7 @@ parent_ca_drop_prev(struct parent *p)
 	log_end(&l);
 	ca_free(p->cfg->ca_prev);
 	p->cfg->ca_prev = NULL;
-	parent_ca_export(p);
+	parent_ca_export(p, now);
 	parent_ca_push(p);
 }
 
@@ -1462,8 +1474,8 @@ parent_ca_tick(struct parent *p)
 		parent_ca_operator(p, now);
 		return;
 	}
-	if (p->ca_export_dirty)
-		parent_ca_export(p);
+	if (p->ca_export_dirty && now >= p->ca_export_retry_at)
+		parent_ca_export(p, now);
 	/* Two steps at most: a late tick may find the previous CA expired and the current due. */
 	for (int i = 0; i < 2; i++) {
 		struct carenew_sched s = {
@@ -1477,7 +1489,7 @@ parent_ca_tick(struct parent *p)
 		case CARENEW_NONE:
 			return;
 		case CARENEW_DROP_PREV:
-			parent_ca_drop_prev(p);
+			parent_ca_drop_prev(p, now);
 			break;
 		case CARENEW_RENEW:
 			if (parent_ca_renew(p, now) != 0)

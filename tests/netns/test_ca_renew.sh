@@ -1,14 +1,16 @@
 #!/bin/bash
 # The sandbox CA lives as long as the sandbox (issue 18, item 2). With a
-# short lifetime (EGRESSD_CA_LIFETIME=40, EGRESSD_CA_RENEW_BEFORE=10) the
-# generated CA is renewed 10 s before it expires: a workload client that
+# short lifetime (EGRESSD_CA_LIFETIME=60, EGRESSD_CA_RENEW_BEFORE=20) the
+# generated CA is renewed 20 s before it expires: a workload client that
 # trusts the exported bundle (curl --cacert on the export, read at every
 # request) keeps working through a terminated host without a restart of
 # egressd, before the renewal, during the overlap (the export and GET
 # /ca.pem carry the new CA and the old one) and after the old one expired
 # (the new one alone). The leaf it gets after the renewal, for a host whose
-# leaf was cached, is signed by the new CA. Not a timed test: each phase
-# waits, bounded, for what GET /ca.pem shows.
+# leaf was cached, is signed by the new CA. A control process restarted
+# during the overlap serves both CAs (it inherits them) and then takes the
+# end of the old one. Not a timed test: each phase waits, bounded, for what
+# GET /ca.pem shows.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../lib/fixture.sh
@@ -34,14 +36,14 @@ fx_servers_start || exit 2
 
 POLICY='{"defaultAction":"deny","terminateAll":true,"egress":[{"action":"allow","target":"api.allowed.test"}]}'
 fx_egressd_start "$POLICY" OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=true \
-    EGRESSD_CA_EXPORT="$FX_DIR/sandbox/ca.pem" EGRESSD_CA_LIFETIME=40 \
-    EGRESSD_CA_RENEW_BEFORE=10 || { cat "$FX_DIR/egressd.log"; exit 1; }
+    EGRESSD_CA_EXPORT="$FX_DIR/sandbox/ca.pem" EGRESSD_CA_LIFETIME=60 \
+    EGRESSD_CA_RENEW_BEFORE=20 || { cat "$FX_DIR/egressd.log"; exit 1; }
 
 EXPORT=$FX_DIR/sandbox/ca.pem
 LOG=$FX_DIR/egressd.log
 P=$FX_DIR/out
 PARENT=$FX_EGRESSD_PID
-pid_of() { grep "\"event\":\"worker_start\",\"role\":\"$1\"" "$LOG" | sed 's/.*"pid":\([0-9]*\).*/\1/'; }
+pid_of() { grep "\"event\":\"worker_start\",\"role\":\"$1\"" "$LOG" | tail -1 | sed 's/.*"pid":\([0-9]*\).*/\1/'; }
 ICPT=$(pid_of intercept)
 CTRL=$(pid_of control)
 
@@ -68,10 +70,10 @@ renew_logged() { # new old
 	    grep -q "\"previous\":\"$(hexfp "$2")\""
 }
 verifies() { openssl verify -purpose sslserver -CAfile "$1" "$2" >/dev/null 2>&1; }
-# wait_certs N: poll GET /ca.pem until it holds N certificates (at most 60 s).
+# wait_certs N: poll GET /ca.pem until it holds N certificates (at most 90 s).
 wait_certs() {
 	local i
-	for i in $(seq 1 600); do
+	for i in $(seq 1 900); do
 		capem >"$P/capem" 2>/dev/null && [ "$(ncerts "$P/capem")" = "$1" ] && return 0
 		sleep 0.1
 	done
@@ -84,7 +86,7 @@ capem >"$P/ca0"
 check "GET /ca.pem serves the export" cmp -s "$P/ca0" "$EXPORT"
 cp "$EXPORT" "$P/old.pem"
 check "the generated CA's lifetime is the configured one" \
-    grep -q '"event":"ca_generate".*"lifetime_s":40,"renew_before_s":10' "$LOG"
+    grep -q '"event":"ca_generate".*"lifetime_s":60,"renew_before_s":20' "$LOG"
 check "a request through the terminated host works" request before1
 check "  and again (the leaf is cached)" request before2
 check "the workload is served a leaf" leaf "$P/leaf0.pem"
@@ -108,6 +110,15 @@ refute "  and not under the old one" verifies "$P/old.pem" "$P/leaf1.pem"
 check "  it is another certificate than before" test "$(fp "$P/leaf1.pem")" != "$(fp "$P/leaf0.pem")"
 refute "a client that trusts only the old CA does not get through (new leaves: the new CA)" \
     fx_ws curl -sS -m 8 --cacert "$P/old.pem" https://api.allowed.test/oldonly
+# A control process started during the overlap inherits both CAs from the parent.
+kill -KILL "$CTRL"
+for i in $(seq 1 100); do
+	[ -n "$(pid_of control)" ] && [ "$(pid_of control)" != "$CTRL" ] && [ -e "$FX_DIR/egressd/ready" ] &&
+	    capem >"$P/capem2" 2>/dev/null && break
+	sleep 0.1
+done
+check "a control process restarted during the overlap serves both CAs" cmp -s "$P/capem2" "$P/overlap.pem"
+CTRL=$(pid_of control)
 
 # ---- the old CA expired: the new one alone.
 check "GET /ca.pem comes to hold one CA again (the old one expired)" wait_certs 1
@@ -122,8 +133,8 @@ check "the leaf verifies under the new CA" verifies "$P/after.pem" "$P/leaf2.pem
 
 # ---- without a restart: the same parent, control and intercept throughout.
 check "egressd never restarted" kill -0 "$PARENT"
-check "  nor did its intercept or control process" test \
-    "$(grep -c '"event":"worker_start"' "$LOG")" = 3 -a "$(pid_of intercept)" = "$ICPT" -a \
+check "  nor did its intercept (nor control, but for the kill above)" test \
+    "$(grep -c '"event":"worker_start"' "$LOG")" = 4 -a "$(pid_of intercept)" = "$ICPT" -a \
     "$(pid_of control)" = "$CTRL"
 refute "no CA error was logged" grep -qE '"event":"(ca_renew_error|ca_export_error|ca_push_error|ca_error|push_refused)"' "$LOG"
 refute "no leaf was refused" grep -q '"event":"leaf_refused"' "$LOG"
