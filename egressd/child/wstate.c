@@ -866,12 +866,14 @@ wstate_free(struct wstate *ws)
 	free(ws);
 }
 
+/* The CA the parent pushed last, or the one this process inherited. */
 const struct ca *
 wstate_ca(const struct wstate *ws)
 {
 	return ws->ca_own != NULL ? ws->ca_own : ws->cfg->ca;
 }
 
+/* What GET /ca.pem serves: the current CA, then the previous one during an overlap. */
 const char *
 wstate_ca_bundle(const struct wstate *ws, size_t *lenp)
 {

@@ -36,7 +36,6 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include "certs/ca.h"
 #include "egressd/child/wstate.h"
 #include "egressd/common/log.h"
 #include "egressd/common/safefile.h"

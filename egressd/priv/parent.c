@@ -1308,7 +1308,7 @@ parent_export_ca(const struct config *cfg, char *err, size_t errlen)
 
 /* ---- the sandbox CA's renewal (certs/carenew.h) ---- */
 
-/* Log a CA's fingerprint and end. */
+/* Log a CA's fingerprint and notAfter. */
 static void
 parent_ca_log(struct log_line *l, const char *key, const struct ca *ca)
 {
@@ -1325,25 +1325,35 @@ static void
 parent_ca_push(struct parent *p)
 {
 	static const enum chan_role to[] = {CHAN_ROLE_CONTROL, CHAN_ROLE_INTERCEPT};
-	struct chan_ca *m;
-	struct ppush *u;
-	int n, np = 0;
+	struct pkid *icpt = &p->kids[CHAN_ROLE_INTERCEPT];
+	struct chan_ca *m = calloc(1, sizeof(*m));
+	struct ppush *u = parent_push_new(p);
+	int n = -1, np = 0;
 
-	if ((m = calloc(1, sizeof(*m))) == NULL || (u = parent_push_new(p)) == NULL) {
-		/* A child started later inherits them; a running one keeps the old until then. */
-		log_msg(LOG_ERROR, "vault", "ca_push_error", "out of memory");
+	if (m != NULL) {
+		n = ca_der(p->cfg->ca, m->cur, sizeof(m->cur));
+		if (p->cfg->ca_prev != NULL)
+			np = ca_der(p->cfg->ca_prev, m->prev, sizeof(m->prev));
+	}
+	if (m == NULL || u == NULL || n <= 0 || np < 0) {
+		/*
+		 * An intercept that keeps the old CA could not take the leaves
+		 * the new one signs: it restarts, and inherits the CAs in force.
+		 */
+		log_msg(LOG_ERROR, "vault", "ca_push_error",
+		    "the CA certificates cannot be pushed: the intercept restarts with them");
+		if (parent_alive(icpt))
+			kill(icpt->pid, SIGKILL);
 		free(m);
+		free(u);
 		return;
 	}
-	n = ca_der(p->cfg->ca, m->cur, sizeof(m->cur));
-	if (p->cfg->ca_prev != NULL)
-		np = ca_der(p->cfg->ca_prev, m->prev, sizeof(m->prev));
 	m->hdr.type = CHAN_CA;
 	m->hdr.id = u->id;
-	m->cur_len = n > 0 ? (uint32_t)n : 0;
-	m->prev_len = np > 0 ? (uint32_t)np : 0;
+	m->cur_len = (uint32_t)n;
+	m->prev_len = (uint32_t)np;
 	u->ca = true;
-	for (size_t i = 0; n > 0 && np >= 0 && i < sizeof(to) / sizeof(to[0]); i++) {
+	for (size_t i = 0; i < sizeof(to) / sizeof(to[0]); i++) {
 		struct pkid *k = &p->kids[to[i]];
 
 		if (parent_alive(k))
@@ -1630,9 +1640,9 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 			log_msg(LOG_ERROR, "vault", "ca_error", "sandbox CA: %s", err);
 			return 1;
 		}
+		/* An operator CA already within 7 days of its end is warned about at start. */
 		if (ca_is_loaded(cfg->ca))
-			parent_ca_operator(
-			    &p, time(NULL)); /* already within 7 days: said at start */
+			parent_ca_operator(&p, time(NULL));
 		else {
 			struct log_line l;
 
