@@ -298,6 +298,33 @@ ca_finish(struct ca *ca, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * X509_set_pubkey() keeps a reference to the whole key, private half
+ * included, in the certificate (X509_PUBKEY caches the EVP_PKEY it was
+ * given): ca_forget_key() would then free a reference, not the key, and
+ * every child would keep the scalar with the certificate. The certificate
+ * decoded from its own DER holds the public key only.
+ */
+static int
+ca_public_cert(struct ca *ca)
+{
+	unsigned char *der = NULL;
+	const unsigned char *p;
+	X509 *x = NULL;
+	int n;
+
+	if ((n = i2d_X509(ca->cert, &der)) > 0) {
+		p = der;
+		x = d2i_X509(NULL, &p, n);
+	}
+	OPENSSL_free(der);
+	if (x == NULL)
+		return -1;
+	X509_free(ca->cert);
+	ca->cert = x;
+	return 0;
+}
+
 /* Generate a fresh CA in memory. */
 struct ca *
 ca_generate(const struct ca_config *cfg, char *err, size_t errlen)
@@ -362,7 +389,7 @@ ca_generate(const struct ca_config *cfg, char *err, size_t errlen)
 		ca_free(ca);
 		return NULL;
 	}
-	if (X509_sign(ca->cert, ca->key, ca->md) <= 0)
+	if (X509_sign(ca->cert, ca->key, ca->md) <= 0 || ca_public_cert(ca) != 0)
 		goto fail;
 	if (ca_finish(ca, err, errlen) != 0) {
 		ca_free(ca);

@@ -46,6 +46,11 @@ PARENT=$FX_EGRESSD_PID
 pid_of() { grep "\"event\":\"worker_start\",\"role\":\"$1\"" "$LOG" | tail -1 | sed 's/.*"pid":\([0-9]*\).*/\1/'; }
 ICPT=$(pid_of intercept)
 CTRL=$(pid_of control)
+DNS=$(pid_of dns)
+# The CA key: found in the parent's memory from the certificate (keyfind.py),
+# then looked for everywhere else (memscan.py, both byte orders).
+keyfind() { "$FX_PY" "$FX_SRC/tests/lib/keyfind.py" "$@"; }
+absent() { "$FX_PY" "$FX_SRC/tests/lib/memscan.py" "$1" "$2"; test $? = 1; }
 
 capem() { ip netns exec "$FX_SBX" curl -sS -m 5 http://127.0.0.1:18080/ca.pem; }
 ncerts() { grep -c 'BEGIN CERTIFICATE' "$1"; }
@@ -91,6 +96,11 @@ check "a request through the terminated host works" request before1
 check "  and again (the leaf is cached)" request before2
 check "the workload is served a leaf" leaf "$P/leaf0.pem"
 check "  it verifies under the first CA" verifies "$P/old.pem" "$P/leaf0.pem"
+kA=$(keyfind "$PARENT" "$P/old.pem")
+check "the first CA's private key is in the parent's memory" test ${#kA} = 64
+check "  and not in control's" absent "$CTRL" "$kA"
+check "  nor the intercept's" absent "$ICPT" "$kA"
+check "  nor dns's" absent "$DNS" "$kA"
 
 # ---- the overlap: the new CA and the old one, both exported and served.
 check "GET /ca.pem comes to hold two CAs (the renewal)" wait_certs 2
@@ -110,6 +120,13 @@ refute "  and not under the old one" verifies "$P/old.pem" "$P/leaf1.pem"
 check "  it is another certificate than before" test "$(fp "$P/leaf1.pem")" != "$(fp "$P/leaf0.pem")"
 refute "a client that trusts only the old CA does not get through (new leaves: the new CA)" \
     fx_ws curl -sS -m 8 --cacert "$P/old.pem" https://api.allowed.test/oldonly
+# The renewed key was made in the parent and stays there; the old one is gone.
+kB=$(keyfind "$PARENT" "$P/ov1.pem")
+check "the new CA's private key is in the parent's memory" test ${#kB} = 64
+check "  and not in control's" absent "$CTRL" "$kB"
+check "  nor the intercept's" absent "$ICPT" "$kB"
+check "  nor dns's" absent "$DNS" "$kB"
+check "the old CA's private key is wiped from the parent" absent "$PARENT" "$kA"
 # A control process started during the overlap inherits both CAs from the parent.
 kill -KILL "$CTRL"
 for i in $(seq 1 100); do
@@ -119,6 +136,9 @@ for i in $(seq 1 100); do
 done
 check "a control process restarted during the overlap serves both CAs" cmp -s "$P/capem2" "$P/overlap.pem"
 CTRL=$(pid_of control)
+check "  and holds the new CA key no more than the old one (forked after the renewal)" \
+    absent "$CTRL" "$kB"
+check "  nor the old one" absent "$CTRL" "$kA"
 
 # ---- the old CA expired: the new one alone.
 check "GET /ca.pem comes to hold one CA again (the old one expired)" wait_certs 1

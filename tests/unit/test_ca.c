@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/core_names.h>
+#include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
@@ -483,6 +485,30 @@ test_export_bundle(void **state)
 	ca_free(b);
 }
 
+/*
+ * The certificate of a generated CA holds its public key only: were it to
+ * keep a reference to the private key (X509_set_pubkey caches the key it
+ * is given), ca_forget_key() would leave the scalar in every child.
+ */
+static void
+test_cert_holds_no_private_key(void **state)
+{
+	char err[CA_ERR_LEN];
+	struct ca *ca;
+	BIGNUM *d = NULL;
+	EVP_PKEY *pub;
+
+	assert_non_null(ca = ca_generate(NULL, err, sizeof(err)));
+	assert_non_null(pub = X509_get0_pubkey(ca_cert(ca)));
+	assert_int_equal(EVP_PKEY_get_bn_param(pub, OSSL_PKEY_PARAM_PRIV_KEY, &d), 0);
+	assert_null(d);
+	ERR_clear_error();
+	ca_forget_key(ca);
+	assert_false(ca_can_sign(ca));
+	assert_non_null(X509_get0_pubkey(ca_cert(ca)));
+	ca_free(ca);
+}
+
 /* What a child makes of the certificate the parent pushes: a CA without a key. */
 static void
 test_from_der(void **state)
@@ -687,6 +713,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_export, setup_dir, teardown_dir),
 	    cmocka_unit_test_setup_teardown(test_export_bundle, setup_dir, teardown_dir),
 	    cmocka_unit_test(test_from_der),
+	    cmocka_unit_test(test_cert_holds_no_private_key),
 	    cmocka_unit_test_setup_teardown(test_load_good, setup_dir, teardown_dir),
 	    cmocka_unit_test_setup_teardown(test_load_refused, setup_dir, teardown_dir),
 	};
