@@ -46,7 +46,9 @@ struct ca_config {
 	size_t n_permitted;
 };
 
-/* Generate a fresh CA in memory. Owned: free with ca_free(). */
+/* Generate a fresh CA in memory; its certificate holds the public key only
+ * (ca_forget_key() drops the last reference to the private one). Owned:
+ * free with ca_free(). */
 struct ca *ca_generate(const struct ca_config *cfg, char *err, size_t errlen) CA_WUR;
 
 /* Load an operator CA (PEM cert + PEM key); refuses a non-CA, a non-EC key,

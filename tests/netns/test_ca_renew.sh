@@ -9,8 +9,11 @@
 # (the new one alone). The leaf it gets after the renewal, for a host whose
 # leaf was cached, is signed by the new CA. A control process restarted
 # during the overlap serves both CAs (it inherits them) and then takes the
-# end of the old one. Not a timed test: each phase waits, bounded, for what
-# GET /ca.pem shows.
+# end of the old one. The CA keys, which no test knows beforehand, are
+# found in the parent's memory from their certificates (keyfind.py) and
+# looked for in every child (memscan.py): neither the first nor the renewed
+# key is in one, and the old key is gone from the parent once renewed. Not a
+# timed test: each phase waits, bounded, for what GET /ca.pem shows.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../lib/fixture.sh
