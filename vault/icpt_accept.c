@@ -426,14 +426,16 @@ icpt_probe_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct icpt_conn *c = arg;
 	struct intercept *ic = c->ic;
+	int family;
 
 	if (c->state != ICPT_S_PEEK || c->probing ||
 	    evbuffer_get_length(bufferevent_get_input(c->craw)) > 0)
 		return;
+	if ((family = icpt_dial_family(c)) == 0)
+		return; /* no proxy address: the client's first bytes fail the connection */
 	c->probing = true;
 	c->sockreqs++;
-	if (ic->ops->get_upstream_socket(ic->arg, icpt_dial_family(c), icpt_probe_sock_cb, c) !=
-	    0) {
+	if (ic->ops->get_upstream_socket(ic->arg, family, icpt_probe_sock_cb, c) != 0) {
 		c->sockreqs--;
 		c->probing = false;
 	}

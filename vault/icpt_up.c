@@ -303,10 +303,13 @@ icpt_sock_cb(int fd, int err, void *arg)
 int
 icpt_up_start(struct icpt_conn *c)
 {
+	int family = icpt_dial_family(c);
+
+	if (family == 0)
+		return -1;
 	c->up_asked = true;
 	c->sockreqs++;
-	if (c->ic->ops->get_upstream_socket(c->ic->arg, icpt_dial_family(c), icpt_sock_cb, c) !=
-	    0) {
+	if (c->ic->ops->get_upstream_socket(c->ic->arg, family, icpt_sock_cb, c) != 0) {
 		c->sockreqs--;
 		return -1;
 	}

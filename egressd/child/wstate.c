@@ -59,7 +59,14 @@ struct wstate {
 	size_t ca_bundle_len;
 	struct chan_doc push_rx; /* a document the parent is pushing */
 	int push_err;            /* of the learn batch being pushed */
-	struct event *ev_watch;  /* policy and always files */
+	/*
+	 * The chained proxy's addresses (CHAN_LEARN_PROXY), intercept only:
+	 * those being pushed, and those in force (the service reads them at
+	 * start, and is told of every change after).
+	 */
+	struct chan_learn proxy_rx[CHAN_MAX_PROXY_ADDRS], proxy[CHAN_MAX_PROXY_ADDRS];
+	size_t nproxy_rx, nproxy;
+	struct event *ev_watch; /* policy and always files */
 	struct wstate_stamp {
 		long long mtime_ns, size, ino;
 	} stamps[4];
@@ -566,6 +573,40 @@ wstate_take_ca(struct wstate *ws, const struct chan_ca *m)
 	return 0;
 }
 
+/*
+ * One of the chained proxy's addresses: never a learned destination (the
+ * workload's SNI is never checked against them). The whole batch goes to
+ * the service, which dials them from now on.
+ */
+static void
+wstate_push_proxy(struct wstate *ws, const struct chan_learn *l)
+{
+	if (ws->role != CHAN_ROLE_INTERCEPT || ws->svc_ops.proxy == NULL)
+		ws->push_err = EPERM;
+	else if (ws->nproxy_rx >= CHAN_MAX_PROXY_ADDRS)
+		ws->push_err = E2BIG;
+	else
+		ws->proxy_rx[ws->nproxy_rx++] = *l;
+	if ((l->hdr.flags & CHAN_LEARN_MORE) != 0)
+		return;
+	if (ws->push_err == 0 && ws->svc != NULL)
+		ws->push_err = ws->svc_ops.proxy(ws->svc, ws->proxy_rx, ws->nproxy_rx);
+	if (ws->push_err == 0) {
+		memcpy(ws->proxy, ws->proxy_rx, ws->nproxy_rx * sizeof(ws->proxy[0]));
+		ws->nproxy = ws->nproxy_rx;
+	}
+	wstate_ack(ws, l->hdr.id, ws->push_err);
+	ws->push_err = 0;
+	ws->nproxy_rx = 0;
+}
+
+const struct chan_learn *
+wstate_proxy(const struct wstate *ws, size_t *n)
+{
+	*n = ws->nproxy;
+	return ws->proxy;
+}
+
 static void
 wstate_push_cb(const union chan_msg *m, void *arg)
 {
@@ -589,6 +630,10 @@ wstate_push_cb(const union chan_msg *m, void *arg)
 		wstate_ack(ws, m->hdr.id, wstate_take_ca(ws, &m->ca));
 		return;
 	case CHAN_LEARN:
+		if ((m->learn.hdr.flags & CHAN_LEARN_PROXY) != 0) {
+			wstate_push_proxy(ws, &m->learn);
+			return;
+		}
 		/* The intercept checks SNI against the names the DNS proxy learned. */
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		if (ws->role == CHAN_ROLE_INTERCEPT &&

@@ -47,6 +47,12 @@ struct wstate_service {
 	/* Report: an event the parent forwarded (borrowed for the call). */
 	void (*event)(void *svc, const struct chan_event *e);
 	/*
+	 * Intercept: the chained proxy's addresses, as resolved from its name
+	 * (n >= 1, borrowed for the call), in place of those in force. 0 or an
+	 * errno (the parent is told).
+	 */
+	int (*proxy)(void *svc, const struct chan_learn *l, size_t n);
+	/*
 	 * Intercept: the sandbox CA was renewed (wstate_ca() is the new one):
 	 * issue from it, drop what the old one issued. 0, or -1 (then the
 	 * previous CA stays in force here and the parent is told).
@@ -60,6 +66,9 @@ struct wstate_service {
  */
 struct wstate *wstate_new(const struct config *cfg, enum chan_role role, struct event_base *base,
     struct wchan *chan, const struct wstate_service *svc);
+
+/* Intercept: the chained proxy's addresses in force (*n of them; 0: none, or not by name). */
+const struct chan_learn *wstate_proxy(const struct wstate *ws, size_t *n);
 
 /* Stop the service and free the state. */
 void wstate_free(struct wstate *ws);

@@ -278,13 +278,18 @@ chan_validate(const void *buf, size_t len, enum chan_side side, const char **why
 		}
 		break;
 	case CHAN_LEARN:
-		if ((hdr.flags & ~CHAN_LEARN_MORE) != 0 || !chan_family_ok(m.learn.family) ||
+		if ((hdr.flags & ~(CHAN_LEARN_MORE | CHAN_LEARN_PROXY)) != 0 ||
+		    !chan_family_ok(m.learn.family) ||
 		    !chan_is_zero(m.learn.pad, sizeof(m.learn.pad)) || m.learn.pad2 != 0) {
 			*why = "learn message out of range";
 			return false;
 		}
 		if (m.learn.family == AF_INET && !chan_is_zero(m.learn.addr + 4, 12)) {
 			*why = "IPv4 address with trailing bytes";
+			return false;
+		}
+		if ((hdr.flags & CHAN_LEARN_PROXY) != 0 && m.learn.port != 0) {
+			*why = "proxy address with a port scope";
 			return false;
 		}
 		if (m.learn.timeout_s == 0 || m.learn.timeout_s > CHAN_MAX_TIMEOUT_S) {

@@ -86,9 +86,18 @@ struct chan_socket_rep {
  * CHAN_MAX_BATCH messages. The parent checks every one against its own
  * copy of the policy: the name must be allowed on that port scope and the
  * address may not be an inner one.
+ *
+ * CHAN_LEARN_PROXY: the batch holds the addresses of the chained upstream
+ * proxy's name (OPENSANDBOX_EGRESS_UPSTREAM_PROXY given by name), all of
+ * them, port 0, from the dns process (which resolves that name itself,
+ * never for the workload) and from the parent to the intercept. They
+ * replace the proxy's addresses in force; they are never learned for the
+ * workload. Every message of a batch carries the flag or none does.
  */
 #define CHAN_MAX_BATCH 64
 #define CHAN_LEARN_MORE 0x1
+#define CHAN_LEARN_PROXY 0x2
+#define CHAN_MAX_PROXY_ADDRS 16 /* addresses of the proxy's name kept at most */
 
 struct chan_learn {
 	struct chan_hdr hdr;

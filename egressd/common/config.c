@@ -19,6 +19,7 @@
 #include "egressd/common/config.h"
 #include "egressd/common/httpurl.h"
 #include "egressd/common/otlp.h"
+#include "policy/name.h"
 #include "policy/yamltree.h"
 
 enum config_type {
@@ -134,7 +135,9 @@ static const struct config_opt config_opts[] = {
     {"deny-webhook", "OPENSANDBOX_EGRESS_DENY_WEBHOOK", NULL, CT_STR, O(deny_webhook), false,
         "http://address[:port]/path that gets a POST for every refusal (docs/api.md)"},
     {"upstream-proxy", "OPENSANDBOX_EGRESS_UPSTREAM_PROXY", NULL, CT_STR, O(upstream_proxy), false,
-        "http[s]://IP[:port]: every intercept dial goes through HTTP CONNECT to it, none direct"},
+        "http[s]://host[:port]: every intercept dial goes through HTTP CONNECT to it, none direct"},
+    {"dns-via-proxy", "EGRESSD_DNS_VIA_PROXY", NULL, CT_BOOL, O(dns_via_proxy), false,
+        "the DNS upstream queries too go through the proxy (DNS over TCP in CONNECT)"},
     {"upstream-proxy-auth", "OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH", NULL, CT_STR,
         O(upstream_proxy_auth), true, "the whole Proxy-Authorization value (never logged)"},
     {"report-queue", "EGRESSD_REPORT_QUEUE", NULL, CT_U32, O(report_queue), false,
@@ -794,8 +797,24 @@ config_proxy_url(const char *url, struct httpurl *u, bool *tls, char *why, size_
 	return 0;
 }
 
+/* The proxy's host name, canonical, into out (NULL: only checked). 0 or -1. */
+static int
+config_proxy_name(const struct httpurl *u, char *out, size_t outlen)
+{
+	char canon[POLICY_NAME_MAX + 1];
+	size_t n;
+
+	if (policy_name_canon((const uint8_t *)u->host, strlen(u->host), 0, canon, &n) !=
+	        POLICY_NAME_OK ||
+	    n + 1 > sizeof(((struct config_proxy *)0)->name))
+		return -1;
+	if (out != NULL)
+		snprintf(out, outlen, "%s", canon);
+	return 0;
+}
+
 /*
- * The chained proxy: an http URL with an IP literal and no path, only with
+ * The chained proxy: an http URL with an IP literal or a host name and no path, only with
  * interception in dns+nft mode (the intercept is what dials through it and
  * the table what refuses every direct dial); its Proxy-Authorization value
  * a header value. Errors never quote the value.
@@ -809,8 +828,11 @@ config_check_proxy(const struct config *c, char *err, size_t errlen)
 	size_t n;
 
 	if (c->upstream_proxy[0] == '\0') {
-		if (c->upstream_proxy_auth[0] != '\0') {
-			snprintf(err, errlen, "%s_AUTH is set without %s", v, v);
+		if (c->upstream_proxy_auth[0] != '\0' || c->dns_via_proxy) {
+			snprintf(err, errlen, "%s is set without %s",
+			    c->dns_via_proxy ? "EGRESSD_DNS_VIA_PROXY"
+			                     : "OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH",
+			    v);
 			return -1;
 		}
 		return 0;
@@ -819,10 +841,22 @@ config_check_proxy(const struct config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: %s", v, why);
 		return -1;
 	}
-	if (config_url_literal(&u, v, "proxy", err, errlen) != 0)
+	if (u.family == 0 && config_proxy_name(&u, NULL, 0) != 0) {
+		snprintf(err, errlen,
+		    "%s: the host is neither an IP address nor a host name (LDH labels, not a "
+		    "wildcard)",
+		    v);
 		return -1;
+	}
 	if (strcmp(u.path, "/") != 0) {
 		snprintf(err, errlen, "%s: a proxy URL has no path", v);
+		return -1;
+	}
+	if (c->dns_via_proxy && u.family == 0) {
+		snprintf(err, errlen,
+		    "EGRESSD_DNS_VIA_PROXY needs %s to hold the proxy's IP address: its name could "
+		    "only be resolved through the proxy itself",
+		    v);
 		return -1;
 	}
 	if (!c->intercept || c->mode != CONFIG_MODE_DNS_NFT) {
@@ -860,8 +894,9 @@ config_proxy(const struct config *c, struct config_proxy *p)
 
 	memset(p, 0, sizeof(*p));
 	if (c->upstream_proxy[0] == '\0' ||
-	    config_proxy_url(c->upstream_proxy, &u, &p->tls, why, sizeof(why)) != 0 ||
-	    u.family == 0)
+	    config_proxy_url(c->upstream_proxy, &u, &p->tls, why, sizeof(why)) != 0)
+		return;
+	if (u.family == 0 && config_proxy_name(&u, p->name, sizeof(p->name)) != 0)
 		return;
 	p->set = true;
 	p->family = u.family;

@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "egressd/common/chan.h"
+
 struct wstate;
 struct wintercept;
 
@@ -22,6 +24,12 @@ struct wintercept *wintercept_new(struct wstate *ws, char *err, size_t errlen)
 
 /* Stop interception and free everything. Accepts NULL. */
 void wintercept_free(struct wintercept *w);
+
+/*
+ * The chained proxy's addresses, as resolved from its name (n >= 1, from
+ * the parent), in place of those in force. 0 or an errno.
+ */
+int wintercept_proxy(struct wintercept *w, const struct chan_learn *l, size_t n);
 
 /* True once the CA is exported and the listeners are up. */
 bool wintercept_ready(const struct wintercept *w);

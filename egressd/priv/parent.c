@@ -45,6 +45,7 @@
 #include "egressd/priv/ppolicy.h"
 #include "egressd/priv/privsep.h"
 #include "egressd/priv/startcheck.h"
+#include "policy/addrclass.h"
 
 /* Restart backoff of a crashed child. */
 #define PARENT_BACKOFF_MIN_MS 100
@@ -65,6 +66,8 @@
 #define PARENT_ACK_S 10
 /* Blocking budget of one document send to a child. */
 #define PARENT_SEND_MS 10000
+/* Seconds between two changes of the chained proxy's addresses, at least. */
+#define PARENT_PROXY_CHANGE_S 2
 
 struct parent;
 
@@ -163,6 +166,22 @@ struct parent {
 	const char *learn_refused; /* why the batch is refused, or NULL */
 	size_t learn_refused_at;
 	uint64_t learns_refused;
+
+	/*
+	 * The chained proxy given by name: its name (canonical; "" otherwise)
+	 * and the addresses the dns process resolved for it, in force in the
+	 * table and handed to every intercept.
+	 */
+	char proxy_name[254];
+	struct chan_learn proxy[CHAN_MAX_PROXY_ADDRS];
+	size_t nproxy;
+	/*
+	 * A change rebuilds the filter chain: at most one every
+	 * PARENT_PROXY_CHANGE_S (the dns child asks no more often than every
+	 * PXNAME_MIN_S); more are refused, counted, and logged once a window.
+	 */
+	time_t proxy_changed, proxy_busy_logged;
+	uint64_t proxy_busy;
 
 	/* Events forwarded to the report child, and those dropped (it was absent or full). */
 	uint32_t next_event;
@@ -428,9 +447,13 @@ parent_push_vault(struct parent *p, struct ppush *u, const char *doc, size_t len
 		    chan_doc_send(k->chanfd, CHAN_VAULT, u->id, doc, len, PARENT_SEND_MS));
 }
 
-/* Learned entries to the intercept (which checks SNI against them), batched. */
+/*
+ * Learned entries to the intercept (which checks SNI against them), batched;
+ * flags is CHAN_LEARN_PROXY for the proxy's addresses, else 0.
+ */
 static void
-parent_push_learns(struct parent *p, struct ppush *u, const struct chan_learn *l, size_t n)
+parent_push_learns(
+    struct parent *p, struct ppush *u, const struct chan_learn *l, size_t n, uint16_t flags)
 {
 	struct pkid *k = &p->kids[CHAN_ROLE_INTERCEPT];
 
@@ -441,7 +464,7 @@ parent_push_learns(struct parent *p, struct ppush *u, const struct chan_learn *l
 
 		m.hdr.type = CHAN_LEARN;
 		m.hdr.id = u->id;
-		m.hdr.flags = i + 1 < n ? CHAN_LEARN_MORE : 0;
+		m.hdr.flags = (uint16_t)(flags | (i + 1 < n ? CHAN_LEARN_MORE : 0));
 		if (chan_send_wait(k->chanfd, &m, PARENT_SEND_MS) != 0) {
 			log_msg(LOG_ERROR, "proc", "push_failed",
 			    "learn push to intercept failed: %s", strerror(errno));
@@ -575,7 +598,7 @@ parent_learn_flush(struct pkid *k, uint32_t id)
 			u->reply_pid = k->pid;
 			u->reply_id = id;
 			u->reply_type = CHAN_LEARN;
-			parent_push_learns(p, u, p->learns, p->nlearn);
+			parent_push_learns(p, u, p->learns, p->nlearn, 0);
 			parent_push_queue(p, u);
 		}
 	}
@@ -583,11 +606,136 @@ parent_learn_flush(struct pkid *k, uint32_t id)
 	p->learn_refused = NULL;
 }
 
+/* Seconds of CLOCK_MONOTONIC (never 0 once running). */
+static time_t
+parent_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + 1;
+}
+
+/* The proxy's addresses in force to the intercept (u: answered once it holds them). */
+static void
+parent_push_proxy(struct parent *p, struct ppush *u)
+{
+	parent_push_learns(p, u, p->proxy, p->nproxy, CHAN_LEARN_PROXY);
+}
+
+/*
+ * A batch of the proxy's addresses (CHAN_LEARN_PROXY) is whole: they
+ * replace those in force, in the table first, then in the intercept; the
+ * dns process is answered once both hold them. A refused one (an address
+ * no proxy may have) leaves the previous ones in force.
+ */
+static void
+parent_proxy_flush(struct pkid *k, uint32_t id)
+{
+	struct parent *p = k->p;
+	char err[256] = "", txt[INET6_ADDRSTRLEN];
+	struct log_line l;
+	struct ppush *u;
+	bool changed;
+
+	if (p->learn_refused != NULL) {
+		const struct chan_learn *bad = &p->learns[p->learn_refused_at];
+
+		inet_ntop(bad->family, bad->addr, txt, sizeof(txt));
+		log_begin(&l, LOG_WARN, "policy", "upstream_proxy_address_refused");
+		log_str(&l, "name", bad->name);
+		log_str(&l, "addr", txt);
+		log_str(&l, "why", p->learn_refused);
+		log_end(&l);
+		parent_reply(k, id, CHAN_LEARN, EPERM, p->learn_refused);
+		goto out;
+	}
+	if (!enforce_proxy_same(p->enf, p->learns, p->nlearn) && p->proxy_changed != 0 &&
+	    parent_mono() - p->proxy_changed < PARENT_PROXY_CHANGE_S) {
+		p->proxy_busy++;
+		if (parent_mono() - p->proxy_busy_logged >= PARENT_PROXY_CHANGE_S) {
+			p->proxy_busy_logged = parent_mono();
+			log_begin(&l, LOG_WARN, "policy", "upstream_proxy_busy");
+			log_str(&l, "why", "the proxy's addresses change too often");
+			log_uint(&l, "count", p->proxy_busy);
+			log_end(&l);
+		}
+		parent_reply(k, id, CHAN_LEARN, EBUSY, "the proxy's addresses change too often");
+		goto out;
+	}
+	if (enforce_set_proxy(p->enf, p->learns, p->nlearn, &changed, err, sizeof(err)) != 0) {
+		log_msg(LOG_ERROR, "nft", "nft_error", "proxy addresses: %s", err);
+		parent_reply(k, id, CHAN_LEARN, EIO, err);
+		goto out;
+	}
+	memcpy(p->proxy, p->learns, p->nlearn * sizeof(p->proxy[0]));
+	p->nproxy = p->nlearn;
+	if (changed)
+		p->proxy_changed = parent_mono();
+	if (!changed) {
+		parent_reply(k, id, CHAN_LEARN, 0, "");
+		goto out;
+	}
+	{
+		char list[CHAN_MAX_PROXY_ADDRS * (INET6_ADDRSTRLEN + 1)] = "";
+		size_t off = 0;
+
+		for (size_t i = 0; i < p->nproxy; i++) {
+			inet_ntop(p->proxy[i].family, p->proxy[i].addr, txt, sizeof(txt));
+			off += (size_t)snprintf(
+			    list + off, sizeof(list) - off, "%s%s", i > 0 ? " " : "", txt);
+		}
+		log_begin(&l, LOG_INFO, "policy", "upstream_proxy_addresses");
+		log_str(&l, "name", p->proxy_name);
+		log_str(&l, "addrs", list);
+		log_uint(&l, "count", p->nproxy);
+		log_end(&l);
+	}
+	if ((u = parent_push_new(p)) == NULL) {
+		parent_reply(k, id, CHAN_LEARN, 0, "");
+		goto out;
+	}
+	u->reply_role = k->role;
+	u->reply_pid = k->pid;
+	u->reply_id = id;
+	u->reply_type = CHAN_LEARN;
+	parent_push_proxy(p, u);
+	parent_push_queue(p, u);
+out:
+	p->nlearn = 0;
+	p->learn_refused = NULL;
+}
+
+/*
+ * An address of the proxy's name: only with a proxy given by name, for
+ * that name, and never an address the sandbox must not reach (loopback,
+ * link-local and metadata, its own networks). Private addresses are
+ * allowed: corporate proxies live there. NULL, or why it is refused.
+ */
+static const char *
+parent_proxy_check(struct parent *p, const struct chan_learn *l, bool *violation)
+{
+	const char *why = NULL;
+
+	*violation = true;
+	if (p->nlearn >= CHAN_MAX_PROXY_ADDRS)
+		return "too many proxy addresses";
+	*violation = false;
+	if (p->proxy_name[0] == '\0')
+		return "no proxy is given by name";
+	if (strcmp(l->name, p->proxy_name) != 0)
+		return "not the proxy's name";
+	if (addrclass_refused(enforce_own(p->enf), l->family, l->addr, false, &why))
+		return why;
+	return NULL;
+}
+
 /* Batch learns, each checked against the parent's own copy of the policy. */
 static void
 parent_learn(struct pkid *k, const struct chan_learn *l)
 {
 	struct parent *p = k->p;
+	bool proxy = (l->hdr.flags & CHAN_LEARN_PROXY) != 0, violation;
 	const char *why;
 
 	if (p->nlearn > 0 && l->hdr.id != p->learns[0].hdr.id) {
@@ -598,14 +746,32 @@ parent_learn(struct pkid *k, const struct chan_learn *l)
 		parent_violation(k, "learn batch too long");
 		return;
 	}
+	if (p->nlearn > 0 && ((l->hdr.flags ^ p->learns[0].hdr.flags) & CHAN_LEARN_PROXY) != 0) {
+		parent_violation(k, "learn batch mixes proxy and workload addresses");
+		return;
+	}
+	if (proxy && (why = parent_proxy_check(p, l, &violation)) != NULL) {
+		if (violation) {
+			parent_violation(k, why);
+			return;
+		}
+		if (p->learn_refused == NULL) {
+			p->learn_refused = why;
+			p->learn_refused_at = p->nlearn;
+		}
+	}
 	p->learns[p->nlearn] = *l;
-	if (p->learn_refused == NULL &&
+	if (!proxy && p->learn_refused == NULL &&
 	    ppolicy_learn_check(p->pp, &p->learns[p->nlearn], &why) != 0) {
 		p->learn_refused = why;
 		p->learn_refused_at = p->nlearn;
 	}
 	p->nlearn++;
-	if ((l->hdr.flags & CHAN_LEARN_MORE) == 0)
+	if ((l->hdr.flags & CHAN_LEARN_MORE) != 0)
+		return;
+	if (proxy)
+		parent_proxy_flush(k, l->hdr.id);
+	else
 		parent_learn_flush(k, l->hdr.id);
 }
 
@@ -1130,8 +1296,8 @@ parent_child_forget(struct parent *p, enum chan_role role)
 	/* Only control holds the API token. */
 	if (role != CHAN_ROLE_CONTROL)
 		explicit_bzero(p->cfg->token, sizeof(p->cfg->token));
-	/* Only the intercept dials through the chained proxy. */
-	if (role != CHAN_ROLE_INTERCEPT)
+	/* Only the intercept dials through the chained proxy (and dns, for DNS through it). */
+	if (role != CHAN_ROLE_INTERCEPT && !(role == CHAN_ROLE_DNS && p->cfg->dns_via_proxy))
 		explicit_bzero(p->cfg->upstream_proxy_auth, sizeof(p->cfg->upstream_proxy_auth));
 	/* Only report sends the OTLP headers (an exporter's credentials). */
 	if (role != CHAN_ROLE_REPORT)
@@ -1232,7 +1398,7 @@ parent_learn_batch_push(struct parent_learn_batch *b)
 	struct ppush *u;
 
 	if (b->n > 0 && (u = parent_push_new(b->p)) != NULL) {
-		parent_push_learns(b->p, u, b->l, b->n);
+		parent_push_learns(b->p, u, b->l, b->n, 0);
 		parent_push_queue(b->p, u);
 	}
 	b->n = 0;
@@ -1265,6 +1431,11 @@ parent_intercept_state(struct parent *p)
 	ppolicy_foreach_learned(p->pp, parent_learn_collect, b);
 	parent_learn_batch_push(b);
 	free(b);
+	/* The chained proxy's addresses, when its name was resolved. */
+	if (p->nproxy > 0 && (u = parent_push_new(p)) != NULL) {
+		parent_push_proxy(p, u);
+		parent_push_queue(p, u);
+	}
 }
 
 /*
@@ -1553,6 +1724,12 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 
 	memset(&p, 0, sizeof(p));
 	p.cfg = cfg;
+	{
+		struct config_proxy px;
+
+		config_proxy(cfg, &px);
+		snprintf(p.proxy_name, sizeof(p.proxy_name), "%s", px.set ? px.name : "");
+	}
 	p.worker_fn = worker;
 	p.ownfd = -1;
 	for (int r = 0; r < CHAN_ROLE_MAX; r++) {

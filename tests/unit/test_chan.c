@@ -128,6 +128,46 @@ test_event_roles(void **state)
 	assert_false(chan_role_may_send(CHAN_ROLE_REPORT, &m));
 }
 
+/*
+ * The chained proxy's addresses (CHAN_LEARN_PROXY): port 0 only, and no
+ * other flag beside CHAN_LEARN_MORE; both ways.
+ */
+static void
+test_proxy_learn_fields(void **state)
+{
+	struct chan_learn l;
+	const char *why;
+
+	(void)state;
+	memset(&l, 0, sizeof(l));
+	l.hdr.type = CHAN_LEARN;
+	l.hdr.id = 4;
+	l.hdr.flags = CHAN_LEARN_PROXY;
+	l.family = AF_INET;
+	l.addr[0] = 192;
+	l.addr[1] = 0;
+	l.addr[2] = 2;
+	l.addr[3] = 9;
+	l.timeout_s = 60;
+	strcpy(l.name, "proxy.corp.example");
+	assert_true(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	l.hdr.flags = CHAN_LEARN_PROXY | CHAN_LEARN_MORE;
+	assert_true(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	l.hdr.id = CHAN_ID_PARENT | 4;
+	assert_true(chan_validate(&l, sizeof(l), CHAN_TO_WORKER, &why));
+	l.hdr.id = 4;
+	l.port = 443;
+	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	assert_string_equal(why, "proxy address with a port scope");
+	l.port = 0;
+	l.hdr.flags = CHAN_LEARN_PROXY | 0x4;
+	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	/* A workload learn keeps its port scopes. */
+	l.hdr.flags = 0;
+	l.port = 443;
+	assert_true(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+}
+
 /* An event's fields: a known kind, a reason word, an address of its family
  * or a canonical name; a child's id toward the parent, a parent id onward. */
 static void
@@ -742,6 +782,7 @@ main(int argc, char **argv)
 	    cmocka_unit_test(test_role_table),
 	    cmocka_unit_test(test_event_roles),
 	    cmocka_unit_test(test_event_fields),
+	    cmocka_unit_test(test_proxy_learn_fields),
 	    cmocka_unit_test(test_ack_and_push_ids),
 	    cmocka_unit_test(test_vault_chunks),
 	    cmocka_unit_test(test_doc_feed),
