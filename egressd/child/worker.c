@@ -91,6 +91,12 @@ worker_intercept_proxy(void *svc, const struct chan_learn *l, size_t n)
 	return wintercept_proxy(svc, l, n);
 }
 
+static int
+worker_intercept_ca(void *svc)
+{
+	return wintercept_ca_changed(svc);
+}
+
 static void *
 worker_report_start(struct wstate *ws, char *err, size_t errlen)
 {
@@ -111,10 +117,10 @@ worker_report_event(void *svc, const struct chan_event *e)
 
 static const struct wstate_service worker_services[CHAN_ROLE_MAX] = {
     [CHAN_ROLE_CONTROL] = {worker_control_start, worker_control_stop, worker_control_policy,
-        worker_control_tick, NULL},
-    [CHAN_ROLE_DNS] = {worker_dns_start, worker_dns_stop, NULL, NULL, NULL},
+        worker_control_tick, NULL, NULL, NULL},
+    [CHAN_ROLE_DNS] = {worker_dns_start, worker_dns_stop, NULL, NULL, NULL, NULL, NULL},
     [CHAN_ROLE_INTERCEPT] = {worker_intercept_start, worker_intercept_stop, NULL, NULL, NULL,
-        worker_intercept_proxy},
+        worker_intercept_proxy, worker_intercept_ca},
     [CHAN_ROLE_REPORT] = {worker_report_start, worker_report_stop, NULL, NULL, worker_report_event,
         NULL},
 };

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "certs/ca.h"
 #include "egressd/child/wchan.h"
 #include "egressd/child/wstate.h"
 #include "egressd/common/learnmap.h"
@@ -53,6 +54,9 @@ struct wstate {
 	void *svc;               /* the role's service (svc_ops.start's) */
 	struct metrics *metrics; /* this process's page (shstat), or metrics_local */
 	struct metrics metrics_local;
+	struct ca *ca_own; /* the CA the parent pushed after a renewal; NULL: cfg->ca */
+	char *ca_bundle;   /* PEM of the CAs to trust; NULL: cfg->ca's alone */
+	size_t ca_bundle_len;
 	struct chan_doc push_rx; /* a document the parent is pushing */
 	int push_err;            /* of the learn batch being pushed */
 	/*
@@ -505,6 +509,70 @@ wstate_take_vault(struct wstate *ws, const char *doc, size_t len)
 	return 0;
 }
 
+/* PEM of cur and, if any, prev, concatenated; owned, or NULL when out of memory. */
+static char *
+wstate_bundle(const struct ca *cur, const struct ca *prev, size_t *lenp)
+{
+	size_t a = 0, b = 0;
+	const char *pa = ca_pem_view(cur, &a), *pb = prev != NULL ? ca_pem_view(prev, &b) : "";
+	char *out = malloc(a + b + 1);
+
+	if (out == NULL)
+		return NULL;
+	memcpy(out, pa, a);
+	memcpy(out + a, pb, b);
+	out[a + b] = '\0';
+	*lenp = a + b;
+	return out;
+}
+
+/*
+ * The sandbox CA was renewed, or its previous one expired: the CA in
+ * force and the bundle to serve. Certificates only (ca_from_der checks
+ * each is a CA); the key is the parent's.
+ */
+static int
+wstate_take_ca(struct wstate *ws, const struct chan_ca *m)
+{
+	struct ca *cur, *prev = NULL, *old = ws->ca_own;
+	char err[256], fp[65];
+	char *bundle;
+	size_t blen = 0;
+
+	if (ws->role != CHAN_ROLE_CONTROL && ws->role != CHAN_ROLE_INTERCEPT)
+		return EPERM;
+	if ((cur = ca_from_der(m->cur, m->cur_len, err, sizeof(err))) == NULL ||
+	    (m->prev_len > 0 &&
+	        (prev = ca_from_der(m->prev, m->prev_len, err, sizeof(err))) == NULL)) {
+		log_msg(LOG_ERROR, "vault", "ca_error", "the CA pushed is refused: %s", err);
+		ca_free(cur);
+		return EINVAL;
+	}
+	bundle = wstate_bundle(cur, prev, &blen);
+	ca_free(prev);
+	if (bundle == NULL) {
+		ca_free(cur);
+		return ENOMEM;
+	}
+	ws->ca_own = cur;
+	if (ws->svc != NULL && ws->svc_ops.ca_changed != NULL &&
+	    ws->svc_ops.ca_changed(ws->svc) != 0) {
+		/* The service still issues from the old one: it stays in force here. */
+		ws->ca_own = old;
+		ca_free(cur);
+		free(bundle);
+		return ENOMEM;
+	}
+	ca_free(old);
+	free(ws->ca_bundle);
+	ws->ca_bundle = bundle;
+	ws->ca_bundle_len = blen;
+	ca_fingerprint(cur, fp);
+	log_msg(LOG_INFO, "vault", "ca_in_force", "sandbox CA sha256 %s%s", fp,
+	    m->prev_len > 0 ? ", the previous one still trusted" : "");
+	return 0;
+}
+
 /*
  * One of the chained proxy's addresses: never a learned destination (the
  * workload's SNI is never checked against them). The whole batch goes to
@@ -548,7 +616,19 @@ wstate_push_cb(const union chan_msg *m, void *arg)
 	size_t len;
 	int err;
 
+	/* Control takes the CA certificates only, as it took no push before them. */
+	if (ws->role == CHAN_ROLE_CONTROL && m->hdr.type != CHAN_CA) {
+		log_msg(LOG_ERROR, "proc", "chan_lost",
+		    "the parent pushed %s to control, which takes only the CA",
+		    chan_type_name(m->hdr.type));
+		ws->exit_code = 71;
+		event_base_loopbreak(ws->base);
+		return;
+	}
 	switch (m->hdr.type) {
+	case CHAN_CA:
+		wstate_ack(ws, m->hdr.id, wstate_take_ca(ws, &m->ca));
+		return;
 	case CHAN_LEARN:
 		if ((m->learn.hdr.flags & CHAN_LEARN_PROXY) != 0) {
 			wstate_push_proxy(ws, &m->learn);
@@ -727,6 +807,9 @@ wstate_start_control(struct wstate *ws)
 		return -1;
 	}
 	ws->policy = policy_new_deny_all();
+	/* GET /ca.pem serves the CA certificates the parent pushes after a renewal. */
+	if (ws->chan != NULL)
+		wchan_on_push(ws->chan, wstate_push_cb, ws);
 	wstate_stamps(ws);
 	if (ws->svc_ops.start != NULL &&
 	    (ws->svc = ws->svc_ops.start(ws, err, sizeof(err))) == NULL) {
@@ -768,6 +851,11 @@ wstate_start(struct wstate *ws)
 
 	ws->ev_watch = event_new(ws->base, -1, EV_PERSIST, wstate_watch_cb, ws);
 	if (ws->ev_watch == NULL || event_add(ws->ev_watch, &tv) != 0)
+		return -1;
+	/* Forked during a renewal's overlap: the previous CA is trusted too. */
+	if (ws->cfg->ca != NULL && ws->cfg->ca_prev != NULL &&
+	    (ws->ca_bundle = wstate_bundle(ws->cfg->ca, ws->cfg->ca_prev, &ws->ca_bundle_len)) ==
+	        NULL)
 		return -1;
 	if (ws->role == CHAN_ROLE_CONTROL)
 		return wstate_start_control(ws);
@@ -815,10 +903,32 @@ wstate_free(struct wstate *ws)
 	if (ws->ev_watch != NULL)
 		event_free(ws->ev_watch);
 	chan_doc_reset(&ws->push_rx);
+	ca_free(ws->ca_own);
+	free(ws->ca_bundle);
 	learnmap_free(ws->learned);
 	policy_free(ws->policy);
 	free(ws->inherit);
 	free(ws);
+}
+
+/* The CA the parent pushed last, or the one this process inherited. */
+const struct ca *
+wstate_ca(const struct wstate *ws)
+{
+	return ws->ca_own != NULL ? ws->ca_own : ws->cfg->ca;
+}
+
+/* What GET /ca.pem serves: the current CA, then the previous one during an overlap. */
+const char *
+wstate_ca_bundle(const struct wstate *ws, size_t *lenp)
+{
+	if (ws->ca_bundle != NULL) {
+		*lenp = ws->ca_bundle_len;
+		return ws->ca_bundle;
+	}
+	if (ws->cfg->ca == NULL)
+		return NULL;
+	return ca_pem_view(ws->cfg->ca, lenp);
 }
 
 void

@@ -29,6 +29,7 @@ struct wchan;
 struct learnmap;
 struct vault_snap;
 struct wstate;
+struct ca;
 
 /* A role's service. */
 struct wstate_service {
@@ -51,6 +52,12 @@ struct wstate_service {
 	 * errno (the parent is told).
 	 */
 	int (*proxy)(void *svc, const struct chan_learn *l, size_t n);
+	/*
+	 * Intercept: the sandbox CA was renewed (wstate_ca() is the new one):
+	 * issue from it, drop what the old one issued. 0, or -1 (then the
+	 * previous CA stays in force here and the parent is told).
+	 */
+	int (*ca_changed)(void *svc);
 };
 
 /*
@@ -102,6 +109,10 @@ uint64_t wstate_revision(const struct wstate *ws);        /* bumped on every app
 bool wstate_ready(const struct wstate *ws);               /* this process reported READY */
 struct vault_snap *wstate_vault(const struct wstate *ws); /* intercept: in force (borrowed) */
 void *wstate_svc(const struct wstate *ws);
+/* The sandbox CA in force (certificate only), borrowed until the next renewal; NULL: none. */
+const struct ca *wstate_ca(const struct wstate *ws);
+/* The certificates to trust (the current CA, then the previous one during an overlap) as PEM. */
+const char *wstate_ca_bundle(const struct wstate *ws, size_t *lenp);
 
 /* Make p the active policy without the parent (takes the reference; tests). */
 void wstate_set_policy(struct wstate *ws, struct policy *p);

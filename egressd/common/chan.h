@@ -27,6 +27,7 @@ enum chan_type {
 	CHAN_VAULT,      /* either way: one chunk of the active vault (vault_wire) */
 	CHAN_ACK,        /* child -> parent: a pushed document or learn batch is in force */
 	CHAN_EVENT,      /* dns, intercept, control -> parent -> report: a refusal to report */
+	CHAN_CA, /* parent -> control, intercept: the sandbox CA certificates after a renewal */
 	CHAN_TYPE_MAX,
 };
 
@@ -35,7 +36,7 @@ enum chan_type {
  * the parent is chan_role_may_send()'s table; anything else kills it.
  */
 enum chan_role {
-	CHAN_ROLE_CONTROL, /* the HTTP API and the policy sources: POLICY, VAULT, READY */
+	CHAN_ROLE_CONTROL, /* the HTTP API and the policy sources: POLICY, VAULT, READY, ACK */
 	CHAN_ROLE_DNS,     /* the DNS proxy: LEARN, SOCKET_REQ (udp, tcp), READY, ACK */
 	CHAN_ROLE_INTERCEPT, /* TLS/HTTP and the vault's data path: LEAF_REQ, SOCKET_REQ (tcp), READY, ACK */
 	CHAN_ROLE_REPORT, /* deny webhook and OTLP export: SOCKET_REQ (tcp), READY */
@@ -59,6 +60,7 @@ enum chan_role {
 #define CHAN_MAX_VAULT_BYTES (8u << 20)   /* one vault document */
 #define CHAN_LEAF_KEY_MAX 128             /* DER SubjectPublicKeyInfo of a P-256 key: 91 */
 #define CHAN_LEAF_DER_MAX 4096            /* one leaf certificate */
+#define CHAN_CA_DER_MAX 2048              /* one generated CA certificate: about 450 */
 #define CHAN_ERRMSG_LEN 128
 
 struct chan_hdr {
@@ -204,6 +206,22 @@ struct chan_event {
 	char reason[CHAN_REASON_LEN];
 };
 
+/*
+ * The sandbox CA was renewed, or its previous one expired (parent id,
+ * acknowledged by CHAN_ACK): the certificate that signs the leaves from
+ * now on, and the previous one still trusted during the overlap (prev_len
+ * 0: none). Certificates only: the CA private key never leaves the
+ * parent, which mints every leaf. Control serves both at GET /ca.pem;
+ * the intercept drops the leaves it cached from the previous CA.
+ */
+struct chan_ca {
+	struct chan_hdr hdr;
+	uint32_t cur_len;  /* 1..CHAN_CA_DER_MAX bytes of cur used */
+	uint32_t prev_len; /* 0..CHAN_CA_DER_MAX bytes of prev used */
+	uint8_t cur[CHAN_CA_DER_MAX];
+	uint8_t prev[CHAN_CA_DER_MAX];
+};
+
 union chan_msg {
 	struct chan_hdr hdr;
 	struct chan_socket_req socket_req;
@@ -217,6 +235,7 @@ union chan_msg {
 	struct chan_policy vault;
 	struct chan_ack ack;
 	struct chan_event event;
+	struct chan_ca ca;
 };
 
 enum chan_status {

@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "certs/ca.h"
+#include "certs/carenew.h"
 #include "egressd/common/config.h"
 #include "egressd/common/httpurl.h"
 #include "egressd/common/otlp.h"
@@ -117,6 +118,12 @@ static const struct config_opt config_opts[] = {
     {"ca-cert", "EGRESSD_CA_CERT", NULL, CT_STR, O(ca_cert), false,
         "operator CA certificate (with --ca-key) for a stable fingerprint"},
     {"ca-key", "EGRESSD_CA_KEY", NULL, CT_STR, O(ca_key), false, "operator CA private key"},
+    {"ca-lifetime", "EGRESSD_CA_LIFETIME", NULL, CT_U32, O(ca_lifetime), false,
+        "seconds a generated sandbox CA is valid (default 604800, at least 20); it is renewed "
+        "before it expires"},
+    {"ca-renew-before", "EGRESSD_CA_RENEW_BEFORE", NULL, CT_U32, O(ca_renew_before), false,
+        "seconds before expiry a generated CA is renewed, the old and the new both exported "
+        "meanwhile (default 86400 or half of ca-lifetime if shorter; at least 5, at most half)"},
     {"upstream-ca", "OPENSANDBOX_EGRESS_MITMPROXY_UPSTREAM_TRUST_DIR", "EGRESSD_UPSTREAM_CA",
         CT_STR, O(upstream_ca), false, "trust file or directory for upstream TLS"},
     {"ssl-insecure", "OPENSANDBOX_EGRESS_MITMPROXY_SSL_INSECURE", NULL, CT_BOOL, O(ssl_insecure),
@@ -230,6 +237,8 @@ config_free(struct config *c)
 	c->rules_json = NULL;
 	ca_free(c->ca); /* wipes the key */
 	c->ca = NULL;
+	ca_free(c->ca_prev);
+	c->ca_prev = NULL;
 	X509_STORE_free(c->upstream_store);
 	c->upstream_store = NULL;
 	explicit_bzero(c->token, sizeof(c->token));
@@ -969,6 +978,20 @@ config_check(const struct config *c, char *err, size_t errlen)
 	if ((c->ca_cert[0] == '\0') != (c->ca_key[0] == '\0')) {
 		snprintf(err, errlen, "ca-cert and ca-key must be given together");
 		return -1;
+	}
+	{
+		unsigned lt, rb;
+
+		/* egressd never renews an operator CA: a lifetime for it would be a lie. */
+		if (c->ca_cert[0] != '\0' && (c->ca_lifetime != 0 || c->ca_renew_before != 0)) {
+			snprintf(err, errlen,
+			    "ca-lifetime and ca-renew-before apply to a generated CA only, not to "
+			    "ca-cert");
+			return -1;
+		}
+		if (carenew_settings(c->ca_lifetime, c->ca_renew_before, &lt, &rb, err, errlen) !=
+		    0)
+			return -1;
 	}
 	{
 		struct config_prefix doh[CONFIG_MAX_DOH];

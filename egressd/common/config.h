@@ -74,6 +74,8 @@ struct config {
 	char ca_export[PATH_MAX];
 	char ca_cert[PATH_MAX];
 	char ca_key[PATH_MAX];
+	uint32_t ca_lifetime;     /* seconds, generated CA; 0: CA_DEFAULT_VALIDITY_SECS */
+	uint32_t ca_renew_before; /* seconds of overlap; 0: carenew_settings()'s default */
 	char upstream_ca[PATH_MAX];
 	bool ssl_insecure;
 	bool block_doh_443;       /* OPENSANDBOX_EGRESS_BLOCK_DOH_443 */
@@ -108,6 +110,12 @@ struct config {
 	 * same CA the workload already trusts.
 	 */
 	struct ca *ca;
+	/*
+	 * Nor this: during a renewal's overlap, the previous generated CA
+	 * (its key already dropped), still exported and trusted until it
+	 * expires; NULL otherwise.
+	 */
+	struct ca *ca_prev;
 	/*
 	 * Not an option either: the listening sockets, bound by the parent
 	 * once (egressd/priv/listen.c) and inherited by every worker.

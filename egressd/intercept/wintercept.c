@@ -39,7 +39,7 @@
 
 struct wintercept {
 	struct wstate *ws;
-	struct ca *ca;
+	const struct ca *ca; /* wstate_ca(): the parent's, or the one it pushed after a renewal */
 	struct leaf_cache *leaves;
 	struct sockpool *pool;
 	struct intercept *ic;
@@ -359,7 +359,7 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	 * ran), shared by every intercept incarnation; its private key stayed
 	 * in the parent, which mints the leaves.
 	 */
-	w->ca = cfg->ca;
+	w->ca = wstate_ca(ws);
 	if (w->ca == NULL) {
 		snprintf(err, errlen, "intercept: no sandbox CA from the parent");
 		goto fail;
@@ -514,6 +514,20 @@ bool
 wintercept_ready(const struct wintercept *w)
 {
 	return w != NULL && intercept_listening(w->ic);
+}
+
+/* A renewed CA: issue from it; the old one's cached leaves go. */
+int
+wintercept_ca_changed(struct wintercept *w)
+{
+	char err[256];
+
+	if (leaf_cache_set_ca(w->leaves, wstate_ca(w->ws), err, sizeof(err)) != 0) {
+		log_msg(LOG_ERROR, "vault", "ca_error", "%s", err);
+		return -1;
+	}
+	w->ca = wstate_ca(w->ws);
+	return 0;
 }
 
 /* The CA certificate PEM. */

@@ -37,4 +37,11 @@ bool wintercept_ready(const struct wintercept *w);
 /* The CA certificate PEM, borrowed until wintercept_free(); NULL if none. */
 const char *wintercept_ca_pem(const struct wintercept *w, size_t *lenp);
 
+/*
+ * The sandbox CA was renewed (wstate_ca() is the new one): leaves come
+ * from it from now on, and the cached leaves of the old one are dropped.
+ * 0, or -1 (out of memory: the old CA stays in force).
+ */
+int wintercept_ca_changed(struct wintercept *w) __attribute__((warn_unused_result));
+
 #endif

@@ -30,6 +30,7 @@
 #include <event2/event.h>
 
 #include "certs/ca.h"
+#include "certs/carenew.h"
 #include "certs/leaf.h"
 #include "certs/trust.h"
 #include "egressd/common/chan.h"
@@ -105,6 +106,7 @@ struct ppush {
 	uint16_t reply_type;
 	int err;
 	bool hard; /* a policy: a child that refuses it is killed (it cannot go on deciding) */
+	bool ca;   /* renewed CA certificates: an intercept that refuses them is killed */
 	/*
 	 * A new vault for the intercept (control's, or none when control
 	 * died): its document (NULL: the empty vault), wiped when freed, and
@@ -148,6 +150,12 @@ struct parent {
 
 	/* Mints the intercept's leaves: the CA private key stays here. */
 	struct leaf_cache *minter;
+	/* The generated CA's schedule (carenew), or the operator CA's state last logged. */
+	unsigned ca_lifetime, ca_renew_before;
+	time_t ca_retry_at;
+	bool ca_export_dirty; /* the export does not show the CAs in force yet: retried */
+	time_t ca_export_retry_at;
+	enum carenew_op_state ca_op_logged;
 
 	/* Workload processes with NET_ADMIN or NET_RAW, reported once each. */
 	struct capwatch *capwatch;
@@ -182,6 +190,7 @@ struct parent {
 
 static void parent_spawn(struct pkid *k);
 static void parent_push_drop_role(struct parent *p, enum chan_role role);
+static void parent_ca_tick(struct parent *p);
 
 static bool
 parent_alive(const struct pkid *k)
@@ -489,7 +498,8 @@ parent_ack(struct pkid *k, const struct chan_ack *a)
 		log_end(&l);
 		if (u->new_vault)
 			u->err = a->err; /* the intercept keeps the vault it had */
-		if (u->hard)
+		/* An intercept without the new CA could not take the leaves it signs. */
+		if (u->hard || (u->ca && k->role == CHAN_ROLE_INTERCEPT))
 			kill(k->pid, SIGKILL);
 	}
 	parent_push_settle(p);
@@ -1057,6 +1067,7 @@ parent_watch_cb(evutil_socket_t fd, short what, void *arg)
 
 	ppolicy_expire(p->pp);
 	parent_push_deadlines(p);
+	parent_ca_tick(p);
 	if (p->shs.status != NULL)
 		p->shs.status->learned = ppolicy_learned_count(p->pp);
 	ours[nours++] = getpid();
@@ -1279,6 +1290,7 @@ parent_child_forget(struct parent *p, enum chan_role role)
 {
 	/* No child holds the CA key: the parent mints the intercept's leaves. */
 	ca_forget_key(p->cfg->ca);
+	ca_forget_key(p->cfg->ca_prev);
 	leaf_cache_free(p->minter);
 	p->minter = NULL;
 	/* Only control holds the API token. */
@@ -1427,7 +1439,8 @@ parent_intercept_state(struct parent *p)
 }
 
 /*
- * Write the sandbox CA certificate where the workload reads it. The parent
+ * Write the sandbox CA certificate (during a renewal's overlap, the new
+ * one and the previous one) where the workload reads it. The parent
  * made the CA, so it writes the export itself, whatever a previous run
  * left in the directory (another owner, stale temporary files); it says
  * which path to fix when it cannot.
@@ -1435,6 +1448,7 @@ parent_intercept_state(struct parent *p)
 static int
 parent_export_ca(const struct config *cfg, char *err, size_t errlen)
 {
+	const struct ca *cas[CA_MAX_BUNDLE] = {cfg->ca, cfg->ca_prev};
 	char dir[PATH_MAX], e[256];
 	char *slash;
 
@@ -1452,7 +1466,8 @@ parent_export_ca(const struct config *cfg, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	if (ca_export_pem(cfg->ca, cfg->ca_export, e, sizeof(e)) != 0) {
+	if (ca_export_bundle(cas, cfg->ca_prev != NULL ? 2 : 1, cfg->ca_export, e, sizeof(e)) !=
+	    0) {
 		snprintf(err, errlen,
 		    "cannot write the CA export %.200s: %.120s (uid %u); make its "
 		    "directory writable by that uid or set EGRESSD_CA_EXPORT",
@@ -1460,6 +1475,209 @@ parent_export_ca(const struct config *cfg, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
+}
+
+/* ---- the sandbox CA's renewal (certs/carenew.h) ---- */
+
+/* Log a CA's fingerprint and notAfter. */
+static void
+parent_ca_log(struct log_line *l, const char *key, const struct ca *ca)
+{
+	char fp[65], k2[32];
+
+	ca_fingerprint(ca, fp);
+	log_str(l, key, fp);
+	snprintf(k2, sizeof(k2), "%s_not_after", key);
+	log_int(l, k2, (long long)ca_not_after(ca));
+}
+
+/* The CA certificates in force to control and the intercept (certificates only). */
+static void
+parent_ca_push(struct parent *p)
+{
+	static const enum chan_role to[] = {CHAN_ROLE_CONTROL, CHAN_ROLE_INTERCEPT};
+	struct pkid *icpt = &p->kids[CHAN_ROLE_INTERCEPT];
+	struct chan_ca *m = calloc(1, sizeof(*m));
+	struct ppush *u = parent_push_new(p);
+	int n = -1, np = 0;
+
+	if (m != NULL) {
+		n = ca_der(p->cfg->ca, m->cur, sizeof(m->cur));
+		if (p->cfg->ca_prev != NULL)
+			np = ca_der(p->cfg->ca_prev, m->prev, sizeof(m->prev));
+	}
+	if (m == NULL || u == NULL || n <= 0 || np < 0) {
+		/*
+		 * An intercept that keeps the old CA could not take the leaves
+		 * the new one signs: it restarts, and inherits the CAs in force.
+		 */
+		log_msg(LOG_ERROR, "vault", "ca_push_error",
+		    "the CA certificates cannot be pushed: the intercept restarts with them");
+		if (parent_alive(icpt))
+			kill(icpt->pid, SIGKILL);
+		free(m);
+		free(u);
+		return;
+	}
+	m->hdr.type = CHAN_CA;
+	m->hdr.id = u->id;
+	m->cur_len = (uint32_t)n;
+	m->prev_len = (uint32_t)np;
+	u->ca = true;
+	for (size_t i = 0; i < sizeof(to) / sizeof(to[0]); i++) {
+		struct pkid *k = &p->kids[to[i]];
+
+		if (parent_alive(k))
+			parent_push_sent(
+			    u, k, CHAN_CA, chan_send_wait(k->chanfd, m, PARENT_SEND_MS));
+	}
+	free(m);
+	parent_push_queue(p, u);
+}
+
+/*
+ * Write the export again; until it is written, it is retried every
+ * CARENEW_RETRY_SECS. The first failure is logged, and the recovery.
+ */
+static void
+parent_ca_export(struct parent *p, time_t now)
+{
+	char err[512];
+	bool was = p->ca_export_dirty;
+
+	p->ca_export_dirty = parent_export_ca(p->cfg, err, sizeof(err)) != 0;
+	if (p->ca_export_dirty) {
+		p->ca_export_retry_at = now + CARENEW_RETRY_SECS;
+		if (!was)
+			log_msg(LOG_ERROR, "vault", "ca_export_error",
+			    "%s (the workload may not trust the new leaves; retried every %d s)",
+			    err, CARENEW_RETRY_SECS);
+	} else if (was)
+		log_msg(LOG_INFO, "vault", "ca_export", "the CA export is written again: %s",
+		    p->cfg->ca_export);
+}
+
+/*
+ * A new CA for the leaves from now on; the current one becomes the
+ * previous, still exported and served until it expires. Its key is
+ * dropped at once (EVP_PKEY_free wipes the scalar): nothing is signed
+ * with it again. A failure keeps the CA in force and is retried.
+ */
+static int
+parent_ca_renew(struct parent *p, time_t now)
+{
+	struct config *cfg = p->cfg;
+	struct ca_config cc;
+	struct ca *fresh;
+	unsigned char der[CHAN_CA_DER_MAX];
+	char err[CA_ERR_LEN];
+	struct log_line l;
+
+	memset(&cc, 0, sizeof(cc));
+	cc.validity_secs = p->ca_lifetime;
+	fresh = ca_generate(&cc, err, sizeof(err));
+	if (fresh != NULL && ca_der(fresh, der, sizeof(der)) < 0) {
+		snprintf(err, sizeof(err), "the new CA certificate does not fit the channel");
+		ca_free(fresh);
+		fresh = NULL;
+	}
+	if (fresh == NULL) {
+		p->ca_retry_at = now + CARENEW_RETRY_SECS;
+		log_msg(LOG_ERROR, "vault", "ca_renew_error",
+		    "the sandbox CA is not renewed (retried in %d s): %s", CARENEW_RETRY_SECS, err);
+		return -1;
+	}
+	p->ca_retry_at = 0;
+	ca_free(cfg->ca_prev); /* carenew_next() renews only without one */
+	ca_forget_key(cfg->ca);
+	cfg->ca_prev = cfg->ca;
+	cfg->ca = fresh;
+	/* The minter borrowed the old CA: the next leaf makes a new one. */
+	leaf_cache_free(p->minter);
+	p->minter = NULL;
+	log_begin(&l, LOG_INFO, "vault", "ca_renew");
+	parent_ca_log(&l, "ca", cfg->ca);
+	parent_ca_log(&l, "previous", cfg->ca_prev);
+	log_end(&l);
+	parent_ca_export(p, now);
+	parent_ca_push(p);
+	return 0;
+}
+
+/* The previous CA expired: out of the export and GET /ca.pem, and freed. */
+static void
+parent_ca_drop_prev(struct parent *p, time_t now)
+{
+	struct log_line l;
+
+	log_begin(&l, LOG_INFO, "vault", "ca_previous_expired");
+	parent_ca_log(&l, "previous", p->cfg->ca_prev);
+	parent_ca_log(&l, "ca", p->cfg->ca);
+	log_end(&l);
+	ca_free(p->cfg->ca_prev);
+	p->cfg->ca_prev = NULL;
+	parent_ca_export(p, now);
+	parent_ca_push(p);
+}
+
+/* An operator CA is never renewed: warn as its end nears, and when it is past. */
+static void
+parent_ca_operator(struct parent *p, time_t now)
+{
+	enum carenew_op_state st = carenew_operator_state(ca_not_after(p->cfg->ca), now);
+	struct log_line l;
+
+	if (!carenew_operator_warn(p->ca_op_logged, st))
+		return;
+	p->ca_op_logged = st;
+	log_begin(&l, st == CARENEW_OP_EXPIRED ? LOG_ERROR : LOG_WARN, "vault",
+	    st == CARENEW_OP_EXPIRED ? "ca_expired" : "ca_expiry_warning");
+	log_str(&l, "msg",
+	    st == CARENEW_OP_EXPIRED
+	        ? "the operator CA (ca-cert) has expired: no leaf can be issued; egressd never "
+	          "renews an operator CA, replace it and restart"
+	        : "the operator CA (ca-cert) expires within 7 days; egressd never renews an "
+	          "operator CA, replace it and restart");
+	parent_ca_log(&l, "ca", p->cfg->ca);
+	log_end(&l);
+}
+
+/* Every watchdog tick: the CA's schedule. */
+static void
+parent_ca_tick(struct parent *p)
+{
+	struct config *cfg = p->cfg;
+	time_t now = time(NULL);
+
+	if (!cfg->intercept || cfg->ca == NULL)
+		return;
+	if (ca_is_loaded(cfg->ca)) {
+		parent_ca_operator(p, now);
+		return;
+	}
+	if (p->ca_export_dirty && now >= p->ca_export_retry_at)
+		parent_ca_export(p, now);
+	/* Two steps at most: a late tick may find the previous CA expired and the current due. */
+	for (int i = 0; i < 2; i++) {
+		struct carenew_sched s = {
+		    .cur_not_after = ca_not_after(cfg->ca),
+		    .prev_not_after = cfg->ca_prev != NULL ? ca_not_after(cfg->ca_prev) : 0,
+		    .renew_before = p->ca_renew_before,
+		    .retry_at = p->ca_retry_at,
+		};
+
+		switch (carenew_next(&s, now)) {
+		case CARENEW_NONE:
+			return;
+		case CARENEW_DROP_PREV:
+			parent_ca_drop_prev(p, now);
+			break;
+		case CARENEW_RENEW:
+			if (parent_ca_renew(p, now) != 0)
+				return;
+			break;
+		}
+	}
 }
 
 /*
@@ -1584,6 +1802,13 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 		struct ca_config cc;
 
 		memset(&cc, 0, sizeof(cc));
+		/* Checked with the configuration; here for the values in force. */
+		if (carenew_settings(cfg->ca_lifetime, cfg->ca_renew_before, &p.ca_lifetime,
+		        &p.ca_renew_before, err, sizeof(err)) != 0) {
+			log_msg(LOG_ERROR, "vault", "ca_error", "%s", err);
+			return 1;
+		}
+		cc.validity_secs = p.ca_lifetime;
 		if (cfg->ca_cert[0] != '\0')
 			cfg->ca = ca_load(cfg->ca_cert, cfg->ca_key, err, sizeof(err));
 		else
@@ -1591,6 +1816,18 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 		if (cfg->ca == NULL) {
 			log_msg(LOG_ERROR, "vault", "ca_error", "sandbox CA: %s", err);
 			return 1;
+		}
+		/* An operator CA already within 7 days of its end is warned about at start. */
+		if (ca_is_loaded(cfg->ca))
+			parent_ca_operator(&p, time(NULL));
+		else {
+			struct log_line l;
+
+			log_begin(&l, LOG_INFO, "vault", "ca_generate");
+			parent_ca_log(&l, "ca", cfg->ca);
+			log_uint(&l, "lifetime_s", p.ca_lifetime);
+			log_uint(&l, "renew_before_s", p.ca_renew_before);
+			log_end(&l);
 		}
 		/* The upstream trust too: the worker may not be able to read it. */
 		if (cfg->upstream_ca[0] != '\0') {

@@ -411,6 +411,13 @@ hostile_violation(int fd, enum chan_role role, int n)
 		return;
 	}
 	hostile_wellformed(&m, type);
+	if (type == CHAN_ACK && role == CHAN_ROLE_CONTROL) {
+		/* Control acknowledges only the CA certificates pushed to it: never anything else. */
+		say("violation-unsolicited-ack", 0);
+		if (send(fd, &m, chan_msg_size(type), MSG_NOSIGNAL) < 0)
+			fprintf(stderr, "HOSTILE send failed: %s\n", strerror(errno));
+		return;
+	}
 	if (chan_role_may_send(role, &m)) {
 		uint32_t id = m.hdr.id;
 

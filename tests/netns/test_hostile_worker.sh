@@ -67,7 +67,7 @@ before=$(table)
 
 # Then every message type, from every role.
 touch "$TMP/hostile/fire"
-TYPES=11 # CHAN_TYPE_MAX - 1, and one unknown type more
+TYPES=12 # CHAN_TYPE_MAX - 1, and one unknown type more
 for i in $(seq 1 1200); do
 	n=$(grep -c '"event":"chan_violation"' "$log")
 	[ "$n" -ge $((3 * (TYPES + 1))) ] && [ "$(grep -c '^HOSTILE idle' "$log")" -ge 3 ] && break
@@ -93,6 +93,8 @@ check "a type the role may send, with extreme values, kills it (dns: learn)" \
 check "  (control: policy)" grep -q '"why":"policy chunk out of range"' "$log"
 check "  (control: vault)" grep -q '"why":"vault chunk out of range"' "$log"
 check "  (an ack)" grep -q '"why":"ack out of range"' "$log"
+check "an acknowledgement of nothing pushed to it kills it (control: an ack)" \
+	grep -q '"why":"acknowledgement of nothing pushed to it","role":"control"' "$log"
 check "  (ready)" grep -q '"why":"unexpected flags"' "$log"
 check "the parent's own types kill any sender" \
 	grep -q '"why":"message type not allowed in this direction"' "$log"

@@ -356,6 +356,53 @@ test_upstream_proxy(void **state)
 	unsetenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH");
 }
 
+/* The generated CA's lifetime and overlap: in range, and not for an operator CA. */
+static void
+test_ca_lifetime(void **state)
+{
+	struct config c;
+	char err[512] = "";
+
+	(void)state;
+	setenv("EGRESSD_CA_LIFETIME", "30", 1);
+	setenv("EGRESSD_CA_RENEW_BEFORE", "10", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), 0);
+	assert_int_equal(c.ca_lifetime, 30);
+	assert_int_equal(c.ca_renew_before, 10);
+	config_free(&c);
+	/* More than half the lifetime: a third CA would be due while two are trusted. */
+	setenv("EGRESSD_CA_RENEW_BEFORE", "16", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "ca-renew-before"));
+	config_free(&c);
+	setenv("EGRESSD_CA_RENEW_BEFORE", "4", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), -1);
+	config_free(&c);
+	unsetenv("EGRESSD_CA_RENEW_BEFORE");
+	setenv("EGRESSD_CA_LIFETIME", "19", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "ca-lifetime"));
+	config_free(&c);
+	setenv("EGRESSD_CA_LIFETIME", "thirty", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), -1);
+	config_free(&c);
+	/* The file and flags take them too; an operator CA is never renewed by egressd. */
+	unsetenv("EGRESSD_CA_LIFETIME");
+	assert_int_equal(loadc(&c, "intercept: true\nca-lifetime: 86400\nca-renew-before: 3600\n",
+	                     0, NULL, err, sizeof(err)),
+	    0);
+	assert_int_equal(c.ca_lifetime, 86400);
+	assert_int_equal(c.ca_renew_before, 3600);
+	config_free(&c);
+	assert_int_equal(loadc(&c,
+	                     "intercept: true\nca-cert: /tmp/x.crt\nca-key: /tmp/x.key\n"
+	                     "ca-lifetime: 86400\n",
+	                     0, NULL, err, sizeof(err)),
+	    -1);
+	assert_non_null(strstr(err, "generated CA only"));
+	config_free(&c);
+}
+
 /* OPENSANDBOX_EGRESS_DOH_BLOCKLIST: IPs and CIDRs of both families, masked; bad entries refused. */
 static void
 test_doh_blocklist(void **state)
@@ -411,6 +458,7 @@ main(void)
 	    cmocka_unit_test(test_port_lists),
 	    cmocka_unit_test(test_upstream_proxy),
 	    cmocka_unit_test(test_doh_blocklist),
+	    cmocka_unit_test(test_ca_lifetime),
 	    cmocka_unit_test(test_precedence),
 	    cmocka_unit_test(test_file_refused),
 	};
