@@ -5,7 +5,8 @@
  * alone), rotated every ICPT_TICKET_ROTATE_S with the previous key kept
  * for decryption one period more (its tickets are renewed), and wiped on
  * rotation and at the end. Each ticket carries the canonical host it was
- * issued for: one presented for another host gives a full handshake. No
+ * issued for: one presented for another host gives a full handshake, and
+ * all are dropped when the policy, the vault or the CA changes. No
  * early data is ever accepted (a replayed request could carry a
  * credential twice).
  */
@@ -172,4 +173,19 @@ icpt_tickets_setup(struct intercept *ic)
 	        ic->srv_ctx, icpt_ticket_gen_cb, icpt_ticket_dec_cb, NULL) != 1)
 		return -1;
 	return 0;
+}
+
+void
+intercept_tickets_reset(struct intercept *ic)
+{
+	struct icpt_tickets next;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	/* No fresh key (no randomness): the old ones stay rather than none. */
+	if (icpt_tickets_init(&next, ic->tickets.rotate_s, ts.tv_sec) != 0)
+		return;
+	icpt_tickets_wipe(&ic->tickets);
+	ic->tickets = next;
+	icpt_tickets_wipe(&next);
 }

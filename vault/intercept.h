@@ -174,6 +174,13 @@ struct intercept *intercept_new(struct event_base *base, const struct intercept_
 int intercept_set_proxy(struct intercept *ic, const struct sockaddr_storage *addrs,
     const socklen_t *lens, size_t n) __attribute__((warn_unused_result));
 
+/*
+ * Every session ticket issued so far stops resuming (new keys, no previous
+ * one): called when the policy, the vault or the CA changes, so that a
+ * ticket is bound to the state it was issued under.
+ */
+void intercept_tickets_reset(struct intercept *ic);
+
 /* Close the listeners and every connection. Accepts NULL. */
 void intercept_free(struct intercept *ic);
 

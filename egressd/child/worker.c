@@ -85,6 +85,12 @@ worker_intercept_stop(void *svc)
 	wintercept_free(svc);
 }
 
+static void
+worker_intercept_changed(void *svc)
+{
+	wintercept_state_changed(svc);
+}
+
 static int
 worker_intercept_proxy(void *svc, const struct chan_learn *l, size_t n)
 {
@@ -119,8 +125,8 @@ static const struct wstate_service worker_services[CHAN_ROLE_MAX] = {
     [CHAN_ROLE_CONTROL] = {worker_control_start, worker_control_stop, worker_control_policy,
         worker_control_tick, NULL, NULL, NULL},
     [CHAN_ROLE_DNS] = {worker_dns_start, worker_dns_stop, NULL, NULL, NULL, NULL, NULL},
-    [CHAN_ROLE_INTERCEPT] = {worker_intercept_start, worker_intercept_stop, NULL, NULL, NULL,
-        worker_intercept_proxy, worker_intercept_ca},
+    [CHAN_ROLE_INTERCEPT] = {worker_intercept_start, worker_intercept_stop,
+        worker_intercept_changed, NULL, NULL, worker_intercept_proxy, worker_intercept_ca},
     [CHAN_ROLE_REPORT] = {worker_report_start, worker_report_stop, NULL, NULL, worker_report_event,
         NULL},
 };

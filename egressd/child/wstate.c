@@ -471,6 +471,15 @@ wstate_ack(struct wstate *ws, uint32_t id, int err)
 		log_msg(LOG_ERROR, "proc", "chan_send", "acknowledgement failed");
 }
 
+/* Intercept: a pushed policy or vault is in force (its session tickets end). */
+static void
+wstate_changed(struct wstate *ws)
+{
+	if (ws->role == CHAN_ROLE_INTERCEPT && ws->svc != NULL &&
+	    ws->svc_ops.policy_changed != NULL)
+		ws->svc_ops.policy_changed(ws->svc);
+}
+
 /* The policy in force changed: swap, and forget learned entries it no longer allows. */
 static int
 wstate_take_policy(struct wstate *ws, const char *doc, size_t len)
@@ -485,6 +494,7 @@ wstate_take_policy(struct wstate *ws, const char *doc, size_t len)
 		return EINVAL;
 	}
 	wstate_swap_policy(ws, p);
+	wstate_changed(ws);
 	return 0;
 }
 
@@ -503,6 +513,7 @@ wstate_take_vault(struct wstate *ws, const char *doc, size_t len)
 	}
 	vault_snap_unref(ws->vault);
 	ws->vault = snap;
+	wstate_changed(ws);
 	log_msg(LOG_INFO, "vault", "vault_in_force", "revision %llu, %zu bindings",
 	    (unsigned long long)(snap ? vault_snap_revision(snap) : 0),
 	    snap ? binding_set_count(vault_snap_bindings(snap)) : (size_t)0);

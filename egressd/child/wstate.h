@@ -40,7 +40,10 @@ struct wstate_service {
 	 */
 	void *(*start)(struct wstate *ws, char *err, size_t errlen);
 	void (*stop)(void *svc);
-	/* Control: a policy is in force (the vault follows the policy file's bindings). */
+	/*
+	 * Control: a policy is in force (the vault follows the policy file's
+	 * bindings). Intercept: a pushed policy or vault is in force.
+	 */
 	void (*policy_changed)(void *svc);
 	/* Every few seconds (control: rotated credential files). */
 	void (*tick)(void *svc);

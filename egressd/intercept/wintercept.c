@@ -527,10 +527,17 @@ wintercept_ca_changed(struct wintercept *w)
 		return -1;
 	}
 	w->ca = wstate_ca(w->ws);
+	intercept_tickets_reset(w->ic);
 	return 0;
 }
 
 /* The CA certificate PEM. */
+void
+wintercept_state_changed(struct wintercept *w)
+{
+	intercept_tickets_reset(w->ic);
+}
+
 const char *
 wintercept_ca_pem(const struct wintercept *w, size_t *lenp)
 {

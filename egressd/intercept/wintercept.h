@@ -29,6 +29,9 @@ void wintercept_free(struct wintercept *w);
  * The chained proxy's addresses, as resolved from its name (n >= 1, from
  * the parent), in place of those in force. 0 or an errno.
  */
+/* A pushed policy or vault is in force: session tickets issued before stop resuming. */
+void wintercept_state_changed(struct wintercept *w);
+
 int wintercept_proxy(struct wintercept *w, const struct chan_learn *l, size_t n);
 
 /* True once the CA is exported and the listeners are up. */

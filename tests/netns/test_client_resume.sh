@@ -3,8 +3,9 @@
 # connection to a terminated host resumes with the ticket of the first
 # (no leaf signature or certificate); a ticket is good for the host it was
 # issued for only (another terminated host of the same sandbox gets a full
-# handshake), and in this sandbox only (another egressd's ticket keys are
-# its own); no early data is ever accepted.
+# handshake), in this sandbox only (another egressd's ticket keys are its
+# own), and under the policy and vault in force when it was issued; no
+# early data is ever accepted.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../lib/fixture.sh
@@ -83,6 +84,23 @@ chmod 0644 "$FX_DIR/out/early.txt"
 conn api.allowed.test early -sess_in "$FX_DIR/out/api.sess" -early_data "$FX_DIR/out/early.txt"
 refute "no early data (0-RTT) is accepted" grep -q 'Early data was accepted' "$FX_DIR/out/early"
 refute "  the ticket does not even allow it" grep -q 'Max Early Data: [1-9]' "$FX_DIR/out/second"
+# Bound to the state it was issued under: a policy or vault change ends every ticket.
+conn api.allowed.test fresh1 -sess_out "$FX_DIR/out/api1.sess"
+conn api.allowed.test fresh1b -sess_in "$FX_DIR/out/api1.sess"
+check "a fresh ticket resumes" grep -q '^Reused, TLSv1.3' "$FX_DIR/out/fresh1b"
+code=$(fx_api POST /policy -H 'Content-Type: application/json' -o /dev/null -w '%{http_code}' \
+    --data '{"defaultAction":"deny","egress":[{"action":"allow","target":"api.allowed.test"},
+ {"action":"allow","target":"front.allowed.test"},{"action":"allow","target":"other.allowed.test"}]}')
+check "a policy change is accepted ($code)" test "$code" = 200
+conn api.allowed.test afterpolicy -sess_in "$FX_DIR/out/api1.sess"
+check "  a ticket from before it does not resume" grep -q '^New, TLSv1.3' "$FX_DIR/out/afterpolicy"
+check "  the connection is served" grep -q '"path": "/v1/resume"' "$FX_DIR/out/afterpolicy"
+conn api.allowed.test fresh2 -sess_out "$FX_DIR/out/api2.sess"
+code=$(fx_api PATCH /credential-vault -H 'Content-Type: application/json' -o /dev/null -w '%{http_code}' \
+    --data '{"bindings":{"add":[{"name":"b3","match":{"hosts":["api.allowed.test"],"paths":["/v2/*"],"methods":["GET"]},"auth":{"type":"bearer","credential":"c1"}}]}}')
+check "a vault change is accepted ($code)" test "$code" = 200
+conn api.allowed.test aftervault -sess_in "$FX_DIR/out/api2.sess"
+check "  a ticket from before it does not resume" grep -q '^New, TLSv1.3' "$FX_DIR/out/aftervault"
 fx_egressd_stop
 
 # Another egressd (another sandbox): its ticket keys are its own.
@@ -95,6 +113,6 @@ fx_egressd_stop
 echo "$PASS passed, $FAIL failed"
 if [ "$FAIL" -ne 0 ]; then
 	tail -n 30 "$LOG"
-	for f in first second other early restarted; do echo "== $f"; head -n 40 "$FX_DIR/out/$f"; done
+	for f in first second other early fresh1b afterpolicy aftervault restarted; do echo "== $f"; head -n 40 "$FX_DIR/out/$f"; done
 fi
 [ "$FAIL" -eq 0 ]
