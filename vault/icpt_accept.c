@@ -627,6 +627,7 @@ icpt_accept_cb(
 	c->peek = ic->cfg.peek_port != 0 && lport == ic->cfg.peek_port;
 	c->state = c->peek ? ICPT_S_PEEK : ICPT_S_HELLO;
 	c->ev_free = event_new(ic->base, -1, 0, icpt_free_cb, c);
+	icpt_nodelay(fd);
 	c->craw = bufferevent_socket_new(ic->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	c->cbev = c->craw;
 	c->next = ic->conns;

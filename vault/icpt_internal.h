@@ -210,6 +210,8 @@ void icpt_http_client(struct icpt_conn *c);
 void icpt_http_error(struct icpt_conn *c, int status, const char *text, const char *reason);
 void icpt_http_start(struct icpt_conn *c);
 void icpt_http_upstream(struct icpt_conn *c);
+/* TCP_NODELAY on a proxied socket: the accepted one, and every upstream dial. */
+void icpt_nodelay(int fd);
 void icpt_log(struct icpt_conn *c, enum intercept_level lvl, const char *event, const char *reason,
     int status);
 void icpt_reject(struct icpt_conn *c, const char *reason);

@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -349,6 +350,20 @@ icpt_deadline_stop(struct icpt_conn *c)
 {
 	if (c->ev_deadline != NULL)
 		evtimer_del(c->ev_deadline);
+}
+
+/*
+ * TCP_NODELAY on a proxied socket (either leg): every write here is a whole
+ * message or record already, and Nagle's algorithm against the peer's
+ * delayed ACK would hold a handshake flight or a response tail ~40 ms.
+ * Best effort: a socket without it still works, only slower.
+ */
+void
+icpt_nodelay(int fd)
+{
+	int one = 1;
+
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 /* Read and write timeouts of a leg in seconds; 0 means none. */
