@@ -226,6 +226,8 @@ void icpt_splice_start(struct icpt_conn *c);
 void icpt_timeouts(struct bufferevent *bev, unsigned rd_s, unsigned wr_s);
 void icpt_to_upstream(struct icpt_conn *c, struct evbuffer *src, size_t n);
 void icpt_up_fail(struct icpt_conn *c, const char *why);
+/* Free the upstream leg (close_notify first on a finished TLS leg, so that its session resumes). */
+void icpt_up_free(struct icpt_conn *c);
 size_t icpt_up_pending(struct icpt_conn *c);
 int icpt_up_start(struct icpt_conn *c);
 

@@ -158,10 +158,7 @@ icpt_release(struct icpt_conn *c)
 		c->next->prev = c->prev;
 	c->prev = c->next = NULL;
 	ic->nconns--;
-	if (c->ubev != NULL)
-		bufferevent_free(c->ubev);
-	else if (c->usock != NULL)
-		bufferevent_free(c->usock);
+	icpt_up_free(c);
 	if (c->cbev != NULL && c->cbev != c->craw) {
 		SSL *ssl = bufferevent_openssl_get_ssl(c->cbev);
 
@@ -640,6 +637,8 @@ intercept_metric_name(enum intercept_metric m)
 	    [INTERCEPT_M_REDACTED] = "redacted",
 	    [INTERCEPT_M_UPSTREAM_ERR] = "upstream_errors",
 	    [INTERCEPT_M_LIMITED] = "refused_limit",
+	    [INTERCEPT_M_UPSTREAM_TLS] = "upstream_tls",
+	    [INTERCEPT_M_UPSTREAM_RESUMED] = "upstream_tls_resumed",
 	};
 
 	return (unsigned)m < INTERCEPT_M_COUNT ? names[m] : "unknown";

@@ -137,6 +137,12 @@ wintercept_count(void *arg, enum intercept_metric m, uint64_t n)
 	case INTERCEPT_M_LIMITED:
 		mt->conn_limited += n;
 		break;
+	case INTERCEPT_M_UPSTREAM_TLS:
+		mt->upstream_tls += n;
+		break;
+	case INTERCEPT_M_UPSTREAM_RESUMED:
+		mt->upstream_tls_resumed += n;
+		break;
 	default:
 		break;
 	}
