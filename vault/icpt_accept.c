@@ -696,6 +696,12 @@ icpt_accept_cb(
 		return;
 	bufferevent_setcb(c->craw, icpt_hello_cb, NULL, icpt_hello_event_cb, c);
 	bufferevent_setwatermark(c->craw, EV_READ, 0, ICPT_HELLO_WATERMARK);
-	icpt_timeouts(c->craw, ic->cfg.hello_timeout_s, ic->cfg.hello_timeout_s);
+	/*
+	 * No bufferevent timeouts on the socket here: the deadline above bounds
+	 * the hello, and a terminated connection's TLS filter keeps its own.
+	 * Timeouts set on the socket now outlived the filter put over it
+	 * (libevent), so every idle keep-alive connection was closed at the
+	 * hello timeout (10 s) instead of the keep-alive timeout.
+	 */
 	bufferevent_enable(c->craw, EV_READ);
 }

@@ -265,6 +265,8 @@ icpt_usock_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	icpt_sess_resume(c, ssl);
+	/* The filter keeps the deadlines from now on; the socket under it has none. */
+	bufferevent_set_timeouts(c->usock, NULL, NULL);
 	c->ubev = bufferevent_openssl_filter_new(ic->base, c->usock, ssl,
 	    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
 	if (c->ubev == NULL) {

@@ -11,7 +11,10 @@
 #   3. res2, same address, same certificate (*.wild): a full handshake, the
 #      session store is keyed by name, address and port;
 #   4. res1 once more: resumed.
-# /metrics counts the handshakes and the resumptions the same way.
+# /metrics counts the handshakes and the resumptions the same way. Then one
+# keep-alive connection stays idle past the hello deadline (2 s here) and
+# the upstream connect deadline (15 s) and is still served, on the same
+# upstream connection.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../lib/fixture.sh
@@ -49,7 +52,7 @@ POLICY='{"defaultAction":"deny","egress":[
  {"action":"allow","target":"res2.wild.allowed.test"}]}'
 fx_egressd_start "$POLICY" OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=true \
     EGRESSD_CA_EXPORT="$FX_DIR/sandbox/ca.pem" EGRESSD_UPSTREAM_CA="$FX_CERTS/ca.pem" \
-    EGRESSD_TERMINATE_ALL=1 || { cat "$FX_DIR/egressd.log"; exit 1; }
+    EGRESSD_TERMINATE_ALL=1 EGRESSD_HELLO_TIMEOUT=2 || { cat "$FX_DIR/egressd.log"; exit 1; }
 
 SBXCA=$FX_DIR/sandbox/ca.pem
 CONNS=$FX_DIR/resume/conns.log
@@ -89,6 +92,36 @@ grep -E '^egressd_upstream_tls' "$FX_DIR/out/metrics"
 check "/metrics: 4 verified upstream handshakes" \
     grep -qx 'egressd_upstream_tls_handshakes_total 4' "$FX_DIR/out/metrics"
 check "/metrics: 2 of them resumed" grep -qx 'egressd_upstream_tls_resumed_total 2' "$FX_DIR/out/metrics"
+
+# An idle keep-alive connection outlives the hello deadline and the
+# upstream connect deadline (15 s): neither leg keeps the timeouts of its
+# socket once a TLS filter is over it (both closed the connection before).
+cat >"$FX_DIR/idle.py" <<'PY'
+import socket, ssl, sys, time
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+s = ctx.wrap_socket(socket.create_connection((sys.argv[2], 443), timeout=30),
+                    server_hostname=sys.argv[2])
+def get(path):
+    s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path, sys.argv[2])).encode())
+    b = b""
+    while (b"resume-ok " + path.encode() + b"\n") not in b:
+        d = s.recv(4096)
+        if not d:
+            return "eof"
+        b += d
+    return "ok"
+print("first", get("/idle1"), flush=True)
+time.sleep(float(sys.argv[3]))
+print("second", get("/idle2"), flush=True)
+PY
+chmod 644 "$FX_DIR/idle.py"
+fx_ws "$FX_PY" "$FX_DIR/idle.py" "$SBXCA" res1.wild.allowed.test 16 >"$FX_DIR/out/idle" 2>&1
+cat "$FX_DIR/out/idle"
+check "keep-alive: the first request is answered" grep -qx 'first ok' "$FX_DIR/out/idle"
+check "keep-alive: after 16 s idle (hello deadline 2 s) the same connection is answered" \
+    grep -qx 'second ok' "$FX_DIR/out/idle"
+check "keep-alive: both requests went over one upstream connection (5 in all)" \
+    test "$(wc -l <"$CONNS")" -eq 5
 
 fx_egressd_stop
 if grep -q -E 'ERROR: AddressSanitizer|runtime error:' "$FX_DIR/egressd.log" 2>/dev/null; then

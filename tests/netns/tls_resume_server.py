@@ -25,7 +25,7 @@ def log(line):
 
 
 def handle(raw, ctx):
-    raw.settimeout(10)
+    raw.settimeout(60)
     try:
         conn = ctx.wrap_socket(raw, server_side=True)
     except (OSError, ssl.SSLError):
