@@ -251,6 +251,8 @@ void icpt_http_client(struct icpt_conn *c);
 void icpt_http_error(struct icpt_conn *c, int status, const char *text, const char *reason);
 void icpt_http_start(struct icpt_conn *c);
 void icpt_http_upstream(struct icpt_conn *c);
+/* TCP_NODELAY on a proxied socket: the accepted one, and every upstream dial. */
+void icpt_nodelay(int fd);
 void icpt_log(struct icpt_conn *c, enum intercept_level lvl, const char *event, const char *reason,
     int status);
 void icpt_reject(struct icpt_conn *c, const char *reason);
@@ -265,6 +267,8 @@ void icpt_splice_start(struct icpt_conn *c);
 void icpt_timeouts(struct bufferevent *bev, unsigned rd_s, unsigned wr_s);
 void icpt_to_upstream(struct icpt_conn *c, struct evbuffer *src, size_t n);
 void icpt_up_fail(struct icpt_conn *c, const char *why);
+/* Free the upstream leg (close_notify first on a finished TLS leg, so that its session resumes). */
+void icpt_up_free(struct icpt_conn *c);
 size_t icpt_up_pending(struct icpt_conn *c);
 int icpt_up_start(struct icpt_conn *c);
 

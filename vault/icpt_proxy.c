@@ -204,6 +204,8 @@ icpt_dial(struct icpt_conn *c, bufferevent_data_cb readcb, bufferevent_event_cb 
 {
 	struct intercept *ic = c->ic;
 
+	/* Every upstream leg (terminated, plain, spliced, probed, via a proxy) is dialled here. */
+	icpt_nodelay(bufferevent_getfd(c->usock));
 	if (!ic->proxy_on) {
 		bufferevent_setcb(c->usock, readcb, NULL, eventcb, c);
 		return bufferevent_socket_connect(

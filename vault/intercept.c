@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,10 +159,7 @@ icpt_release(struct icpt_conn *c)
 		c->next->prev = c->prev;
 	c->prev = c->next = NULL;
 	ic->nconns--;
-	if (c->ubev != NULL)
-		bufferevent_free(c->ubev);
-	else if (c->usock != NULL)
-		bufferevent_free(c->usock);
+	icpt_up_free(c);
 	if (c->cbev != NULL && c->cbev != c->craw) {
 		SSL *ssl = bufferevent_openssl_get_ssl(c->cbev);
 
@@ -352,6 +350,20 @@ icpt_deadline_stop(struct icpt_conn *c)
 		evtimer_del(c->ev_deadline);
 }
 
+/*
+ * TCP_NODELAY on a proxied socket (either leg): every write here is a whole
+ * message or record already, and Nagle's algorithm against the peer's
+ * delayed ACK would hold a handshake flight or a response tail ~40 ms.
+ * Best effort: a socket without it still works, only slower.
+ */
+void
+icpt_nodelay(int fd)
+{
+	int one = 1;
+
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
 /* Read and write timeouts of a leg in seconds; 0 means none. */
 void
 icpt_timeouts(struct bufferevent *bev, unsigned rd_s, unsigned wr_s)
@@ -417,6 +429,9 @@ icpt_ctx_setup(struct intercept *ic, char *err, size_t errlen)
 		return -1;
 	}
 	SSL_CTX_set_options(ic->up_ctx, SSL_OP_NO_RENEGOTIATION);
+	/* Both legs give their TLS record buffers back while idle (issue 19: memory per idle connection). */
+	SSL_CTX_set_mode(ic->srv_ctx, SSL_MODE_RELEASE_BUFFERS);
+	SSL_CTX_set_mode(ic->up_ctx, SSL_MODE_RELEASE_BUFFERS);
 	SSL_CTX_set_verify(ic->up_ctx, SSL_VERIFY_PEER, NULL);
 	SSL_CTX_set_session_cache_mode(
 	    ic->up_ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
@@ -639,6 +654,8 @@ intercept_metric_name(enum intercept_metric m)
 	    [INTERCEPT_M_LIMITED] = "refused_limit",
 	    [INTERCEPT_M_RESUMED] = "client_resumed",
 	    [INTERCEPT_M_TICKET_REFUSED] = "client_ticket_refused",
+	    [INTERCEPT_M_UPSTREAM_TLS] = "upstream_tls",
+	    [INTERCEPT_M_UPSTREAM_RESUMED] = "upstream_tls_resumed",
 	};
 
 	return (unsigned)m < INTERCEPT_M_COUNT ? names[m] : "unknown";

@@ -32,17 +32,19 @@ struct intercept;
 
 /* Counters the interceptor reports through intercept_ops.count. */
 enum intercept_metric {
-	INTERCEPT_M_ACCEPTED,       /* workload connections accepted */
-	INTERCEPT_M_REJECTED,       /* refused by a check (conn_reject) */
-	INTERCEPT_M_PASSTHROUGH,    /* spliced without decryption */
-	INTERCEPT_M_TERMINATED,     /* TLS terminated (leaf from the sandbox CA) */
-	INTERCEPT_M_REQUESTS,       /* HTTP requests relayed on terminated or plain connections */
-	INTERCEPT_M_INJECTED,       /* requests that got a credential */
-	INTERCEPT_M_REDACTED,       /* secret occurrences masked toward the workload */
-	INTERCEPT_M_UPSTREAM_ERR,   /* upstream connect, verify or protocol failures */
-	INTERCEPT_M_LIMITED,        /* refused at the connection cap (conn_limit) */
-	INTERCEPT_M_RESUMED,        /* workload handshakes that resumed with a ticket */
-	INTERCEPT_M_TICKET_REFUSED, /* tickets presented for another host: full handshake */
+	INTERCEPT_M_ACCEPTED,         /* workload connections accepted */
+	INTERCEPT_M_REJECTED,         /* refused by a check (conn_reject) */
+	INTERCEPT_M_PASSTHROUGH,      /* spliced without decryption */
+	INTERCEPT_M_TERMINATED,       /* TLS terminated (leaf from the sandbox CA) */
+	INTERCEPT_M_REQUESTS,         /* HTTP requests relayed on terminated or plain connections */
+	INTERCEPT_M_INJECTED,         /* requests that got a credential */
+	INTERCEPT_M_REDACTED,         /* secret occurrences masked toward the workload */
+	INTERCEPT_M_UPSTREAM_ERR,     /* upstream connect, verify or protocol failures */
+	INTERCEPT_M_LIMITED,          /* refused at the connection cap (conn_limit) */
+	INTERCEPT_M_RESUMED,          /* workload handshakes that resumed with a ticket */
+	INTERCEPT_M_TICKET_REFUSED,   /* tickets presented for another host: full handshake */
+	INTERCEPT_M_UPSTREAM_TLS,     /* verified upstream TLS handshakes (terminated) */
+	INTERCEPT_M_UPSTREAM_RESUMED, /* of those, sessions resumed */
 	INTERCEPT_M_COUNT,
 };
 

@@ -143,6 +143,12 @@ wintercept_count(void *arg, enum intercept_metric m, uint64_t n)
 	case INTERCEPT_M_TICKET_REFUSED:
 		mt->client_ticket_refused += n;
 		break;
+	case INTERCEPT_M_UPSTREAM_TLS:
+		mt->upstream_tls += n;
+		break;
+	case INTERCEPT_M_UPSTREAM_RESUMED:
+		mt->upstream_tls_resumed += n;
+		break;
 	default:
 		break;
 	}
