@@ -429,9 +429,6 @@ icpt_ctx_setup(struct intercept *ic, char *err, size_t errlen)
 		return -1;
 	}
 	SSL_CTX_set_options(ic->up_ctx, SSL_OP_NO_RENEGOTIATION);
-	/* Both legs give their TLS record buffers back while idle (issue 19: memory per idle connection). */
-	SSL_CTX_set_mode(ic->srv_ctx, SSL_MODE_RELEASE_BUFFERS);
-	SSL_CTX_set_mode(ic->up_ctx, SSL_MODE_RELEASE_BUFFERS);
 	SSL_CTX_set_verify(ic->up_ctx, SSL_VERIFY_PEER, NULL);
 	SSL_CTX_set_session_cache_mode(
 	    ic->up_ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
