@@ -368,13 +368,11 @@ enforce_forget(struct enforce *e, const struct chan_learn *l, size_t n, char *er
 	return 0;
 }
 
-/* Whether the proxy destinations a and b (na, nb of them) are the same, in any order. */
+/* Whether every destination of a (na of them) is one of b's. */
 static bool
-enforce_dests_equal(
+enforce_dests_within(
     const struct nftrules_dest *a, size_t na, const struct nftrules_dest *b, size_t nb)
 {
-	if (na != nb)
-		return false;
 	for (size_t i = 0; i < na; i++) {
 		bool found = false;
 
@@ -385,6 +383,14 @@ enforce_dests_equal(
 			return false;
 	}
 	return true;
+}
+
+/* Whether a and b hold the same destinations, in any order (duplicates or not). */
+static bool
+enforce_dests_equal(
+    const struct nftrules_dest *a, size_t na, const struct nftrules_dest *b, size_t nb)
+{
+	return enforce_dests_within(a, na, b, nb) && enforce_dests_within(b, nb, a, na);
 }
 
 /* l[0..n) as the proxy's destinations (its port), into d. false: too many. */

@@ -105,8 +105,9 @@ struct ppush {
 	uint32_t reply_id;
 	uint16_t reply_type;
 	int err;
-	bool hard; /* a policy: a child that refuses it is killed (it cannot go on deciding) */
-	bool ca;   /* renewed CA certificates: an intercept that refuses them is killed */
+	bool hard;  /* a policy: a child that refuses it is killed (it cannot go on deciding) */
+	bool ca;    /* renewed CA certificates: an intercept that refuses them is killed */
+	bool proxy; /* the chained proxy's addresses: likewise (it restarts with them) */
 	/*
 	 * A new vault for the intercept (control's, or none when control
 	 * died): its document (NULL: the empty vault), wiped when freed, and
@@ -498,8 +499,12 @@ parent_ack(struct pkid *k, const struct chan_ack *a)
 		log_end(&l);
 		if (u->new_vault)
 			u->err = a->err; /* the intercept keeps the vault it had */
-		/* An intercept without the new CA could not take the leaves it signs. */
-		if (u->hard || (u->ca && k->role == CHAN_ROLE_INTERCEPT))
+		/*
+		 * An intercept without the new CA could not take the leaves it
+		 * signs; one without the proxy's addresses would fail every dial
+		 * (the table already pins them): a new one starts with both.
+		 */
+		if (u->hard || ((u->ca || u->proxy) && k->role == CHAN_ROLE_INTERCEPT))
 			kill(k->pid, SIGKILL);
 	}
 	parent_push_settle(p);
@@ -699,6 +704,7 @@ parent_proxy_flush(struct pkid *k, uint32_t id)
 	u->reply_pid = k->pid;
 	u->reply_id = id;
 	u->reply_type = CHAN_LEARN;
+	u->proxy = true;
 	parent_push_proxy(p, u);
 	parent_push_queue(p, u);
 out:
