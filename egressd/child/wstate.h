@@ -45,6 +45,8 @@ struct wstate_service {
 	void (*tick)(void *svc);
 	/* Report: an event the parent forwarded (borrowed for the call). */
 	void (*event)(void *svc, const struct chan_event *e);
+	/* dns: a record of the table's refusals the parent passed on (borrowed for the call). */
+	void (*nflog)(void *svc, const struct chan_nflog *r);
 };
 
 /*
