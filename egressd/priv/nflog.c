@@ -102,8 +102,15 @@ nflog_open(uint16_t group, char *err, size_t errlen)
 	if (mnl_socket_bind(n->nl, 0, MNL_SOCKET_AUTOPID) < 0)
 		goto fail;
 	n->portid = mnl_socket_get_portid(n->nl);
-	/* A bigger buffer absorbs bursts; past it the kernel drops and says so (ENOBUFS). */
-	(void)setsockopt(mnl_socket_get_fd(n->nl), SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+	/*
+	 * A bigger buffer absorbs bursts (FORCE: past rmem_max, which the
+	 * parent's CAP_NET_ADMIN allows); past it the kernel drops and says so
+	 * (ENOBUFS, counted).
+	 */
+	if (setsockopt(mnl_socket_get_fd(n->nl), SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof(rcv)) !=
+	    0)
+		(void)setsockopt(
+		    mnl_socket_get_fd(n->nl), SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
 	step = "bind the group (is another NFLOG reader using it? see --nflog-group)";
 	nlh = nflog_cfg_msg(n, buf);
 	mnl_attr_put(nlh, NFULA_CFG_CMD, sizeof(cmd), &cmd);
