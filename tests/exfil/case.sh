@@ -25,6 +25,24 @@ fx_safety || exit 99
 fx_servers_start || exit 98
 fx_pcap_start || exit 98
 
+# --audit (runner.py O7): an independent record of every packet the kernel
+# refuses: nftrace on every output packet and `nft monitor trace`, read
+# after the case against egressd's conn_reject records.
+if [ "${AUDIT:-0}" = 1 ]; then
+	ip netns exec "$FX_SBX" nft -f - <<'N' || exit 98
+table inet exfil_audit {
+	chain out {
+		type filter hook output priority -300;
+		meta nftrace set 1
+	}
+}
+N
+	ip netns exec "$FX_SBX" nft monitor trace >"$FX_DIR/trace.txt" 2>&1 &
+	FX_TRACE_PID=$!
+	fx_track "$FX_TRACE_PID"
+	sleep 0.2 # the monitor subscribes before the first packet
+fi
+
 egressd_env=()
 if [ "$INTERCEPT" = 1 ]; then
 	egressd_env+=(OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=true
@@ -86,4 +104,8 @@ fi
 ip netns exec "$FX_SBX" nft list ruleset >"$FX_DIR/nft-ruleset.txt" 2>&1
 fx_pcap_stop
 fx_egressd_stop
+if [ -n "${FX_TRACE_PID:-}" ]; then
+	kill "$FX_TRACE_PID" 2>/dev/null
+	wait "$FX_TRACE_PID" 2>/dev/null
+fi
 exit 0

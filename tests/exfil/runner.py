@@ -91,6 +91,7 @@ SLOWEST = 10
 
 STOP = threading.Event()
 ACTIVE = {}
+AUDIT = [False]  # --audit: the O7 oracle (set once in main)
 ACTIVE_LOCK = threading.Lock()
 
 
@@ -167,6 +168,7 @@ def write_plan(c, d, ns_id, features):
         "NACTIONS": str(len(c["actions"])),
         "EGRESSD_EXTRA_ENV": "\n".join("%s=%s" % kv for kv in
                                        c.get("egressd_env", {}).items()),
+        "AUDIT": "1" if AUDIT[0] else "0",
     }
     with open(os.path.join(plan, "env"), "w") as f:
         for k, v in env.items():
@@ -372,6 +374,79 @@ def evaluate(c, d, features, token):
     return r, missing
 
 
+TRACE_RULE = re.compile(r'^trace id (\S+) inet egressd filter rule .*log prefix '
+                        r'"egressd:([a-z_]+)".*\(verdict drop\)')
+TRACE_PKT = re.compile(r'^trace id (\S+) inet egressd filter packet: (.*)$')
+
+
+def trace_key(rule, pkt):
+    """(rule, proto, daddr, dport) of a traced packet, as egressd keys it."""
+    f = pkt.split()
+    get = lambda k: f[f.index(k) + 1] if k in f and f.index(k) + 1 < len(f) else None
+    daddr = None
+    for i in range(len(f) - 2):
+        if f[i] in ("ip", "ip6") and f[i + 1] == "daddr":
+            daddr = f[i + 2]
+    proto, port = None, None
+    for l4 in ("tcp", "udp", "udplite", "sctp"):
+        for i in range(len(f) - 2):
+            if f[i] == l4 and f[i + 1] == "dport":
+                proto, port = l4, f[i + 2]
+    if proto is None:
+        proto = "icmpv6" if "icmpv6" in f else "icmp" if "icmp" in f else \
+            get("protocol") or get("nexthdr")
+    return (rule, proto, daddr, port)
+
+
+def o7_check(d, c, duration):
+    """
+    O7 (--audit): every packet the table refused (nft monitor trace) has
+    exactly one conn_reject record per rule, protocol and destination
+    (per 60 s window), and no record stands for a refusal that did not
+    happen. Keys past the aggregation table are covered by its overflow
+    line, and losses by the drop warnings.
+    """
+    r = []
+    pkts, refused = {}, {}
+    for line in read(os.path.join(d, "trace.txt"), 64 << 20).splitlines():
+        m = TRACE_PKT.match(line)
+        if m:
+            pkts.setdefault(m.group(1), m.group(2))
+            continue
+        m = TRACE_RULE.match(line)
+        if m:
+            refused[m.group(1)] = m.group(2)
+    traced = {}
+    for tid, rule in refused.items():
+        k = trace_key(rule, pkts.get(tid, ""))
+        traced[k] = traced.get(k, 0) + 1
+    records = {}
+    overflow = lost = False
+    for e in oracles.read_jsonl(os.path.join(d, "egressd.log")):
+        ev = e.get("event")
+        if ev == "conn_reject":
+            dport = e.get("dport")
+            k = (e.get("rule"), e.get("proto"), e.get("dst"),
+                 None if dport is None else str(dport))
+            records[k] = records.get(k, 0) + 1
+        elif ev == "conn_reject_overflow":
+            overflow = True
+        elif ev in ("conn_reject_dropped", "conn_reject_lost"):
+            lost = True
+    windows = 1 + int(duration) // 60
+    for k, n in sorted(traced.items(), key=str):
+        got = records.get(k, 0)
+        if got == 0 and not (overflow or lost):
+            r.append("O7: refusal %s (%d packets) has no conn_reject record" % (
+                "/".join(map(str, k)), n))
+        elif got > windows:
+            r.append("O7: refusal %s has %d records" % ("/".join(map(str, k)), got))
+    for k in records:
+        if k not in traced:
+            r.append("O7: conn_reject %s matches no refusal" % "/".join(map(str, k)))
+    return r
+
+
 def sweep(ns_id, d):
     """Ends what a case left (by PID, only inside its own namespaces)."""
     pids = []
@@ -441,6 +516,8 @@ def run_case(c, idx, args, features, run_dir, certs):
     else:
         more, missing = evaluate(c, d, features, token)
         reasons += more
+        if AUDIT[0] and features and c.get("start_egressd", True):
+            reasons += o7_check(d, c, time.time() - t0)
     res = {"id": c["id"], "title": c["title"], "prio": c["prio"],
            "profile": c["profile"], "class": c.get("class", ""),
            "needs": c.get("needs", []), "missing": missing,
@@ -502,7 +579,11 @@ def main():
     ap.add_argument("--keep", action="store_true",
                     help="keep the per-case directories")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--audit", action="store_true",
+                    help="also check O7: every kernel refusal has exactly one "
+                    "aggregated conn_reject record (nft monitor trace)")
     args = ap.parse_args()
+    AUDIT[0] = args.audit
     if yaml is None:
         print("python3-yaml is missing (tests/exfil/deps.txt)")
         return 2
