@@ -102,6 +102,9 @@ if [ -n "$FX_EGRESSD_PID" ]; then
 	fi
 fi
 ip netns exec "$FX_SBX" nft list ruleset >"$FX_DIR/nft-ruleset.txt" 2>&1
+# The rule handles, for O7: a monitor started before the table names its rules by handle.
+[ "${AUDIT:-0}" = 1 ] && ip netns exec "$FX_SBX" nft -a list chain inet egressd filter \
+    >"$FX_DIR/nft-handles.txt" 2>&1
 fx_pcap_stop
 fx_egressd_stop
 if [ -n "${FX_TRACE_PID:-}" ]; then

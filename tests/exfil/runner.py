@@ -376,13 +376,16 @@ def evaluate(c, d, features, token):
 
 TRACE_RULE = re.compile(r'^trace id (\S+) inet egressd filter rule .*log prefix '
                         r'"egressd:([a-z_]+)".*\(verdict drop\)')
+TRACE_HANDLE = re.compile(r'^trace id (\S+) inet egressd filter unknown rule handle (\d+) '
+                          r'\(verdict drop\)')
+HANDLE_RULE = re.compile(r'^(.*) # handle (\d+)$')
+LOG_PREFIX = re.compile(r'log prefix "egressd:([a-z_]+)"')
 TRACE_PKT = re.compile(r'^trace id (\S+) inet egressd filter packet: (.*)$')
 
 
 def trace_key(rule, pkt):
     """(rule, proto, daddr, dport) of a traced packet, as egressd keys it."""
     f = pkt.split()
-    get = lambda k: f[f.index(k) + 1] if k in f and f.index(k) + 1 < len(f) else None
     daddr = None
     for i in range(len(f) - 2):
         if f[i] in ("ip", "ip6") and f[i + 1] == "daddr":
@@ -392,9 +395,8 @@ def trace_key(rule, pkt):
         for i in range(len(f) - 2):
             if f[i] == l4 and f[i + 1] == "dport":
                 proto, port = l4, f[i + 2]
-    if proto is None:
-        proto = "icmpv6" if "icmpv6" in f else "icmp" if "icmp" in f else \
-            get("protocol") or get("nexthdr")
+    # Without ports the trace's protocol field may be an extension header
+    # (MLD: hop-by-hop) where egressd names the transport: keyed without it.
     return (rule, proto, daddr, port)
 
 
@@ -407,7 +409,14 @@ def o7_check(d, c, duration):
     line, and losses by the drop warnings.
     """
     r = []
-    pkts, refused = {}, {}
+    pkts, refused, handles = {}, {}, {}
+    # Refusing rules of the workload's traffic: a reject not on a sidecar mark,
+    # named by its log prefix ("?" when it has none: a refusal without a record).
+    for line in read(os.path.join(d, "nft-handles.txt")).splitlines():
+        m = HANDLE_RULE.match(line.strip())
+        if m and " reject" in m.group(1) and not m.group(1).startswith("meta mark"):
+            p = LOG_PREFIX.search(m.group(1))
+            handles[m.group(2)] = p.group(1) if p else "?"
     for line in read(os.path.join(d, "trace.txt"), 64 << 20).splitlines():
         m = TRACE_PKT.match(line)
         if m:
@@ -416,6 +425,10 @@ def o7_check(d, c, duration):
         m = TRACE_RULE.match(line)
         if m:
             refused[m.group(1)] = m.group(2)
+            continue
+        m = TRACE_HANDLE.match(line)
+        if m and m.group(2) in handles:
+            refused[m.group(1)] = handles[m.group(2)]
     traced = {}
     for tid, rule in refused.items():
         k = trace_key(rule, pkts.get(tid, ""))
@@ -426,7 +439,7 @@ def o7_check(d, c, duration):
         ev = e.get("event")
         if ev == "conn_reject":
             dport = e.get("dport")
-            k = (e.get("rule"), e.get("proto"), e.get("dst"),
+            k = (e.get("rule"), None if dport is None else e.get("proto"), e.get("dst"),
                  None if dport is None else str(dport))
             records[k] = records.get(k, 0) + 1
         elif ev == "conn_reject_overflow":
