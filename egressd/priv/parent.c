@@ -1507,6 +1507,18 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 		listen_close(&cfg->listen);
 		return 1;
 	}
+	/*
+	 * The refusals' records (docs/nflog.md), before the table is touched: a
+	 * group another reader holds (another egressd in this namespace) is a
+	 * start-up error that leaves the ruleset as it was, not silence.
+	 */
+	if (cfg->nflog_group != 0 &&
+	    (p.nflog = nflog_open(cfg->nflog_group, err, sizeof(err))) == NULL) {
+		log_msg(LOG_ERROR, "nft", "nflog_error", "%s", err);
+		close(p.ownfd);
+		listen_close(&cfg->listen);
+		return 1;
+	}
 	{
 		struct addrclass_own own;
 		bool changed;
@@ -1514,6 +1526,7 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 		if (ownnet_scan(&own, err, sizeof(err)) != 0) {
 			log_msg(LOG_ERROR, "nft", "own_networks_error",
 			    "cannot read the sandbox's own networks: %s", err);
+			nflog_close(p.nflog);
 			close(p.ownfd);
 			listen_close(&cfg->listen);
 			return 1;
@@ -1527,6 +1540,7 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 			    LOG_ERROR, "nft", "nft_error", "cannot install enforcement: %s", err);
 			if (p.enf != NULL)
 				enforce_close(p.enf);
+			nflog_close(p.nflog);
 			close(p.ownfd);
 			listen_close(&cfg->listen);
 			return 1;
@@ -1535,15 +1549,6 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 	}
 	log_msg(LOG_INFO, "nft", "nft_install", "table inet %s installed (%s)", cfg->table,
 	    config_mode_name(cfg->mode));
-	/* The refusals' records: a group another reader holds is a start-up error, not silence. */
-	if (cfg->nflog_group != 0 &&
-	    (p.nflog = nflog_open(cfg->nflog_group, err, sizeof(err))) == NULL) {
-		log_msg(LOG_ERROR, "nft", "nflog_error", "%s", err);
-		enforce_close(p.enf);
-		close(p.ownfd);
-		listen_close(&cfg->listen);
-		return 1;
-	}
 	p.capwatch = capwatch_new();
 	p.pp = ppolicy_new(cfg, p.enf);
 	if (p.pp == NULL) {

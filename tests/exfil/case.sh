@@ -26,8 +26,8 @@ fx_servers_start || exit 98
 fx_pcap_start || exit 98
 
 # --audit (runner.py O7): an independent record of every packet the kernel
-# refuses: nftrace on every output packet and `nft monitor trace`, read
-# after the case against egressd's conn_reject records.
+# refuses: nftrace on every output packet and `nft -a monitor`, read after
+# the case against egressd's conn_reject records.
 if [ "${AUDIT:-0}" = 1 ]; then
 	ip netns exec "$FX_SBX" nft -f - <<'N' || exit 98
 table inet exfil_audit {
@@ -37,10 +37,18 @@ table inet exfil_audit {
 	}
 }
 N
-	ip netns exec "$FX_SBX" nft monitor trace >"$FX_DIR/trace.txt" 2>&1 &
+	# Every event with handles: the rules egressd adds (each install and
+	# policy update), then the traces that name them by handle.
+	ip netns exec "$FX_SBX" nft -a monitor >"$FX_DIR/trace.txt" 2>&1 &
 	FX_TRACE_PID=$!
 	fx_track "$FX_TRACE_PID"
-	sleep 0.2 # the monitor subscribes before the first packet
+	# Subscribed once a probe datagram (to loopback, before any table of
+	# egressd's) shows in the trace: bounded, 5 s.
+	for _ in $(seq 1 50); do
+		ip netns exec "$FX_SBX" bash -c 'echo probe >/dev/udp/127.0.0.1/9' 2>/dev/null
+		grep -q 'daddr 127.0.0.1' "$FX_DIR/trace.txt" 2>/dev/null && break
+		sleep 0.1
+	done
 fi
 
 egressd_env=()
@@ -102,9 +110,6 @@ if [ -n "$FX_EGRESSD_PID" ]; then
 	fi
 fi
 ip netns exec "$FX_SBX" nft list ruleset >"$FX_DIR/nft-ruleset.txt" 2>&1
-# The rule handles, for O7: a monitor started before the table names its rules by handle.
-[ "${AUDIT:-0}" = 1 ] && ip netns exec "$FX_SBX" nft -a list chain inet egressd filter \
-    >"$FX_DIR/nft-handles.txt" 2>&1
 fx_pcap_stop
 fx_egressd_stop
 if [ -n "${FX_TRACE_PID:-}" ]; then

@@ -5,7 +5,8 @@ Who runs it: ctest (label exfil) and developers, as root. It loads the
 declarative cases of tests/exfil/cases/*.yaml, runs each one with
 tests/exfil/case.sh in its own pair of namespaces, applies the oracles of
 catalogue 1.4 (O1 capture + resolver log, O2 canaries, O3 canaries only to
-the bound host, O5 liveness, O6 sanitizer reports) and the case's own
+the bound host, O5 liveness, O6 sanitizer reports; with --audit O7, one
+aggregated conn_reject record per kernel refusal) and the case's own
 expectations, prints one line per case and writes exfil-report.json.
 
 It must never leave a namespace, a process or an nft table behind, even when
@@ -378,9 +379,26 @@ TRACE_RULE = re.compile(r'^trace id (\S+) inet egressd filter rule .*log prefix 
                         r'"egressd:([a-z_]+)".*\(verdict drop\)')
 TRACE_HANDLE = re.compile(r'^trace id (\S+) inet egressd filter unknown rule handle (\d+) '
                           r'\(verdict drop\)')
-HANDLE_RULE = re.compile(r'^(.*) # handle (\d+)$')
+ADD_RULE = re.compile(r'^add rule inet egressd filter (.*) # handle (\d+)$')
 LOG_PREFIX = re.compile(r'log prefix "egressd:([a-z_]+)"')
 TRACE_PKT = re.compile(r'^trace id (\S+) inet egressd filter packet: (.*)$')
+
+
+ICMP_TYPES = {
+    "icmp": {"echo-reply": 0, "destination-unreachable": 3, "source-quench": 4,
+             "redirect": 5, "echo-request": 8, "router-advertisement": 9,
+             "router-solicitation": 10, "time-exceeded": 11, "parameter-problem": 12,
+             "timestamp-request": 13, "timestamp-reply": 14, "info-request": 15,
+             "info-reply": 16, "address-mask-request": 17, "address-mask-reply": 18},
+    "icmpv6": {"destination-unreachable": 1, "packet-too-big": 2, "time-exceeded": 3,
+               "parameter-problem": 4, "echo-request": 128, "echo-reply": 129,
+               "mld-listener-query": 130, "mld-listener-report": 131,
+               "mld-listener-done": 132, "mld-listener-reduction": 132,
+               "nd-router-solicit": 133, "nd-router-advert": 134,
+               "nd-neighbor-solicit": 135, "nd-neighbor-advert": 136, "nd-redirect": 137,
+               "router-renumbering": 138, "ind-neighbor-solicit": 141,
+               "ind-neighbor-advert": 142, "mld2-listener-report": 143},
+}
 
 
 def trace_key(rule, pkt):
@@ -396,7 +414,14 @@ def trace_key(rule, pkt):
             if f[i] == l4 and f[i + 1] == "dport":
                 proto, port = l4, f[i + 2]
     # Without ports the trace's protocol field may be an extension header
-    # (MLD: hop-by-hop) where egressd names the transport: keyed without it.
+    # (MLD: hop-by-hop) where egressd names the transport: keyed without it,
+    # by the ICMP type when the trace names one (egressd keys ICMP by type).
+    if proto is None:
+        for fam, names in ICMP_TYPES.items():
+            for i in range(len(f) - 2):
+                if f[i] == fam and f[i + 1] == "type":
+                    t = f[i + 2]
+                    port = "t%s" % (names.get(t, t if t.isdigit() else None),)
     return (rule, proto, daddr, port)
 
 
@@ -410,14 +435,23 @@ def o7_check(d, c, duration):
     """
     r = []
     pkts, refused, handles = {}, {}, {}
-    # Refusing rules of the workload's traffic: a reject not on a sidecar mark,
-    # named by its log prefix ("?" when it has none: a refusal without a record).
-    for line in read(os.path.join(d, "nft-handles.txt")).splitlines():
-        m = HANDLE_RULE.match(line.strip())
-        if m and " reject" in m.group(1) and not m.group(1).startswith("meta mark"):
-            p = LOG_PREFIX.search(m.group(1))
-            handles[m.group(2)] = p.group(1) if p else "?"
-    for line in read(os.path.join(d, "trace.txt"), 64 << 20).splitlines():
+    trace = read(os.path.join(d, "trace.txt"), 64 << 20)
+    # A monitor that could not keep up (a flood case) saw only some packets.
+    partial = "lost some netlink events" in trace
+    for line in trace.splitlines():
+        # Refusing rules of the workload's traffic: a reject not on a sidecar
+        # mark, named by its log prefix ("?" without one: no record can
+        # follow). Added rules come before the traces that use them; a
+        # table installed again reuses handles, so the latest one counts.
+        m = ADD_RULE.match(line.strip())
+        if m:
+            text, h = m.group(1), m.group(2)
+            if " reject" in text and not text.startswith("meta mark"):
+                p = LOG_PREFIX.search(text)
+                handles[h] = p.group(1) if p else "?"
+            else:
+                handles.pop(h, None)
+            continue
         m = TRACE_PKT.match(line)
         if m:
             pkts.setdefault(m.group(1), m.group(2))
@@ -437,25 +471,39 @@ def o7_check(d, c, duration):
     overflow = lost = False
     for e in oracles.read_jsonl(os.path.join(d, "egressd.log")):
         ev = e.get("event")
+        if e.get("module") != "nft":
+            continue  # the intercept's own conn_reject lines are not the kernel's
         if ev == "conn_reject":
             dport = e.get("dport")
-            k = (e.get("rule"), None if dport is None else e.get("proto"), e.get("dst"),
-                 None if dport is None else str(dport))
+            if dport is None and e.get("icmp_type") is not None:
+                dport = "t%d" % e["icmp_type"]
+            k = (e.get("rule"), e.get("proto") if e.get("sport") is not None else None,
+                 e.get("dst"), None if dport is None else str(dport))
             records[k] = records.get(k, 0) + 1
         elif ev == "conn_reject_overflow":
             overflow = True
         elif ev in ("conn_reject_dropped", "conn_reject_lost"):
             lost = True
     windows = 1 + int(duration) // 60
+    def matching(k):
+        # A traced packet whose ICMP type the trace did not name (MLD behind a
+        # hop-by-hop header) matches its destination's record of any type.
+        if k[3] is None:
+            return sum(v for rk, v in records.items() if rk[0] == k[0] and rk[2] == k[2]
+                       and rk[1] is None)
+        return records.get(k, 0)
+
     for k, n in sorted(traced.items(), key=str):
-        got = records.get(k, 0)
-        if got == 0 and not (overflow or lost):
+        got = matching(k)
+        # A refusal while egressd was down (a case that stops it) has no reader.
+        if got == 0 and not (overflow or lost or c.get("egressd_may_exit")):
             r.append("O7: refusal %s (%d packets) has no conn_reject record" % (
                 "/".join(map(str, k)), n))
         elif got > windows:
             r.append("O7: refusal %s has %d records" % ("/".join(map(str, k)), got))
     for k in records:
-        if k not in traced:
+        if k not in traced and not partial and not (
+                k[1] is None and (k[0], None, k[2], None) in traced):
             r.append("O7: conn_reject %s matches no refusal" % "/".join(map(str, k)))
     return r
 

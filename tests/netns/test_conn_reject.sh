@@ -167,12 +167,33 @@ out=$("$EGRESSD_BIN" explain "$TMP/policy.json" --conn-reject "$line" 2>&1)
 check "  (the UDP refusal: rule default, udp_not_allowed)" bash -c \
 	"grep -q '^  table rule: default ' <<<'$out' && grep -q '^  reason: udp_not_allowed$' <<<'$out'"
 
+# A second reader of the group (another egressd here): refused before it
+# touches the ruleset, and the first one keeps its records.
+ip netns exec "$SBX" env OPENSANDBOX_EGRESS_TOKEN="$TOKEN" \
+	OPENSANDBOX_EGRESS_DNS_UPSTREAM=203.0.113.53 OPENSANDBOX_EGRESS_HTTP_ADDR=127.0.0.1:18081 \
+	EGRESSD_DNS_PORT=15354 EGRESSD_TABLE=egressd2 EGRESSD_WORKER_USER=999:999 \
+	EGRESSD_ALWAYS_DIR="$TMP/always" timeout 10 "$EGRESSD_BIN" >"$TMP/second.log" 2>&1
+rc=$?
+check "a second egressd on the same NFLOG group refuses to start (rc $rc)" test "$rc" = 1
+check "  saying why" grep -q '"event":"nflog_error".*nflog group 4201' "$TMP/second.log"
+refute "  before it installed a table" ip netns exec "$SBX" nft list table inet egressd2
+refute "the first one still refuses" wconnect 203.0.113.20 443
+# (the flood filled this window's table: a new destination is counted, not written)
+n0=$(api GET /metrics | sed -n 's/^egressd_conn_reject_not_allowed_total //p')
+for i in $(seq 1 50); do
+	wconnect 203.0.113.20 443
+	n1=$(api GET /metrics | sed -n 's/^egressd_conn_reject_not_allowed_total //p')
+	[ "${n1:-0}" -gt "${n0:-0}" ] && break
+	sleep 0.1
+done
+check "  and still reads the records (not_allowed $n0 -> $n1)" test "${n1:-0}" -gt "${n0:-0}"
+
 # On stop the pending summaries are written: the repeats of each record.
 kill "$EGRESSD_PID"
 wait "$EGRESSD_PID" 2>/dev/null
 EGRESSD_PID=""
 check "the summary of a record counts its repeats" bash -c \
-	"grep '\"event\":\"conn_reject_summary\"' '$LOG' | grep -q '\"name\":\"default_tcp 6 203.0.113.20 443\",\"count\":2'"
+	"grep '\"event\":\"conn_reject_summary\"' '$LOG' | grep -q '\"name\":\"default_tcp 6 203.0.113.11 22\",\"count\":2'"
 check "the flood of ports overflowed into one line" bash -c \
 	"grep -c '\"event\":\"conn_reject_overflow\"' '$LOG' | grep -qx 1"
 ns_finish
