@@ -26,7 +26,8 @@
 /* Datagrams read per wake-up: the rest waits for the next loop turn. */
 #define NFLOG_READS_PER_WAKE 16
 #define NFLOG_BUF (64 * 1024) /* one datagram: NFLOG_QTHRESH records of CHAN_NFLOG_COPY bytes fit */
-#define NFLOG_ACK_BUF 8192
+#define NFLOG_CFG_BUF 512     /* one configuration message */
+#define NFLOG_ACK_TRIES 4096  /* datagrams read while waiting for a configuration ACK */
 
 struct nflog {
 	struct mnl_socket *nl;
@@ -54,22 +55,28 @@ nflog_cfg_msg(struct nflog *n, uint8_t *buf)
 	return nlh;
 }
 
-/* Send one configuration message and read its ACK. 0, or -1 with errno. */
+/*
+ * Send one configuration message and read its ACK. 0, or -1 with errno.
+ * Records may come first (a table kept from an earlier run logs to the
+ * group as soon as it is bound): they are skipped, a bounded number.
+ */
 static int
 nflog_talk(struct nflog *n, struct nlmsghdr *nlh)
 {
-	uint8_t rx[NFLOG_ACK_BUF];
 	ssize_t got;
 
 	if (mnl_socket_sendto(n->nl, nlh, nlh->nlmsg_len) < 0)
 		return -1;
-	for (int i = 0; i < 8; i++) {
+	for (int i = 0; i < NFLOG_ACK_TRIES; i++) {
 		int rc;
 
-		got = mnl_socket_recvfrom(n->nl, rx, sizeof(rx));
+		got = mnl_socket_recvfrom(n->nl, n->buf, sizeof(n->buf));
+		/* A record too big for the buffer (before the copy range is set), or dropped ones. */
+		if (got < 0 && (errno == ENOSPC || errno == ENOBUFS))
+			continue;
 		if (got < 0)
 			return -1;
-		rc = mnl_cb_run(rx, (size_t)got, nlh->nlmsg_seq, n->portid, NULL, NULL);
+		rc = mnl_cb_run(n->buf, (size_t)got, nlh->nlmsg_seq, n->portid, NULL, NULL);
 		if (rc <= MNL_CB_STOP)
 			return rc == MNL_CB_ERROR ? -1 : 0;
 	}
@@ -82,7 +89,7 @@ struct nflog *
 nflog_open(uint16_t group, char *err, size_t errlen)
 {
 	struct nflog *n = calloc(1, sizeof(*n));
-	uint8_t buf[NFLOG_ACK_BUF];
+	uint8_t buf[NFLOG_CFG_BUF];
 	struct nlmsghdr *nlh;
 	struct nfulnl_msg_config_cmd cmd = {.command = NFULNL_CFG_CMD_BIND};
 	struct nfulnl_msg_config_mode mode = {

@@ -196,4 +196,26 @@ check "the summary of a record counts its repeats" bash -c \
 	"grep '\"event\":\"conn_reject_summary\"' '$LOG' | grep -q '\"name\":\"default_tcp 6 203.0.113.11 22\",\"count\":2'"
 check "the flood of ports overflowed into one line" bash -c \
 	"grep -c '\"event\":\"conn_reject_overflow\"' '$LOG' | grep -qx 1"
+
+# The table was kept: it logs to the group as soon as a new egressd binds
+# it, before the new one has read its ACKs. A start under a flood of
+# refusals (bounded: 30000 datagrams) still comes up, and records.
+ws "$PY" -c '
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(30000):
+    try:
+        s.sendto(b"x", ("203.0.113.20", 30000 + i % 1000))
+    except OSError:
+        pass' &
+FLOOD=$!
+PIDS+=($FLOOD)
+ns_egressd OPENSANDBOX_EGRESS_RULES="$(cat "$TMP/policy.json")"
+ok "egressd starts while the kept table floods its group"
+wait "$FLOOD"
+refute "  it refuses" wconnect 203.0.113.20 443
+metric_ge1() { api GET /metrics | grep -Eq "^egressd_conn_reject_$1_total [1-9]"; }
+wait_metric() { local i; for i in $(seq 1 50); do metric_ge1 "$1" && return 0; sleep 0.1; done; return 1; }
+check "  and reads the records (not_allowed, udp_not_allowed counted)" \
+	bash -c "$(declare -f api metric_ge1 wait_metric); TOKEN=$TOKEN SBX=$SBX; wait_metric not_allowed && wait_metric udp_not_allowed"
 ns_finish
