@@ -380,6 +380,7 @@ TRACE_RULE = re.compile(r'^trace id (\S+) inet egressd filter rule .*log prefix 
 TRACE_HANDLE = re.compile(r'^trace id (\S+) inet egressd filter unknown rule handle (\d+) '
                           r'\(verdict drop\)')
 ADD_RULE = re.compile(r'^add rule inet egressd filter (.*) # handle (\d+)$')
+NEW_GEN = re.compile(r'^# new generation \d+ by process (\d+) \(egressd\)')
 LOG_PREFIX = re.compile(r'log prefix "egressd:([a-z_]+)"')
 TRACE_PKT = re.compile(r'^trace id (\S+) inet egressd filter packet: (.*)$')
 
@@ -434,13 +435,8 @@ def o7_check(d, c, duration):
     line, and losses by the drop warnings.
     """
     r = []
-    # A case that stops, kills or restarts egressd in a harness action: the
-    # log of the first incarnation is overwritten and nothing reads the
-    # group while it is down, so the case is not audited.
-    if any(a.get("as") == "harness" and re.search(r"fx_egressd_st|kill", a["run"])
-           for a in c["actions"]):
-        return r
     pkts, refused, handles = {}, {}, {}
+    pid = None
     trace = read(os.path.join(d, "trace.txt"), 64 << 20)
     # A monitor that could not keep up (a flood case) saw only some packets.
     partial = "lost some netlink events" in trace
@@ -449,9 +445,17 @@ def o7_check(d, c, duration):
         # mark, named by its log prefix ("?" without one: no record can
         # follow). Added rules come before the traces that use them; a
         # table installed again reuses handles, so the latest one counts.
+        # A restarted egressd (a new process writes the table) starts a new
+        # log: only the refusals of the last incarnation can be in it.
+        m = NEW_GEN.match(line)
+        if m:
+            if pid is not None and m.group(1) != pid:
+                refused = {}
+            pid = m.group(1)
+            continue
         m = ADD_RULE.match(line.strip())
         if m:
-            text, h = m.group(1), m.group(2)
+            text, h = re.sub(r"^handle \d+ ", "", m.group(1)), m.group(2)
             if " reject" in text and not text.startswith("meta mark"):
                 p = LOG_PREFIX.search(text)
                 handles[h] = p.group(1) if p else "?"
