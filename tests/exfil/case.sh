@@ -39,7 +39,7 @@ table inet exfil_audit {
 N
 	# Every event with handles: the rules egressd adds (each install and
 	# policy update), then the traces that name them by handle.
-	ip netns exec "$FX_SBX" nft -a monitor >"$FX_DIR/trace.txt" 2>&1 &
+	ip netns exec "$FX_SBX" stdbuf -oL nft -a monitor >"$FX_DIR/trace.txt" 2>&1 &
 	FX_TRACE_PID=$!
 	fx_track "$FX_TRACE_PID"
 	# Subscribed once a probe datagram (to loopback, before any table of
