@@ -110,10 +110,14 @@ if [ -n "$FX_EGRESSD_PID" ]; then
 	fi
 fi
 ip netns exec "$FX_SBX" nft list ruleset >"$FX_DIR/nft-ruleset.txt" 2>&1
-fx_pcap_stop
-fx_egressd_stop
+# O7 audits what egressd refused while it served: the monitor stops first
+# (what egressd's own stop sends is not traced), then the records of the
+# last refusals get the kernel's NFLOG batching time (0.1 s) to arrive.
 if [ -n "${FX_TRACE_PID:-}" ]; then
 	kill "$FX_TRACE_PID" 2>/dev/null
 	wait "$FX_TRACE_PID" 2>/dev/null
+	sleep 0.3
 fi
+fx_pcap_stop
+fx_egressd_stop
 exit 0
