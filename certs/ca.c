@@ -298,6 +298,33 @@ ca_finish(struct ca *ca, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * X509_set_pubkey() keeps a reference to the whole key, private half
+ * included, in the certificate (X509_PUBKEY caches the EVP_PKEY it was
+ * given): ca_forget_key() would then free a reference, not the key, and
+ * every child would keep the scalar with the certificate. The certificate
+ * decoded from its own DER holds the public key only.
+ */
+static int
+ca_public_cert(struct ca *ca)
+{
+	unsigned char *der = NULL;
+	const unsigned char *p;
+	X509 *x = NULL;
+	int n;
+
+	if ((n = i2d_X509(ca->cert, &der)) > 0) {
+		p = der;
+		x = d2i_X509(NULL, &p, n);
+	}
+	OPENSSL_free(der);
+	if (x == NULL)
+		return -1;
+	X509_free(ca->cert);
+	ca->cert = x;
+	return 0;
+}
+
 /* Generate a fresh CA in memory. */
 struct ca *
 ca_generate(const struct ca_config *cfg, char *err, size_t errlen)
@@ -362,7 +389,7 @@ ca_generate(const struct ca_config *cfg, char *err, size_t errlen)
 		ca_free(ca);
 		return NULL;
 	}
-	if (X509_sign(ca->cert, ca->key, ca->md) <= 0)
+	if (X509_sign(ca->cert, ca->key, ca->md) <= 0 || ca_public_cert(ca) != 0)
 		goto fail;
 	if (ca_finish(ca, err, errlen) != 0) {
 		ca_free(ca);
@@ -546,18 +573,23 @@ write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-/* Write the certificate PEM atomically with mode 0644. */
+/* Write the certificate PEMs as one bundle, atomically, with mode 0644. */
 int
-ca_export_pem(const struct ca *ca, const char *path, char *err, size_t errlen)
+ca_export_bundle(const struct ca *const *cas, size_t n, const char *path, char *err, size_t errlen)
 {
 	char tmp[PATH_MAX], dir[PATH_MAX];
 	const char *slash;
-	int fd, dfd, saved;
+	int fd, dfd, saved, wr = 0;
 
-	if (ca == NULL || path == NULL || *path == '\0') {
-		ca_errf(err, errlen, "no CA export path");
+	if (cas == NULL || n == 0 || n > CA_MAX_BUNDLE || path == NULL || *path == '\0') {
+		ca_errf(err, errlen, "no CA export path or no CA");
 		return -1;
 	}
+	for (size_t i = 0; i < n; i++)
+		if (cas[i] == NULL) {
+			ca_errf(err, errlen, "no CA export path or no CA");
+			return -1;
+		}
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", path) >= sizeof(tmp)) {
 		ca_errf(err, errlen, "CA export path too long");
 		return -1;
@@ -567,7 +599,9 @@ ca_export_pem(const struct ca *ca, const char *path, char *err, size_t errlen)
 		ca_errf(err, errlen, "%s: %s", tmp, strerror(errno));
 		return -1;
 	}
-	if (fchmod(fd, 0644) != 0 || write_all(fd, ca->pem, ca->pem_len) != 0 || fsync(fd) != 0) {
+	for (size_t i = 0; i < n && wr == 0; i++)
+		wr = write_all(fd, cas[i]->pem, cas[i]->pem_len);
+	if (fchmod(fd, 0644) != 0 || wr != 0 || fsync(fd) != 0) {
 		saved = errno;
 		close(fd);
 		unlink(tmp);
@@ -598,6 +632,65 @@ ca_export_pem(const struct ca *ca, const char *path, char *err, size_t errlen)
 		close(dfd);
 	}
 	return 0;
+}
+
+/* Write the certificate PEM atomically with mode 0644. */
+int
+ca_export_pem(const struct ca *ca, const char *path, char *err, size_t errlen)
+{
+	return ca_export_bundle(&ca, 1, path, err, errlen);
+}
+
+/* A public-only CA from a DER certificate (see ca.h). */
+struct ca *
+ca_from_der(const unsigned char *der, size_t len, char *err, size_t errlen)
+{
+	const unsigned char *p = der;
+	struct ca *ca;
+	EVP_PKEY *pub;
+
+	if (der == NULL || len == 0 || len > CA_MAX_FILE_BYTES) {
+		ca_errf(err, errlen, "no CA certificate");
+		return NULL;
+	}
+	if ((ca = calloc(1, sizeof(*ca))) == NULL) {
+		ca_errf(err, errlen, "out of memory");
+		return NULL;
+	}
+	/* The whole buffer is one certificate: no trailing bytes. */
+	ca->cert = d2i_X509(NULL, &p, (long)len);
+	if (ca->cert == NULL || p != der + len) {
+		ca_errf(err, errlen, "not one DER certificate");
+		goto fail;
+	}
+	if (!(X509_get_extension_flags(ca->cert) & EXFLAG_CA) || X509_check_ca(ca->cert) != 1 ||
+	    ((X509_get_extension_flags(ca->cert) & EXFLAG_KUSAGE) &&
+	        !(X509_get_key_usage(ca->cert) & KU_KEY_CERT_SIGN))) {
+		ca_errf(err, errlen, "not a CA certificate");
+		goto fail;
+	}
+	if ((pub = X509_get0_pubkey(ca->cert)) == NULL || !EVP_PKEY_is_a(pub, "EC")) {
+		ca_errf(err, errlen, "the CA key is not EC");
+		goto fail;
+	}
+	if (ca_finish(ca, err, errlen) != 0)
+		goto fail;
+	return ca;
+fail:
+	ca_free(ca);
+	return NULL;
+}
+
+/* The certificate as DER. */
+int
+ca_der(const struct ca *ca, unsigned char *buf, size_t cap)
+{
+	unsigned char *p = buf;
+	int n;
+
+	if (ca == NULL || buf == NULL || (n = i2d_X509(ca->cert, NULL)) <= 0 || (size_t)n > cap)
+		return -1;
+	return i2d_X509(ca->cert, &p) == n ? n : -1;
 }
 
 /* Copy the certificate PEM into buf. */

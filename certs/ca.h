@@ -19,7 +19,8 @@
 
 /* Limits and defaults (configuration may lower the maxima, never raise). */
 #define CA_DEFAULT_VALIDITY_SECS (7 * 24 * 3600)
-#define CA_MIN_VALIDITY_SECS 3600
+/* Short lifetimes exist for renewal tests; a sandbox keeps the week. */
+#define CA_MIN_VALIDITY_SECS 20
 #define CA_MAX_VALIDITY_SECS (3650 * 24 * 3600)
 #define CA_DEFAULT_BACKDATE_SECS 300
 #define CA_MAX_BACKDATE_SECS (24 * 3600)
@@ -27,6 +28,7 @@
 #define CA_MAX_NAME_LEN 253     /* DNS name, no trailing dot */
 #define CA_MAX_FILE_BYTES 65536 /* operator cert or key file */
 #define CA_ERR_LEN 256          /* suggested size of error buffers */
+#define CA_MAX_BUNDLE 2         /* CAs in one export: the current and the previous */
 
 struct ca;
 
@@ -44,7 +46,9 @@ struct ca_config {
 	size_t n_permitted;
 };
 
-/* Generate a fresh CA in memory. Owned: free with ca_free(). */
+/* Generate a fresh CA in memory; its certificate holds the public key only
+ * (ca_forget_key() drops the last reference to the private one). Owned:
+ * free with ca_free(). */
 struct ca *ca_generate(const struct ca_config *cfg, char *err, size_t errlen) CA_WUR;
 
 /* Load an operator CA (PEM cert + PEM key); refuses a non-CA, a non-EC key,
@@ -54,6 +58,24 @@ struct ca *ca_load(const char *cert_path, const char *key_path, char *err, size_
 /* Write the public certificate PEM atomically (temp file, fsync, rename),
  * mode 0644. Never writes the private key. */
 int ca_export_pem(const struct ca *ca, const char *path, char *err, size_t errlen) CA_WUR;
+
+/*
+ * Write the certificate PEMs of cas[0..n) (1..CA_MAX_BUNDLE, none NULL) as
+ * one bundle, the same way: the export during a renewal's overlap.
+ */
+int ca_export_bundle(
+    const struct ca *const *cas, size_t n, const char *path, char *err, size_t errlen) CA_WUR;
+
+/*
+ * A public-only CA from its DER certificate (what the parent pushes to a
+ * child after a renewal): refused unless it is a CA certificate
+ * (basicConstraints CA:TRUE, keyCertSign if keyUsage is present) with an
+ * EC key. It holds no private key: ca_sign() fails. Owned.
+ */
+struct ca *ca_from_der(const unsigned char *der, size_t len, char *err, size_t errlen) CA_WUR;
+
+/* The certificate as DER into buf; its length, or -1 if cap is too small. */
+int ca_der(const struct ca *ca, unsigned char *buf, size_t cap) CA_WUR;
 
 /* Copy the certificate PEM into buf (NUL-terminated); returns its length
  * without the NUL, or -1 if cap is too small. */

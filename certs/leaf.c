@@ -474,6 +474,34 @@ leaf_cache_put(struct leaf_cache *lc, const char *host, size_t len, X509 *x)
 	return 0;
 }
 
+/* Issue from a renewed CA: new issuer name and key identifier, no old leaf kept. */
+int
+leaf_cache_set_ca(struct leaf_cache *lc, const struct ca *ca, char *err, size_t errlen)
+{
+	X509_NAME *issuer;
+	X509_EXTENSION *aki;
+
+	if (ca == NULL) {
+		ca_errf(err, errlen, "leaf cache needs a CA");
+		return -1;
+	}
+	if ((issuer = X509_NAME_dup(X509_get_subject_name(ca_cert(ca)))) == NULL ||
+	    (aki = ext_aki(ca)) == NULL) {
+		X509_NAME_free(issuer);
+		ca_errf(err, errlen, "cannot set up the leaf cache for the new CA");
+		return -1;
+	}
+	/* A leaf of the old CA must not be served once the workload may trust only the new. */
+	while (lc->tail != NULL)
+		entry_remove(lc, lc->tail);
+	X509_NAME_free(lc->issuer);
+	X509_EXTENSION_free(lc->ext_aki);
+	lc->issuer = issuer;
+	lc->ext_aki = aki;
+	lc->ca = ca;
+	return 0;
+}
+
 /* This cache's public key as DER SubjectPublicKeyInfo. */
 int
 leaf_cache_pubkey_der(const struct leaf_cache *lc, uint8_t *buf, size_t cap)

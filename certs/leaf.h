@@ -91,6 +91,15 @@ int leaf_cache_pubkey_der(const struct leaf_cache *lc, uint8_t *buf, size_t cap)
 X509 *leaf_cache_mint_for(struct leaf_cache *lc, const char *host, size_t len, const uint8_t *spki,
     size_t spki_len, char *err, size_t errlen) LEAF_WUR;
 
+/*
+ * Issue from ca from now on (a renewed sandbox CA; borrowed, must outlive
+ * the cache): every cached leaf, issued by the previous CA, is dropped,
+ * so that each host's next leaf is minted (or asked for) anew. The leaf
+ * key stays. -1 with err (out of memory): nothing changed.
+ */
+int leaf_cache_set_ca(
+    struct leaf_cache *lc, const struct ca *ca, char *err, size_t errlen) LEAF_WUR;
+
 /* The process-wide leaf private key, borrowed until leaf_cache_free(). */
 EVP_PKEY *leaf_cache_key(const struct leaf_cache *lc);
 

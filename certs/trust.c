@@ -4,6 +4,8 @@
  * the worker's rights: here everything is read at start with the parent's.
  */
 #include <dirent.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
+#include <openssl/x509_vfy.h>
 
 #include "certs/trust.h"
 
@@ -152,4 +155,51 @@ fail:
 	    "readable by that uid or fix OPENSANDBOX_EGRESS_MITMPROXY_UPSTREAM_TRUST_DIR",
 	    why, path, strerror(e), (unsigned)geteuid());
 	return NULL;
+}
+
+/* A c_rehash name: eight hex digits, a dot, a decimal suffix. */
+static bool
+trust_hashed_name(const char *n)
+{
+	size_t i;
+
+	for (i = 0; i < 8; i++)
+		if (!((n[i] >= '0' && n[i] <= '9') || (n[i] >= 'a' && n[i] <= 'f')))
+			return false;
+	if (n[8] != '.' || n[9] == '\0')
+		return false;
+	for (i = 9; n[i] != '\0'; i++)
+		if (n[i] < '0' || n[i] > '9')
+			return false;
+	return true;
+}
+
+/* Whether dir holds at least one c_rehash name (looked at in its first TRUST_MAX_FILES). */
+static bool
+trust_dir_hashed(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	bool found = false;
+	int seen = 0;
+
+	if (d == NULL)
+		return false;
+	while (!found && seen++ < TRUST_MAX_FILES && (de = readdir(d)) != NULL)
+		found = trust_hashed_name(de->d_name);
+	closedir(d);
+	return found;
+}
+
+int
+trust_system_paths(X509_STORE *st)
+{
+	const char *file = getenv(X509_get_default_cert_file_env());
+	const char *dir = getenv(X509_get_default_cert_dir_env());
+
+	if (dir == NULL || dir[0] == '\0')
+		dir = X509_get_default_cert_dir();
+	if ((file == NULL || file[0] == '\0') && trust_dir_hashed(dir))
+		return X509_STORE_load_path(st, dir);
+	return X509_STORE_set_default_paths(st);
 }

@@ -22,4 +22,13 @@
 X509_STORE *trust_load(const char *path, char *err, size_t errlen)
     __attribute__((warn_unused_result));
 
+/*
+ * The system store into st, for a context given no trust of its own: the
+ * hashed directory (SSL_CERT_DIR, else OpenSSL's default) looked up lazily
+ * at verification when it holds c_rehash names, so that nothing is parsed
+ * at start; else, or when SSL_CERT_FILE is set, OpenSSL's default paths
+ * (the bundle file read now). 1 on success, 0 on failure.
+ */
+int trust_system_paths(X509_STORE *st) __attribute__((warn_unused_result));
+
 #endif

@@ -1104,3 +1104,20 @@ httpwire_error_str(enum httpwire_error e)
 	}
 	return "unknown";
 }
+
+int
+httpwire_connect_status(const uint8_t *buf, size_t len, size_t max, size_t *consumed)
+{
+	struct httpwire_header hdrs[HTTPWIRE_MAX_HEADERS];
+	struct httpwire_response r;
+
+	switch (
+	    httpwire_parse_response(buf, len, false, &r, hdrs, HTTPWIRE_MAX_HEADERS, consumed)) {
+	case HTTPWIRE_OK:
+		return r.status;
+	case HTTPWIRE_NEED_MORE:
+		return len < max ? 0 : -1;
+	default:
+		return -1;
+	}
+}

@@ -127,6 +127,15 @@ enum httpwire_status httpwire_parse_response(const uint8_t *buf, size_t len, boo
     struct httpwire_response *resp, struct httpwire_header *hdrs, size_t cap, size_t *consumed)
     __attribute__((warn_unused_result));
 
+/*
+ * A forward proxy's answer to CONNECT at buf[0..len), with the strict
+ * response parser: its status code (*consumed the head's length), 0 when
+ * more bytes are needed and len < max, -1 when it is not a valid HTTP/1.x
+ * answer head or is not whole within max bytes.
+ */
+int httpwire_connect_status(const uint8_t *buf, size_t len, size_t max, size_t *consumed)
+    __attribute__((warn_unused_result));
+
 /* Called for each span of body payload (chunk framing excluded). data ==
  * buf + off of the buffer given to httpwire_body_feed. */
 typedef void (*httpwire_body_data_cb)(const uint8_t *data, size_t off, size_t len, void *arg);

@@ -426,14 +426,16 @@ icpt_probe_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct icpt_conn *c = arg;
 	struct intercept *ic = c->ic;
+	int family;
 
 	if (c->state != ICPT_S_PEEK || c->probing ||
 	    evbuffer_get_length(bufferevent_get_input(c->craw)) > 0)
 		return;
+	if ((family = icpt_dial_family(c)) == 0)
+		return; /* no proxy address: the client's first bytes fail the connection */
 	c->probing = true;
 	c->sockreqs++;
-	if (ic->ops->get_upstream_socket(ic->arg, icpt_dial_family(c), icpt_probe_sock_cb, c) !=
-	    0) {
+	if (ic->ops->get_upstream_socket(ic->arg, family, icpt_probe_sock_cb, c) != 0) {
 		c->sockreqs--;
 		c->probing = false;
 	}
@@ -627,6 +629,7 @@ icpt_accept_cb(
 	c->peek = ic->cfg.peek_port != 0 && lport == ic->cfg.peek_port;
 	c->state = c->peek ? ICPT_S_PEEK : ICPT_S_HELLO;
 	c->ev_free = event_new(ic->base, -1, 0, icpt_free_cb, c);
+	icpt_nodelay(fd);
 	c->craw = bufferevent_socket_new(ic->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	c->cbev = c->craw;
 	c->next = ic->conns;
@@ -695,6 +698,12 @@ icpt_accept_cb(
 		return;
 	bufferevent_setcb(c->craw, icpt_hello_cb, NULL, icpt_hello_event_cb, c);
 	bufferevent_setwatermark(c->craw, EV_READ, 0, ICPT_HELLO_WATERMARK);
-	icpt_timeouts(c->craw, ic->cfg.hello_timeout_s, ic->cfg.hello_timeout_s);
+	/*
+	 * No bufferevent timeouts on the socket here: the deadline above bounds
+	 * the hello, and a terminated connection's TLS filter keeps its own.
+	 * Timeouts set on the socket now outlived the filter put over it
+	 * (libevent), so every idle keep-alive connection was closed at the
+	 * hello timeout (10 s) instead of the keep-alive timeout.
+	 */
 	bufferevent_enable(c->craw, EV_READ);
 }

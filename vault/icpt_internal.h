@@ -35,11 +35,12 @@
 #define ICPT_DRAIN_POLL_MS 5
 #define ICPT_DRAIN_MAX_S 5
 #define ICPT_MAX_METHOD 32
-#define ICPT_SESS_SLOTS 256    /* upstream TLS sessions kept for resumption */
-#define ICPT_SESS_KEY 320      /* "host addr port" */
-#define ICPT_LOCAL_TTL_MS 1000 /* how long the list of local addresses is reused */
-#define ICPT_MAX_LOCAL 64      /* local addresses checked against the original destination */
-#define ICPT_HEAD_SLACK 512    /* room for the rewritten head beyond the workload's */
+#define ICPT_SESS_SLOTS 256       /* upstream TLS sessions kept for resumption */
+#define ICPT_TICKET_ROTATE_S 3600 /* the workload-side ticket key's life as the current one */
+#define ICPT_SESS_KEY 320         /* "host addr port" */
+#define ICPT_LOCAL_TTL_MS 1000    /* how long the list of local addresses is reused */
+#define ICPT_MAX_LOCAL 64         /* local addresses checked against the original destination */
+#define ICPT_HEAD_SLACK 512       /* room for the rewritten head beyond the workload's */
 /* Read high-water mark of the workload leg while a ClientHello is awaited. */
 #define ICPT_HELLO_WATERMARK (TLSPEEK_MAX_WIRE + 64)
 /* The same after a HelloRetryRequest: records before the second hello too. */
@@ -82,6 +83,29 @@ enum icpt_resp {
 	ICPT_RESP_BODY, /* streaming the response body to the workload */
 };
 
+/* One ticket key (icpt_tickets.c): its name in the ticket, AES and HMAC keys. */
+struct icpt_tkey {
+	unsigned char name[16];
+	unsigned char aes[32];
+	unsigned char hmac[32];
+	time_t born; /* CLOCK_MONOTONIC second */
+	bool set;
+};
+
+/* The current key ([0]) and the previous one ([1], decryption only). */
+struct icpt_tickets {
+	struct icpt_tkey k[2];
+	unsigned rotate_s;
+};
+
+int icpt_tickets_init(struct icpt_tickets *t, unsigned rotate_s, time_t now);
+/* A new current key once the current one is rotate_s old; the previous one goes. */
+void icpt_tickets_rotate(struct icpt_tickets *t, time_t now);
+/* The key a ticket names (*old: the previous one, whose tickets are renewed), or NULL. */
+const struct icpt_tkey *icpt_tickets_find(
+    const struct icpt_tickets *t, const unsigned char *name, bool *old);
+void icpt_tickets_wipe(struct icpt_tickets *t);
+
 struct intercept {
 	struct event_base *base;
 	const struct intercept_ops *ops;
@@ -102,6 +126,15 @@ struct intercept {
 	int local_fam[ICPT_MAX_LOCAL];
 	size_t nlocal;
 	struct timespec local_at; /* when they were read; zero: never */
+	/*
+	 * The chained proxy (proxy_on): its addresses (the configured one, or
+	 * those of its name) and the next one to dial.
+	 */
+	bool proxy_on;
+	struct sockaddr_storage px[INTERCEPT_MAX_PROXY_ADDRS];
+	socklen_t pxlen[INTERCEPT_MAX_PROXY_ADDRS];
+	size_t npx, pxnext;
+	struct icpt_tickets tickets; /* workload-side session tickets */
 	struct icpt_sess {
 		char key[ICPT_SESS_KEY];
 		SSL_SESSION *sess;
@@ -134,6 +167,8 @@ struct icpt_conn {
 	/* Through a chained proxy: the callbacks to restore once the tunnel stands. */
 	bufferevent_data_cb dial_read;
 	bufferevent_event_cb dial_event;
+	struct sockaddr_storage pxaddr; /* the proxy address this connection dials */
+	socklen_t pxlen;
 	int family;
 	uint8_t addr[16];
 	uint16_t port;
@@ -196,8 +231,12 @@ void icpt_drain(struct icpt_conn *c);
  * not called).
  */
 int icpt_dial(struct icpt_conn *c, bufferevent_data_cb readcb, bufferevent_event_cb eventcb);
-/* The family of the socket to ask for: the proxy's, or the destination's. */
-int icpt_dial_family(const struct icpt_conn *c);
+/*
+ * The family of the socket to ask for: the destination's, or with a
+ * chained proxy the next proxy address's (kept for icpt_dial). 0 (logged)
+ * when the proxy is given by name and none is known yet: no dial at all.
+ */
+int icpt_dial_family(struct icpt_conn *c);
 /*
  * The chained proxy's answer at buf[0..len), with the upstream answers'
  * strict parser: its status code (*consumed the head's length), 0 when
@@ -206,10 +245,14 @@ int icpt_dial_family(const struct icpt_conn *c);
  */
 int icpt_proxy_status(const uint8_t *buf, size_t len, size_t *consumed);
 void icpt_free_cb(evutil_socket_t fd, short what, void *arg);
+/* Session tickets on the server context (icpt_tickets.c). 0, or -1. */
+int icpt_tickets_setup(struct intercept *ic);
 void icpt_http_client(struct icpt_conn *c);
 void icpt_http_error(struct icpt_conn *c, int status, const char *text, const char *reason);
 void icpt_http_start(struct icpt_conn *c);
 void icpt_http_upstream(struct icpt_conn *c);
+/* TCP_NODELAY on a proxied socket: the accepted one, and every upstream dial. */
+void icpt_nodelay(int fd);
 void icpt_log(struct icpt_conn *c, enum intercept_level lvl, const char *event, const char *reason,
     int status);
 void icpt_reject(struct icpt_conn *c, const char *reason);
@@ -224,6 +267,8 @@ void icpt_splice_start(struct icpt_conn *c);
 void icpt_timeouts(struct bufferevent *bev, unsigned rd_s, unsigned wr_s);
 void icpt_to_upstream(struct icpt_conn *c, struct evbuffer *src, size_t n);
 void icpt_up_fail(struct icpt_conn *c, const char *why);
+/* Free the upstream leg (close_notify first on a finished TLS leg, so that its session resumes). */
+void icpt_up_free(struct icpt_conn *c);
 size_t icpt_up_pending(struct icpt_conn *c);
 int icpt_up_start(struct icpt_conn *c);
 

@@ -26,25 +26,41 @@
 int
 icpt_proxy_status(const uint8_t *buf, size_t len, size_t *consumed)
 {
-	struct httpwire_header hdrs[HTTPWIRE_MAX_HEADERS];
-	struct httpwire_response r;
-
 	/* The same strict parser as every upstream answer (RFC 9112). */
-	switch (
-	    httpwire_parse_response(buf, len, false, &r, hdrs, HTTPWIRE_MAX_HEADERS, consumed)) {
-	case HTTPWIRE_OK:
-		return r.status;
-	case HTTPWIRE_NEED_MORE:
-		return len < ICPT_PROXY_HEAD_MAX ? 0 : -1;
-	default:
-		return -1;
-	}
+	return httpwire_connect_status(buf, len, ICPT_PROXY_HEAD_MAX, consumed);
 }
 
 int
-icpt_dial_family(const struct icpt_conn *c)
+icpt_dial_family(struct icpt_conn *c)
 {
-	return c->ic->cfg.proxy_len != 0 ? c->ic->cfg.proxy.ss_family : c->family;
+	struct intercept *ic = c->ic;
+
+	if (!ic->proxy_on)
+		return c->family;
+	if (ic->npx == 0) {
+		icpt_log(c, INTERCEPT_L_WARN, "upstream_proxy_refused", "proxy_unresolved", 0);
+		return 0;
+	}
+	ic->pxnext %= ic->npx;
+	c->pxaddr = ic->px[ic->pxnext];
+	c->pxlen = ic->pxlen[ic->pxnext];
+	ic->pxnext++;
+	return c->pxaddr.ss_family;
+}
+
+int
+intercept_set_proxy(
+    struct intercept *ic, const struct sockaddr_storage *addrs, const socklen_t *lens, size_t n)
+{
+	if (ic->cfg.proxy_name[0] == '\0' || n == 0 || n > INTERCEPT_MAX_PROXY_ADDRS)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		ic->px[i] = addrs[i];
+		ic->pxlen[i] = lens[i];
+	}
+	ic->npx = n;
+	ic->pxnext = 0;
+	return 0;
 }
 
 /* The tunnel stands: the connection's own callbacks take over. */
@@ -130,8 +146,8 @@ icpt_proxy_event_cb(struct bufferevent *bev, short what, void *arg)
 
 /*
  * An https:// proxy: TCP is up, now TLS to the proxy, its certificate
- * verified for its address against the upstream trust (no SNI for an
- * address). The filter becomes the connection's upstream socket: the
+ * verified against the upstream trust for its name (also the SNI) when it
+ * was given by name, else for its address (no SNI for an address). The filter becomes the connection's upstream socket: the
  * CONNECT, and then the tunnel (and any TLS of the connection's own
  * inside it), go through it.
  */
@@ -149,15 +165,21 @@ icpt_proxy_tcp_event_cb(struct bufferevent *bev, short what, void *arg)
 		icpt_proxy_event_cb(bev, what, c);
 		return;
 	}
-	if (ic->cfg.proxy.ss_family == AF_INET) {
-		ip = (const uint8_t *)&((const struct sockaddr_in *)&ic->cfg.proxy)->sin_addr;
+	if (c->pxaddr.ss_family == AF_INET) {
+		ip = (const uint8_t *)&((const struct sockaddr_in *)&c->pxaddr)->sin_addr;
 		iplen = 4;
 	} else {
-		ip = (const uint8_t *)&((const struct sockaddr_in6 *)&ic->cfg.proxy)->sin6_addr;
+		ip = (const uint8_t *)&((const struct sockaddr_in6 *)&c->pxaddr)->sin6_addr;
 		iplen = 16;
 	}
 	ssl = SSL_new(ic->up_ctx);
-	if (ssl == NULL || X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl), ip, iplen) != 1) {
+	/* Given by name: the certificate must be for the name, whatever address DNS gave. */
+	if (ssl == NULL ||
+	    (ic->cfg.proxy_name[0] != '\0'
+	            ? SSL_set_tlsext_host_name(ssl, ic->cfg.proxy_name) != 1 ||
+	                  X509_VERIFY_PARAM_set1_host(SSL_get0_param(ssl), ic->cfg.proxy_name, 0) !=
+	                      1
+	            : X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl), ip, iplen) != 1)) {
 		SSL_free(ssl);
 		icpt_proxy_event_cb(bev, BEV_EVENT_ERROR, c);
 		return;
@@ -182,7 +204,9 @@ icpt_dial(struct icpt_conn *c, bufferevent_data_cb readcb, bufferevent_event_cb 
 {
 	struct intercept *ic = c->ic;
 
-	if (ic->cfg.proxy_len == 0) {
+	/* Every upstream leg (terminated, plain, spliced, probed, via a proxy) is dialled here. */
+	icpt_nodelay(bufferevent_getfd(c->usock));
+	if (!ic->proxy_on) {
 		bufferevent_setcb(c->usock, readcb, NULL, eventcb, c);
 		return bufferevent_socket_connect(
 		    c->usock, (struct sockaddr *)&c->dst, (int)c->dstlen);
@@ -193,6 +217,8 @@ icpt_dial(struct icpt_conn *c, bufferevent_data_cb readcb, bufferevent_event_cb 
 		bufferevent_setcb(c->usock, NULL, NULL, icpt_proxy_tcp_event_cb, c);
 	else
 		bufferevent_setcb(c->usock, icpt_proxy_read_cb, NULL, icpt_proxy_event_cb, c);
-	return bufferevent_socket_connect(
-	    c->usock, (struct sockaddr *)&ic->cfg.proxy, (int)ic->cfg.proxy_len);
+	/* The address icpt_dial_family() chose; none chosen: no dial. */
+	if (c->pxlen == 0)
+		return -1;
+	return bufferevent_socket_connect(c->usock, (struct sockaddr *)&c->pxaddr, (int)c->pxlen);
 }

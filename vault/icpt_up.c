@@ -37,6 +37,39 @@
 
 /* ---------------------------------------------------------------- upstream */
 
+/*
+ * Free the upstream leg. A TLS leg whose handshake finished first sends its
+ * close_notify (written at once if the socket takes it; never waited for):
+ * OpenSSL marks the session of an SSL freed without one as not resumable,
+ * and the next connection to the same upstream would pay a full handshake.
+ * A leg that failed (a fatal alert, a verification failure) has had its
+ * session dropped by OpenSSL already, and a handshake that did not finish
+ * stored none.
+ */
+void
+icpt_up_free(struct icpt_conn *c)
+{
+	SSL *ssl = c->ubev != NULL ? bufferevent_openssl_get_ssl(c->ubev) : NULL;
+
+	if (ssl != NULL && SSL_is_init_finished(ssl)) {
+		struct bufferevent *under = bufferevent_get_underlying(c->ubev);
+
+		ERR_set_mark();
+		(void)SSL_shutdown(ssl);
+		ERR_pop_to_mark();
+		/* Directly over the socket: flush the alert (through a TLS proxy it stays queued). */
+		if (under != NULL && under == c->usock &&
+		    bufferevent_openssl_get_ssl(under) == NULL && bufferevent_getfd(under) >= 0)
+			(void)evbuffer_write(
+			    bufferevent_get_output(under), bufferevent_getfd(under));
+	}
+	if (c->ubev != NULL)
+		bufferevent_free(c->ubev);
+	else if (c->usock != NULL)
+		bufferevent_free(c->usock);
+	c->ubev = c->usock = NULL;
+}
+
 /* Upstream unusable: record why; a waiting request gets 502. */
 void
 icpt_up_fail(struct icpt_conn *c, const char *why)
@@ -49,13 +82,7 @@ icpt_up_fail(struct icpt_conn *c, const char *why)
 	}
 	c->up_failed = true;
 	c->up_why = why;
-	if (c->ubev != NULL) {
-		bufferevent_free(c->ubev);
-		c->ubev = c->usock = NULL;
-	} else if (c->usock != NULL) {
-		bufferevent_free(c->usock);
-		c->usock = NULL;
-	}
+	icpt_up_free(c);
 	/* A request already waiting gets 502; nothing of it was sent. */
 	if (c->state == ICPT_S_HTTP && c->req != ICPT_REQ_HEAD)
 		icpt_http_error(c, 502, "Bad Gateway", why);
@@ -119,6 +146,9 @@ icpt_up_event_cb(struct bufferevent *bev, short what, void *arg)
 				icpt_up_fail(c, "upstream_verify_failed");
 				return;
 			}
+			icpt_count(c->ic, INTERCEPT_M_UPSTREAM_TLS, 1);
+			if (SSL_session_reused(ssl))
+				icpt_count(c->ic, INTERCEPT_M_UPSTREAM_RESUMED, 1);
 		}
 		icpt_up_ready(c);
 		return;
@@ -235,6 +265,8 @@ icpt_usock_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	icpt_sess_resume(c, ssl);
+	/* The filter keeps the deadlines from now on; the socket under it has none. */
+	bufferevent_set_timeouts(c->usock, NULL, NULL);
 	c->ubev = bufferevent_openssl_filter_new(ic->base, c->usock, ssl,
 	    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
 	if (c->ubev == NULL) {
@@ -303,10 +335,13 @@ icpt_sock_cb(int fd, int err, void *arg)
 int
 icpt_up_start(struct icpt_conn *c)
 {
+	int family = icpt_dial_family(c);
+
+	if (family == 0)
+		return -1;
 	c->up_asked = true;
 	c->sockreqs++;
-	if (c->ic->ops->get_upstream_socket(c->ic->arg, icpt_dial_family(c), icpt_sock_cb, c) !=
-	    0) {
+	if (c->ic->ops->get_upstream_socket(c->ic->arg, family, icpt_sock_cb, c) != 0) {
 		c->sockreqs--;
 		return -1;
 	}

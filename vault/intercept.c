@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@
 #include "policy/binding.h"
 #include "policy/name.h"
 #include "vault/httpwire.h"
+#include "certs/trust.h"
 #include "vault/intercept.h"
 #include "vault/intercept_internal.h"
 #include "vault/redact.h"
@@ -157,10 +159,7 @@ icpt_release(struct icpt_conn *c)
 		c->next->prev = c->prev;
 	c->prev = c->next = NULL;
 	ic->nconns--;
-	if (c->ubev != NULL)
-		bufferevent_free(c->ubev);
-	else if (c->usock != NULL)
-		bufferevent_free(c->usock);
+	icpt_up_free(c);
 	if (c->cbev != NULL && c->cbev != c->craw) {
 		SSL *ssl = bufferevent_openssl_get_ssl(c->cbev);
 
@@ -351,6 +350,20 @@ icpt_deadline_stop(struct icpt_conn *c)
 		evtimer_del(c->ev_deadline);
 }
 
+/*
+ * TCP_NODELAY on a proxied socket (either leg): every write here is a whole
+ * message or record already, and Nagle's algorithm against the peer's
+ * delayed ACK would hold a handshake flight or a response tail ~40 ms.
+ * Best effort: a socket without it still works, only slower.
+ */
+void
+icpt_nodelay(int fd)
+{
+	int one = 1;
+
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
 /* Read and write timeouts of a leg in seconds; 0 means none. */
 void
 icpt_timeouts(struct bufferevent *bev, unsigned rd_s, unsigned wr_s)
@@ -410,8 +423,11 @@ icpt_ctx_setup(struct intercept *ic, char *err, size_t errlen)
 	SSL_CTX_set_min_proto_version(ic->up_ctx, TLS1_2_VERSION);
 	SSL_CTX_set_alpn_select_cb(ic->srv_ctx, icpt_alpn_cb, NULL);
 	SSL_CTX_set_client_hello_cb(ic->srv_ctx, icpt_client_hello_cb, NULL);
-	SSL_CTX_set_options(ic->srv_ctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
-	SSL_CTX_set_session_cache_mode(ic->srv_ctx, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_options(ic->srv_ctx, SSL_OP_NO_RENEGOTIATION);
+	if (icpt_tickets_setup(ic) != 0) {
+		snprintf(err, errlen, "intercept: session ticket setup failed");
+		return -1;
+	}
 	SSL_CTX_set_options(ic->up_ctx, SSL_OP_NO_RENEGOTIATION);
 	SSL_CTX_set_verify(ic->up_ctx, SSL_VERIFY_PEER, NULL);
 	SSL_CTX_set_session_cache_mode(
@@ -425,7 +441,7 @@ icpt_ctx_setup(struct intercept *ic, char *err, size_t errlen)
 		SSL_CTX_set1_cert_store(ic->up_ctx, ic->cfg.upstream_store);
 		ok = 1;
 	} else if (ic->upstream_ca[0] == '\0')
-		ok = SSL_CTX_set_default_verify_paths(ic->up_ctx);
+		ok = trust_system_paths(SSL_CTX_get_cert_store(ic->up_ctx));
 	else if (stat(ic->upstream_ca, &st) == 0 && S_ISDIR(st.st_mode))
 		ok = SSL_CTX_load_verify_locations(ic->up_ctx, NULL, ic->upstream_ca);
 	else
@@ -552,6 +568,13 @@ intercept_new(struct event_base *base, const struct intercept_ops *ops, void *ar
 	snprintf(ic->upstream_ca, sizeof(ic->upstream_ca), "%s",
 	    cfg->upstream_ca != NULL ? cfg->upstream_ca : "");
 	ic->cfg.upstream_ca = ic->upstream_ca;
+	ic->cfg.proxy_name[sizeof(ic->cfg.proxy_name) - 1] = '\0';
+	ic->proxy_on = cfg->proxy_len != 0 || ic->cfg.proxy_name[0] != '\0';
+	if (cfg->proxy_len != 0) {
+		ic->px[0] = cfg->proxy;
+		ic->pxlen[0] = cfg->proxy_len;
+		ic->npx = 1;
+	}
 	if (icpt_ctx_setup(ic, err, errlen) != 0 ||
 	    icpt_listen(ic, AF_INET, cfg->tls_port, ICPT_LFD(cfg, 0), err, errlen) != 0 ||
 	    icpt_listen(ic, AF_INET6, cfg->tls_port, ICPT_LFD(cfg, 1), err, errlen) != 0 ||
@@ -591,6 +614,7 @@ intercept_free(struct intercept *ic)
 		free(c);
 	}
 	SSL_CTX_free(ic->srv_ctx);
+	icpt_tickets_wipe(&ic->tickets);
 	for (size_t i = 0; i < ICPT_SESS_SLOTS; i++)
 		SSL_SESSION_free(ic->sess[i].sess);
 	SSL_CTX_free(ic->up_ctx);
@@ -625,6 +649,10 @@ intercept_metric_name(enum intercept_metric m)
 	    [INTERCEPT_M_REDACTED] = "redacted",
 	    [INTERCEPT_M_UPSTREAM_ERR] = "upstream_errors",
 	    [INTERCEPT_M_LIMITED] = "refused_limit",
+	    [INTERCEPT_M_RESUMED] = "client_resumed",
+	    [INTERCEPT_M_TICKET_REFUSED] = "client_ticket_refused",
+	    [INTERCEPT_M_UPSTREAM_TLS] = "upstream_tls",
+	    [INTERCEPT_M_UPSTREAM_RESUMED] = "upstream_tls_resumed",
 	};
 
 	return (unsigned)m < INTERCEPT_M_COUNT ? names[m] : "unknown";

@@ -32,15 +32,19 @@ struct intercept;
 
 /* Counters the interceptor reports through intercept_ops.count. */
 enum intercept_metric {
-	INTERCEPT_M_ACCEPTED,     /* workload connections accepted */
-	INTERCEPT_M_REJECTED,     /* refused by a check (conn_reject) */
-	INTERCEPT_M_PASSTHROUGH,  /* spliced without decryption */
-	INTERCEPT_M_TERMINATED,   /* TLS terminated (leaf from the sandbox CA) */
-	INTERCEPT_M_REQUESTS,     /* HTTP requests relayed on terminated or plain connections */
-	INTERCEPT_M_INJECTED,     /* requests that got a credential */
-	INTERCEPT_M_REDACTED,     /* secret occurrences masked toward the workload */
-	INTERCEPT_M_UPSTREAM_ERR, /* upstream connect, verify or protocol failures */
-	INTERCEPT_M_LIMITED,      /* refused at the connection cap (conn_limit) */
+	INTERCEPT_M_ACCEPTED,         /* workload connections accepted */
+	INTERCEPT_M_REJECTED,         /* refused by a check (conn_reject) */
+	INTERCEPT_M_PASSTHROUGH,      /* spliced without decryption */
+	INTERCEPT_M_TERMINATED,       /* TLS terminated (leaf from the sandbox CA) */
+	INTERCEPT_M_REQUESTS,         /* HTTP requests relayed on terminated or plain connections */
+	INTERCEPT_M_INJECTED,         /* requests that got a credential */
+	INTERCEPT_M_REDACTED,         /* secret occurrences masked toward the workload */
+	INTERCEPT_M_UPSTREAM_ERR,     /* upstream connect, verify or protocol failures */
+	INTERCEPT_M_LIMITED,          /* refused at the connection cap (conn_limit) */
+	INTERCEPT_M_RESUMED,          /* workload handshakes that resumed with a ticket */
+	INTERCEPT_M_TICKET_REFUSED,   /* tickets presented for another host: full handshake */
+	INTERCEPT_M_UPSTREAM_TLS,     /* verified upstream TLS handshakes (terminated) */
+	INTERCEPT_M_UPSTREAM_RESUMED, /* of those, sessions resumed */
 	INTERCEPT_M_COUNT,
 };
 
@@ -134,7 +138,15 @@ struct intercept_config {
 	struct sockaddr_storage proxy;
 	socklen_t proxy_len;
 	const char *proxy_auth;
-	bool proxy_tls; /* TLS to the proxy first, its certificate for its address */
+	bool proxy_tls; /* TLS to the proxy first, its certificate for its address or name */
+	/*
+	 * A proxy given by name (proxy_len 0): its canonical name (the TLS
+	 * certificate is verified for it, and it is the SNI) and port; its
+	 * addresses come with intercept_set_proxy(). Until they do, every dial
+	 * fails: never a direct one.
+	 */
+	char proxy_name[254];
+	uint16_t proxy_port;
 	/*
 	 * Listening sockets made by the caller (TLS v4, TLS v6, plain v4,
 	 * plain v6, peek v4, peek v6), or NULL: the interceptor binds
@@ -151,6 +163,25 @@ struct intercept_config {
 struct intercept *intercept_new(struct event_base *base, const struct intercept_ops *ops, void *arg,
     const struct intercept_config *cfg, char *err, size_t errlen)
     __attribute__((warn_unused_result));
+
+/* Addresses of a chained proxy given by name, at most. */
+#define INTERCEPT_MAX_PROXY_ADDRS 16
+
+/*
+ * A chained proxy given by name: its addresses (n of them, 1 to
+ * INTERCEPT_MAX_PROXY_ADDRS, with its port) in place of those in force;
+ * new dials take them in turn. Connections already dialled keep theirs.
+ * 0, or -1 (no proxy by name, or n out of range) with nothing changed.
+ */
+int intercept_set_proxy(struct intercept *ic, const struct sockaddr_storage *addrs,
+    const socklen_t *lens, size_t n) __attribute__((warn_unused_result));
+
+/*
+ * Every session ticket issued so far stops resuming (new keys, no previous
+ * one): called when the policy, the vault or the CA changes, so that a
+ * ticket is bound to the state it was issued under.
+ */
+void intercept_tickets_reset(struct intercept *ic);
 
 /* Close the listeners and every connection. Accepts NULL. */
 void intercept_free(struct intercept *ic);

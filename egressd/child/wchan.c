@@ -249,7 +249,7 @@ wchan_batch(struct wchan *w, void *msgs, size_t size, size_t n, wchan_reply_cb c
 		bool last = i + 1 == n;
 
 		h->id = id;
-		h->flags = last ? 0 : CHAN_LEARN_MORE;
+		h->flags = (uint16_t)((h->flags & ~CHAN_LEARN_MORE) | (last ? 0 : CHAN_LEARN_MORE));
 		if ((last ? wchan_request(w, h, cb, arg) : wchan_send(w, h)) != 0)
 			return -1;
 	}

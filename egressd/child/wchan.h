@@ -52,8 +52,8 @@ int wchan_offer(struct wchan *w, const void *msg);
 
 /*
  * Send n (1..CHAN_MAX_BATCH) messages of one batchable type, `size` bytes
- * apart in msgs, under one fresh id: CHAN_LEARN_MORE on all but the last,
- * whose reply goes to cb. 0, or -1 if the channel broke.
+ * apart in msgs, under one fresh id: CHAN_LEARN_MORE on all but the last
+ * (other flags the caller set are kept), whose reply goes to cb. 0, or -1 if the channel broke.
  */
 int wchan_batch(struct wchan *w, void *msgs, size_t size, size_t n, wchan_reply_cb cb, void *arg)
     __attribute__((warn_unused_result));

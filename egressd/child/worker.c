@@ -91,6 +91,24 @@ worker_intercept_stop(void *svc)
 	wintercept_free(svc);
 }
 
+static void
+worker_intercept_changed(void *svc)
+{
+	wintercept_state_changed(svc);
+}
+
+static int
+worker_intercept_proxy(void *svc, const struct chan_learn *l, size_t n)
+{
+	return wintercept_proxy(svc, l, n);
+}
+
+static int
+worker_intercept_ca(void *svc)
+{
+	return wintercept_ca_changed(svc);
+}
+
 static void *
 worker_report_start(struct wstate *ws, char *err, size_t errlen)
 {
@@ -111,11 +129,13 @@ worker_report_event(void *svc, const struct chan_event *e)
 
 static const struct wstate_service worker_services[CHAN_ROLE_MAX] = {
     [CHAN_ROLE_CONTROL] = {worker_control_start, worker_control_stop, worker_control_policy,
-        worker_control_tick, NULL, NULL},
-    [CHAN_ROLE_DNS] = {worker_dns_start, worker_dns_stop, NULL, NULL, NULL, worker_dns_nflog},
-    [CHAN_ROLE_INTERCEPT] = {worker_intercept_start, worker_intercept_stop, NULL, NULL, NULL, NULL},
+        worker_control_tick, NULL, NULL, NULL, NULL},
+    [CHAN_ROLE_DNS] = {worker_dns_start, worker_dns_stop, NULL, NULL, NULL, NULL, NULL,
+        worker_dns_nflog},
+    [CHAN_ROLE_INTERCEPT] = {worker_intercept_start, worker_intercept_stop,
+        worker_intercept_changed, NULL, NULL, worker_intercept_proxy, worker_intercept_ca, NULL},
     [CHAN_ROLE_REPORT] = {worker_report_start, worker_report_stop, NULL, NULL, worker_report_event,
-        NULL},
+        NULL, NULL, NULL},
 };
 
 static void

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "certs/ca.h"
 #include "egressd/child/wchan.h"
 #include "egressd/child/wstate.h"
 #include "egressd/common/learnmap.h"
@@ -53,9 +54,19 @@ struct wstate {
 	void *svc;               /* the role's service (svc_ops.start's) */
 	struct metrics *metrics; /* this process's page (shstat), or metrics_local */
 	struct metrics metrics_local;
+	struct ca *ca_own; /* the CA the parent pushed after a renewal; NULL: cfg->ca */
+	char *ca_bundle;   /* PEM of the CAs to trust; NULL: cfg->ca's alone */
+	size_t ca_bundle_len;
 	struct chan_doc push_rx; /* a document the parent is pushing */
 	int push_err;            /* of the learn batch being pushed */
-	struct event *ev_watch;  /* policy and always files */
+	/*
+	 * The chained proxy's addresses (CHAN_LEARN_PROXY), intercept only:
+	 * those being pushed, and those in force (the service reads them at
+	 * start, and is told of every change after).
+	 */
+	struct chan_learn proxy_rx[CHAN_MAX_PROXY_ADDRS], proxy[CHAN_MAX_PROXY_ADDRS];
+	size_t nproxy_rx, nproxy;
+	struct event *ev_watch; /* policy and always files */
 	struct wstate_stamp {
 		long long mtime_ns, size, ino;
 	} stamps[4];
@@ -460,6 +471,15 @@ wstate_ack(struct wstate *ws, uint32_t id, int err)
 		log_msg(LOG_ERROR, "proc", "chan_send", "acknowledgement failed");
 }
 
+/* Intercept: a pushed policy or vault is in force (its session tickets end). */
+static void
+wstate_changed(struct wstate *ws)
+{
+	if (ws->role == CHAN_ROLE_INTERCEPT && ws->svc != NULL &&
+	    ws->svc_ops.policy_changed != NULL)
+		ws->svc_ops.policy_changed(ws->svc);
+}
+
 /* The policy in force changed: swap, and forget learned entries it no longer allows. */
 static int
 wstate_take_policy(struct wstate *ws, const char *doc, size_t len)
@@ -474,6 +494,7 @@ wstate_take_policy(struct wstate *ws, const char *doc, size_t len)
 		return EINVAL;
 	}
 	wstate_swap_policy(ws, p);
+	wstate_changed(ws);
 	return 0;
 }
 
@@ -492,10 +513,109 @@ wstate_take_vault(struct wstate *ws, const char *doc, size_t len)
 	}
 	vault_snap_unref(ws->vault);
 	ws->vault = snap;
+	wstate_changed(ws);
 	log_msg(LOG_INFO, "vault", "vault_in_force", "revision %llu, %zu bindings",
 	    (unsigned long long)(snap ? vault_snap_revision(snap) : 0),
 	    snap ? binding_set_count(vault_snap_bindings(snap)) : (size_t)0);
 	return 0;
+}
+
+/* PEM of cur and, if any, prev, concatenated; owned, or NULL when out of memory. */
+static char *
+wstate_bundle(const struct ca *cur, const struct ca *prev, size_t *lenp)
+{
+	size_t a = 0, b = 0;
+	const char *pa = ca_pem_view(cur, &a), *pb = prev != NULL ? ca_pem_view(prev, &b) : "";
+	char *out = malloc(a + b + 1);
+
+	if (out == NULL)
+		return NULL;
+	memcpy(out, pa, a);
+	memcpy(out + a, pb, b);
+	out[a + b] = '\0';
+	*lenp = a + b;
+	return out;
+}
+
+/*
+ * The sandbox CA was renewed, or its previous one expired: the CA in
+ * force and the bundle to serve. Certificates only (ca_from_der checks
+ * each is a CA); the key is the parent's.
+ */
+static int
+wstate_take_ca(struct wstate *ws, const struct chan_ca *m)
+{
+	struct ca *cur, *prev = NULL, *old = ws->ca_own;
+	char err[256], fp[65];
+	char *bundle;
+	size_t blen = 0;
+
+	if (ws->role != CHAN_ROLE_CONTROL && ws->role != CHAN_ROLE_INTERCEPT)
+		return EPERM;
+	if ((cur = ca_from_der(m->cur, m->cur_len, err, sizeof(err))) == NULL ||
+	    (m->prev_len > 0 &&
+	        (prev = ca_from_der(m->prev, m->prev_len, err, sizeof(err))) == NULL)) {
+		log_msg(LOG_ERROR, "vault", "ca_error", "the CA pushed is refused: %s", err);
+		ca_free(cur);
+		return EINVAL;
+	}
+	bundle = wstate_bundle(cur, prev, &blen);
+	ca_free(prev);
+	if (bundle == NULL) {
+		ca_free(cur);
+		return ENOMEM;
+	}
+	ws->ca_own = cur;
+	if (ws->svc != NULL && ws->svc_ops.ca_changed != NULL &&
+	    ws->svc_ops.ca_changed(ws->svc) != 0) {
+		/* The service still issues from the old one: it stays in force here. */
+		ws->ca_own = old;
+		ca_free(cur);
+		free(bundle);
+		return ENOMEM;
+	}
+	ca_free(old);
+	free(ws->ca_bundle);
+	ws->ca_bundle = bundle;
+	ws->ca_bundle_len = blen;
+	ca_fingerprint(cur, fp);
+	log_msg(LOG_INFO, "vault", "ca_in_force", "sandbox CA sha256 %s%s", fp,
+	    m->prev_len > 0 ? ", the previous one still trusted" : "");
+	return 0;
+}
+
+/*
+ * One of the chained proxy's addresses: never a learned destination (the
+ * workload's SNI is never checked against them). The whole batch goes to
+ * the service, which dials them from now on.
+ */
+static void
+wstate_push_proxy(struct wstate *ws, const struct chan_learn *l)
+{
+	if (ws->role != CHAN_ROLE_INTERCEPT || ws->svc_ops.proxy == NULL)
+		ws->push_err = EPERM;
+	else if (ws->nproxy_rx >= CHAN_MAX_PROXY_ADDRS)
+		ws->push_err = E2BIG;
+	else
+		ws->proxy_rx[ws->nproxy_rx++] = *l;
+	if ((l->hdr.flags & CHAN_LEARN_MORE) != 0)
+		return;
+	if (ws->push_err == 0 && ws->svc != NULL)
+		ws->push_err = ws->svc_ops.proxy(ws->svc, ws->proxy_rx, ws->nproxy_rx);
+	if (ws->push_err == 0) {
+		memcpy(ws->proxy, ws->proxy_rx, ws->nproxy_rx * sizeof(ws->proxy[0]));
+		ws->nproxy = ws->nproxy_rx;
+	}
+	wstate_ack(ws, l->hdr.id, ws->push_err);
+	ws->push_err = 0;
+	ws->nproxy_rx = 0;
+}
+
+const struct chan_learn *
+wstate_proxy(const struct wstate *ws, size_t *n)
+{
+	*n = ws->nproxy;
+	return ws->proxy;
 }
 
 static void
@@ -507,8 +627,24 @@ wstate_push_cb(const union chan_msg *m, void *arg)
 	size_t len;
 	int err;
 
+	/* Control takes the CA certificates only, as it took no push before them. */
+	if (ws->role == CHAN_ROLE_CONTROL && m->hdr.type != CHAN_CA) {
+		log_msg(LOG_ERROR, "proc", "chan_lost",
+		    "the parent pushed %s to control, which takes only the CA",
+		    chan_type_name(m->hdr.type));
+		ws->exit_code = 71;
+		event_base_loopbreak(ws->base);
+		return;
+	}
 	switch (m->hdr.type) {
+	case CHAN_CA:
+		wstate_ack(ws, m->hdr.id, wstate_take_ca(ws, &m->ca));
+		return;
 	case CHAN_LEARN:
+		if ((m->learn.hdr.flags & CHAN_LEARN_PROXY) != 0) {
+			wstate_push_proxy(ws, &m->learn);
+			return;
+		}
 		/* The intercept checks SNI against the names the DNS proxy learned. */
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		if (ws->role == CHAN_ROLE_INTERCEPT &&
@@ -686,6 +822,9 @@ wstate_start_control(struct wstate *ws)
 		return -1;
 	}
 	ws->policy = policy_new_deny_all();
+	/* GET /ca.pem serves the CA certificates the parent pushes after a renewal. */
+	if (ws->chan != NULL)
+		wchan_on_push(ws->chan, wstate_push_cb, ws);
 	wstate_stamps(ws);
 	if (ws->svc_ops.start != NULL &&
 	    (ws->svc = ws->svc_ops.start(ws, err, sizeof(err))) == NULL) {
@@ -727,6 +866,11 @@ wstate_start(struct wstate *ws)
 
 	ws->ev_watch = event_new(ws->base, -1, EV_PERSIST, wstate_watch_cb, ws);
 	if (ws->ev_watch == NULL || event_add(ws->ev_watch, &tv) != 0)
+		return -1;
+	/* Forked during a renewal's overlap: the previous CA is trusted too. */
+	if (ws->cfg->ca != NULL && ws->cfg->ca_prev != NULL &&
+	    (ws->ca_bundle = wstate_bundle(ws->cfg->ca, ws->cfg->ca_prev, &ws->ca_bundle_len)) ==
+	        NULL)
 		return -1;
 	if (ws->role == CHAN_ROLE_CONTROL)
 		return wstate_start_control(ws);
@@ -774,10 +918,32 @@ wstate_free(struct wstate *ws)
 	if (ws->ev_watch != NULL)
 		event_free(ws->ev_watch);
 	chan_doc_reset(&ws->push_rx);
+	ca_free(ws->ca_own);
+	free(ws->ca_bundle);
 	learnmap_free(ws->learned);
 	policy_free(ws->policy);
 	free(ws->inherit);
 	free(ws);
+}
+
+/* The CA the parent pushed last, or the one this process inherited. */
+const struct ca *
+wstate_ca(const struct wstate *ws)
+{
+	return ws->ca_own != NULL ? ws->ca_own : ws->cfg->ca;
+}
+
+/* What GET /ca.pem serves: the current CA, then the previous one during an overlap. */
+const char *
+wstate_ca_bundle(const struct wstate *ws, size_t *lenp)
+{
+	if (ws->ca_bundle != NULL) {
+		*lenp = ws->ca_bundle_len;
+		return ws->ca_bundle;
+	}
+	if (ws->cfg->ca == NULL)
+		return NULL;
+	return ca_pem_view(ws->cfg->ca, lenp);
 }
 
 void

@@ -29,6 +29,7 @@ struct wchan;
 struct learnmap;
 struct vault_snap;
 struct wstate;
+struct ca;
 
 /* A role's service. */
 struct wstate_service {
@@ -39,12 +40,27 @@ struct wstate_service {
 	 */
 	void *(*start)(struct wstate *ws, char *err, size_t errlen);
 	void (*stop)(void *svc);
-	/* Control: a policy is in force (the vault follows the policy file's bindings). */
+	/*
+	 * Control: a policy is in force (the vault follows the policy file's
+	 * bindings). Intercept: a pushed policy or vault is in force.
+	 */
 	void (*policy_changed)(void *svc);
 	/* Every few seconds (control: rotated credential files). */
 	void (*tick)(void *svc);
 	/* Report: an event the parent forwarded (borrowed for the call). */
 	void (*event)(void *svc, const struct chan_event *e);
+	/*
+	 * Intercept: the chained proxy's addresses, as resolved from its name
+	 * (n >= 1, borrowed for the call), in place of those in force. 0 or an
+	 * errno (the parent is told).
+	 */
+	int (*proxy)(void *svc, const struct chan_learn *l, size_t n);
+	/*
+	 * Intercept: the sandbox CA was renewed (wstate_ca() is the new one):
+	 * issue from it, drop what the old one issued. 0, or -1 (then the
+	 * previous CA stays in force here and the parent is told).
+	 */
+	int (*ca_changed)(void *svc);
 	/* dns: a record of the table's refusals the parent passed on (borrowed for the call). */
 	void (*nflog)(void *svc, const struct chan_nflog *r);
 };
@@ -55,6 +71,9 @@ struct wstate_service {
  */
 struct wstate *wstate_new(const struct config *cfg, enum chan_role role, struct event_base *base,
     struct wchan *chan, const struct wstate_service *svc);
+
+/* Intercept: the chained proxy's addresses in force (*n of them; 0: none, or not by name). */
+const struct chan_learn *wstate_proxy(const struct wstate *ws, size_t *n);
 
 /* Stop the service and free the state. */
 void wstate_free(struct wstate *ws);
@@ -95,6 +114,10 @@ uint64_t wstate_revision(const struct wstate *ws);        /* bumped on every app
 bool wstate_ready(const struct wstate *ws);               /* this process reported READY */
 struct vault_snap *wstate_vault(const struct wstate *ws); /* intercept: in force (borrowed) */
 void *wstate_svc(const struct wstate *ws);
+/* The sandbox CA in force (certificate only), borrowed until the next renewal; NULL: none. */
+const struct ca *wstate_ca(const struct wstate *ws);
+/* The certificates to trust (the current CA, then the previous one during an overlap) as PEM. */
+const char *wstate_ca_bundle(const struct wstate *ws, size_t *lenp);
 
 /* Make p the active policy without the parent (takes the reference; tests). */
 void wstate_set_policy(struct wstate *ws, struct policy *p);

@@ -30,6 +30,7 @@ static const size_t chan_sizes[CHAN_TYPE_MAX] = {
     [CHAN_VAULT] = sizeof(struct chan_policy),
     [CHAN_ACK] = sizeof(struct chan_ack),
     [CHAN_EVENT] = sizeof(struct chan_event),
+    [CHAN_CA] = sizeof(struct chan_ca),
     [CHAN_NFLOG] = sizeof(struct chan_nflog),
 };
 
@@ -46,6 +47,7 @@ static const char *const chan_names[CHAN_TYPE_MAX] = {
     [CHAN_VAULT] = "vault",
     [CHAN_ACK] = "ack",
     [CHAN_EVENT] = "event",
+    [CHAN_CA] = "ca",
     [CHAN_NFLOG] = "nflog",
 };
 
@@ -68,10 +70,14 @@ chan_role_name(enum chan_role role)
 bool
 chan_role_may_send(enum chan_role role, const union chan_msg *m)
 {
+	/* The CA certificates come from the parent, which holds the key; no child tells it one. */
+	if (m->hdr.type == CHAN_CA)
+		return false;
 	switch (role) {
 	case CHAN_ROLE_CONTROL:
+		/* ACK: of the CA certificates pushed to it (parent_ack checks it was pushed some). */
 		return m->hdr.type == CHAN_POLICY || m->hdr.type == CHAN_VAULT ||
-		       m->hdr.type == CHAN_READY;
+		       m->hdr.type == CHAN_READY || m->hdr.type == CHAN_ACK;
 	case CHAN_ROLE_DNS:
 		if (m->hdr.type == CHAN_SOCKET_REQ)
 			return m->socket_req.socktype == SOCK_DGRAM ||
@@ -144,6 +150,7 @@ chan_side_ok(unsigned type, enum chan_side side)
 	case CHAN_SOCKET_REP:
 	case CHAN_RESULT:
 	case CHAN_LEAF_REP:
+	case CHAN_CA:
 	case CHAN_NFLOG:
 		return side == CHAN_TO_WORKER;
 	case CHAN_POLICY:
@@ -168,6 +175,7 @@ chan_id_ok(unsigned type, uint32_t id, enum chan_side side)
 
 	switch (type) {
 	case CHAN_ACK:
+	case CHAN_CA: /* a push, never a reply */
 	case CHAN_NFLOG:
 		return parent_id;
 	case CHAN_POLICY:
@@ -296,13 +304,18 @@ chan_validate(const void *buf, size_t len, enum chan_side side, const char **why
 		}
 		break;
 	case CHAN_LEARN:
-		if ((hdr.flags & ~CHAN_LEARN_MORE) != 0 || !chan_family_ok(m.learn.family) ||
+		if ((hdr.flags & ~(CHAN_LEARN_MORE | CHAN_LEARN_PROXY)) != 0 ||
+		    !chan_family_ok(m.learn.family) ||
 		    !chan_is_zero(m.learn.pad, sizeof(m.learn.pad)) || m.learn.pad2 != 0) {
 			*why = "learn message out of range";
 			return false;
 		}
 		if (m.learn.family == AF_INET && !chan_is_zero(m.learn.addr + 4, 12)) {
 			*why = "IPv4 address with trailing bytes";
+			return false;
+		}
+		if ((hdr.flags & CHAN_LEARN_PROXY) != 0 && m.learn.port != 0) {
+			*why = "proxy address with a port scope";
 			return false;
 		}
 		if (m.learn.timeout_s == 0 || m.learn.timeout_s > CHAN_MAX_TIMEOUT_S) {
@@ -372,6 +385,15 @@ chan_validate(const void *buf, size_t len, enum chan_side side, const char **why
 		    !chan_is_zero(m.leaf_rep.der + m.leaf_rep.der_len,
 		        CHAN_LEAF_DER_MAX - m.leaf_rep.der_len)) {
 			*why = "leaf reply out of range";
+			return false;
+		}
+		break;
+	case CHAN_CA:
+		if (hdr.flags != 0 || m.ca.cur_len == 0 || m.ca.cur_len > CHAN_CA_DER_MAX ||
+		    m.ca.prev_len > CHAN_CA_DER_MAX ||
+		    !chan_is_zero(m.ca.cur + m.ca.cur_len, CHAN_CA_DER_MAX - m.ca.cur_len) ||
+		    !chan_is_zero(m.ca.prev + m.ca.prev_len, CHAN_CA_DER_MAX - m.ca.prev_len)) {
+			*why = "ca message out of range";
 			return false;
 		}
 		break;

@@ -27,7 +27,8 @@ enum chan_type {
 	CHAN_VAULT,      /* either way: one chunk of the active vault (vault_wire) */
 	CHAN_ACK,        /* child -> parent: a pushed document or learn batch is in force */
 	CHAN_EVENT,      /* dns, intercept, control -> parent -> report: a refusal to report */
-	CHAN_NFLOG,      /* parent -> dns: a packet the table refused (NFLOG record, unparsed) */
+	CHAN_CA,    /* parent -> control, intercept: the sandbox CA certificates after a renewal */
+	CHAN_NFLOG, /* parent -> dns: a packet the table refused (NFLOG record, unparsed) */
 	CHAN_TYPE_MAX,
 };
 
@@ -36,7 +37,7 @@ enum chan_type {
  * the parent is chan_role_may_send()'s table; anything else kills it.
  */
 enum chan_role {
-	CHAN_ROLE_CONTROL, /* the HTTP API and the policy sources: POLICY, VAULT, READY */
+	CHAN_ROLE_CONTROL, /* the HTTP API and the policy sources: POLICY, VAULT, READY, ACK */
 	CHAN_ROLE_DNS, /* the DNS proxy and the kernel's refusals: LEARN, SOCKET_REQ (udp, tcp), READY, ACK, EVENT */
 	CHAN_ROLE_INTERCEPT, /* TLS/HTTP and the vault's data path: LEAF_REQ, SOCKET_REQ (tcp), READY, ACK */
 	CHAN_ROLE_REPORT, /* deny webhook and OTLP export: SOCKET_REQ (tcp), READY */
@@ -60,6 +61,7 @@ enum chan_role {
 #define CHAN_MAX_VAULT_BYTES (8u << 20)   /* one vault document */
 #define CHAN_LEAF_KEY_MAX 128             /* DER SubjectPublicKeyInfo of a P-256 key: 91 */
 #define CHAN_LEAF_DER_MAX 4096            /* one leaf certificate */
+#define CHAN_CA_DER_MAX 2048              /* one generated CA certificate: about 450 */
 #define CHAN_ERRMSG_LEN 128
 
 struct chan_hdr {
@@ -85,9 +87,18 @@ struct chan_socket_rep {
  * CHAN_MAX_BATCH messages. The parent checks every one against its own
  * copy of the policy: the name must be allowed on that port scope and the
  * address may not be an inner one.
+ *
+ * CHAN_LEARN_PROXY: the batch holds the addresses of the chained upstream
+ * proxy's name (OPENSANDBOX_EGRESS_UPSTREAM_PROXY given by name), all of
+ * them, port 0, from the dns process (which resolves that name itself,
+ * never for the workload) and from the parent to the intercept. They
+ * replace the proxy's addresses in force; they are never learned for the
+ * workload. Every message of a batch carries the flag or none does.
  */
 #define CHAN_MAX_BATCH 64
 #define CHAN_LEARN_MORE 0x1
+#define CHAN_LEARN_PROXY 0x2
+#define CHAN_MAX_PROXY_ADDRS 16 /* addresses of the proxy's name kept at most */
 
 struct chan_learn {
 	struct chan_hdr hdr;
@@ -199,6 +210,22 @@ struct chan_event {
 };
 
 /*
+ * The sandbox CA was renewed, or its previous one expired (parent id,
+ * acknowledged by CHAN_ACK): the certificate that signs the leaves from
+ * now on, and the previous one still trusted during the overlap (prev_len
+ * 0: none). Certificates only: the CA private key never leaves the
+ * parent, which mints every leaf. Control serves both at GET /ca.pem;
+ * the intercept drops the leaves it cached from the previous CA.
+ */
+struct chan_ca {
+	struct chan_hdr hdr;
+	uint32_t cur_len;  /* 1..CHAN_CA_DER_MAX bytes of cur used */
+	uint32_t prev_len; /* 0..CHAN_CA_DER_MAX bytes of prev used */
+	uint8_t cur[CHAN_CA_DER_MAX];
+	uint8_t prev[CHAN_CA_DER_MAX];
+};
+
+/*
  * A packet a refusing rule of the table logged (NFLOG, docs/nflog.md),
  * from the parent to the dns child, which parses it: the parent reads
  * only the netlink attributes the kernel wrote and passes the packet's
@@ -232,6 +259,7 @@ union chan_msg {
 	struct chan_policy vault;
 	struct chan_ack ack;
 	struct chan_event event;
+	struct chan_ca ca;
 	struct chan_nflog nflog;
 };
 

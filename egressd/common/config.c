@@ -15,9 +15,11 @@
 #include <strings.h>
 
 #include "certs/ca.h"
+#include "certs/carenew.h"
 #include "egressd/common/config.h"
 #include "egressd/common/httpurl.h"
 #include "egressd/common/otlp.h"
+#include "policy/name.h"
 #include "policy/yamltree.h"
 
 enum config_type {
@@ -119,6 +121,12 @@ static const struct config_opt config_opts[] = {
     {"ca-cert", "EGRESSD_CA_CERT", NULL, CT_STR, O(ca_cert), false,
         "operator CA certificate (with --ca-key) for a stable fingerprint"},
     {"ca-key", "EGRESSD_CA_KEY", NULL, CT_STR, O(ca_key), false, "operator CA private key"},
+    {"ca-lifetime", "EGRESSD_CA_LIFETIME", NULL, CT_U32, O(ca_lifetime), false,
+        "seconds a generated sandbox CA is valid (default 604800, at least 20); it is renewed "
+        "before it expires"},
+    {"ca-renew-before", "EGRESSD_CA_RENEW_BEFORE", NULL, CT_U32, O(ca_renew_before), false,
+        "seconds before expiry a generated CA is renewed, the old and the new both exported "
+        "meanwhile (default 86400 or half of ca-lifetime if shorter; at least 5, at most half)"},
     {"upstream-ca", "OPENSANDBOX_EGRESS_MITMPROXY_UPSTREAM_TRUST_DIR", "EGRESSD_UPSTREAM_CA",
         CT_STR, O(upstream_ca), false, "trust file or directory for upstream TLS"},
     {"ssl-insecure", "OPENSANDBOX_EGRESS_MITMPROXY_SSL_INSECURE", NULL, CT_BOOL, O(ssl_insecure),
@@ -130,7 +138,9 @@ static const struct config_opt config_opts[] = {
     {"deny-webhook", "OPENSANDBOX_EGRESS_DENY_WEBHOOK", NULL, CT_STR, O(deny_webhook), false,
         "http://address[:port]/path that gets a POST for every refusal (docs/api.md)"},
     {"upstream-proxy", "OPENSANDBOX_EGRESS_UPSTREAM_PROXY", NULL, CT_STR, O(upstream_proxy), false,
-        "http[s]://IP[:port]: every intercept dial goes through HTTP CONNECT to it, none direct"},
+        "http[s]://host[:port]: every intercept dial goes through HTTP CONNECT to it, none direct"},
+    {"dns-via-proxy", "EGRESSD_DNS_VIA_PROXY", NULL, CT_BOOL, O(dns_via_proxy), false,
+        "the DNS upstream queries too go through the proxy (DNS over TCP in CONNECT)"},
     {"upstream-proxy-auth", "OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH", NULL, CT_STR,
         O(upstream_proxy_auth), true, "the whole Proxy-Authorization value (never logged)"},
     {"report-queue", "EGRESSD_REPORT_QUEUE", NULL, CT_U32, O(report_queue), false,
@@ -231,6 +241,8 @@ config_free(struct config *c)
 	c->rules_json = NULL;
 	ca_free(c->ca); /* wipes the key */
 	c->ca = NULL;
+	ca_free(c->ca_prev);
+	c->ca_prev = NULL;
 	X509_STORE_free(c->upstream_store);
 	c->upstream_store = NULL;
 	explicit_bzero(c->token, sizeof(c->token));
@@ -789,8 +801,24 @@ config_proxy_url(const char *url, struct httpurl *u, bool *tls, char *why, size_
 	return 0;
 }
 
+/* The proxy's host name, canonical, into out (NULL: only checked). 0 or -1. */
+static int
+config_proxy_name(const struct httpurl *u, char *out, size_t outlen)
+{
+	char canon[POLICY_NAME_MAX + 1];
+	size_t n;
+
+	if (policy_name_canon((const uint8_t *)u->host, strlen(u->host), 0, canon, &n) !=
+	        POLICY_NAME_OK ||
+	    n + 1 > sizeof(((struct config_proxy *)0)->name))
+		return -1;
+	if (out != NULL)
+		snprintf(out, outlen, "%s", canon);
+	return 0;
+}
+
 /*
- * The chained proxy: an http URL with an IP literal and no path, only with
+ * The chained proxy: an http URL with an IP literal or a host name and no path, only with
  * interception in dns+nft mode (the intercept is what dials through it and
  * the table what refuses every direct dial); its Proxy-Authorization value
  * a header value. Errors never quote the value.
@@ -804,8 +832,11 @@ config_check_proxy(const struct config *c, char *err, size_t errlen)
 	size_t n;
 
 	if (c->upstream_proxy[0] == '\0') {
-		if (c->upstream_proxy_auth[0] != '\0') {
-			snprintf(err, errlen, "%s_AUTH is set without %s", v, v);
+		if (c->upstream_proxy_auth[0] != '\0' || c->dns_via_proxy) {
+			snprintf(err, errlen, "%s is set without %s",
+			    c->dns_via_proxy ? "EGRESSD_DNS_VIA_PROXY"
+			                     : "OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH",
+			    v);
 			return -1;
 		}
 		return 0;
@@ -814,10 +845,22 @@ config_check_proxy(const struct config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: %s", v, why);
 		return -1;
 	}
-	if (config_url_literal(&u, v, "proxy", err, errlen) != 0)
+	if (u.family == 0 && config_proxy_name(&u, NULL, 0) != 0) {
+		snprintf(err, errlen,
+		    "%s: the host is neither an IP address nor a host name (LDH labels, not a "
+		    "wildcard)",
+		    v);
 		return -1;
+	}
 	if (strcmp(u.path, "/") != 0) {
 		snprintf(err, errlen, "%s: a proxy URL has no path", v);
+		return -1;
+	}
+	if (c->dns_via_proxy && u.family == 0) {
+		snprintf(err, errlen,
+		    "EGRESSD_DNS_VIA_PROXY needs %s to hold the proxy's IP address: its name could "
+		    "only be resolved through the proxy itself",
+		    v);
 		return -1;
 	}
 	if (!c->intercept || c->mode != CONFIG_MODE_DNS_NFT) {
@@ -855,8 +898,9 @@ config_proxy(const struct config *c, struct config_proxy *p)
 
 	memset(p, 0, sizeof(*p));
 	if (c->upstream_proxy[0] == '\0' ||
-	    config_proxy_url(c->upstream_proxy, &u, &p->tls, why, sizeof(why)) != 0 ||
-	    u.family == 0)
+	    config_proxy_url(c->upstream_proxy, &u, &p->tls, why, sizeof(why)) != 0)
+		return;
+	if (u.family == 0 && config_proxy_name(&u, p->name, sizeof(p->name)) != 0)
 		return;
 	p->set = true;
 	p->family = u.family;
@@ -938,6 +982,20 @@ config_check(const struct config *c, char *err, size_t errlen)
 	if ((c->ca_cert[0] == '\0') != (c->ca_key[0] == '\0')) {
 		snprintf(err, errlen, "ca-cert and ca-key must be given together");
 		return -1;
+	}
+	{
+		unsigned lt, rb;
+
+		/* egressd never renews an operator CA: a lifetime for it would be a lie. */
+		if (c->ca_cert[0] != '\0' && (c->ca_lifetime != 0 || c->ca_renew_before != 0)) {
+			snprintf(err, errlen,
+			    "ca-lifetime and ca-renew-before apply to a generated CA only, not to "
+			    "ca-cert");
+			return -1;
+		}
+		if (carenew_settings(c->ca_lifetime, c->ca_renew_before, &lt, &rb, err, errlen) !=
+		    0)
+			return -1;
 	}
 	{
 		struct config_prefix doh[CONFIG_MAX_DOH];

@@ -77,6 +77,8 @@ struct config {
 	char ca_export[PATH_MAX];
 	char ca_cert[PATH_MAX];
 	char ca_key[PATH_MAX];
+	uint32_t ca_lifetime;     /* seconds, generated CA; 0: CA_DEFAULT_VALIDITY_SECS */
+	uint32_t ca_renew_before; /* seconds of overlap; 0: carenew_settings()'s default */
 	char upstream_ca[PATH_MAX];
 	bool ssl_insecure;
 	bool block_doh_443;       /* OPENSANDBOX_EGRESS_BLOCK_DOH_443 */
@@ -86,6 +88,7 @@ struct config {
 	/* A chained HTTP CONNECT proxy for every intercept dial (docs/api.md). */
 	char upstream_proxy[512];
 	char upstream_proxy_auth[1024]; /* the Proxy-Authorization value; never logged */
+	bool dns_via_proxy;             /* the DNS upstream too, as DNS over TCP through CONNECT */
 	uint32_t report_mark;  /* the report process's sockets: webhook and collector only */
 	uint32_t report_queue; /* events waiting at most; 0: REPORT_QUEUE */
 	/* OpenTelemetry metrics export (egressd/common/otlp.h, docs/api.md) */
@@ -110,6 +113,12 @@ struct config {
 	 * same CA the workload already trusts.
 	 */
 	struct ca *ca;
+	/*
+	 * Nor this: during a renewal's overlap, the previous generated CA
+	 * (its key already dropped), still exported and trusted until it
+	 * expires; NULL otherwise.
+	 */
+	struct ca *ca_prev;
 	/*
 	 * Not an option either: the listening sockets, bound by the parent
 	 * once (egressd/priv/listen.c) and inherited by every worker.
@@ -136,8 +145,10 @@ int config_upstreams(struct config *c, char *err, size_t errlen)
     __attribute__((warn_unused_result));
 
 /*
- * The chained upstream proxy, parsed: set is false without one. The
- * address is a literal (the nft table pins the intercept's dials to it).
+ * The chained upstream proxy, parsed: set is false without one. Given by
+ * address (family set), the nft table pins the intercept's dials to it;
+ * given by name (family 0, name set), the dns process resolves the name
+ * and the parent pins the table to the addresses it learns (docs/api.md).
  */
 struct config_proxy {
 	bool set;
@@ -145,6 +156,7 @@ struct config_proxy {
 	uint8_t family;
 	uint8_t addr[16];
 	uint16_t port;
+	char name[254]; /* canonical, or "" for an address */
 };
 
 /* The proxy of c (checked by config_check), into *p. */

@@ -45,6 +45,10 @@ struct metrics {
 	uint64_t conn_terminated;
 	uint64_t inject_total;
 	uint64_t redact_total;
+	uint64_t client_tls_resumed;    /* workload handshakes resumed with a ticket */
+	uint64_t client_ticket_refused; /* tickets for another host: full handshake */
+	uint64_t upstream_tls;          /* verified upstream TLS handshakes (terminated) */
+	uint64_t upstream_tls_resumed;  /* of those, sessions resumed */
 	/* The report process (egressd/report/) */
 	uint64_t events_delivered; /* deny webhook POSTs answered 2xx */
 	uint64_t events_dropped;   /* events dropped: the queue was full */

@@ -36,7 +36,6 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include "certs/ca.h"
 #include "egressd/child/wstate.h"
 #include "egressd/common/log.h"
 #include "egressd/common/safefile.h"
@@ -1349,9 +1348,8 @@ api_route(struct api *a, struct evhttp_request *req, const char *path)
 	/* The sandbox CA certificate is public: the workload installs it. */
 	if (strcmp(path, "/ca.pem") == 0) {
 		size_t n = 0;
-		const char *pem = wstate_cfg(a->ws)->intercept && wstate_cfg(a->ws)->ca != NULL
-		                      ? ca_pem_view(wstate_cfg(a->ws)->ca, &n)
-		                      : NULL;
+		/* During a renewal's overlap: the new CA and the previous one, both trusted. */
+		const char *pem = wstate_cfg(a->ws)->intercept ? wstate_ca_bundle(a->ws, &n) : NULL;
 
 		if (pem == NULL)
 			http_error(req, 404, "Not Found", "interception is off");

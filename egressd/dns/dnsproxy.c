@@ -30,6 +30,8 @@
 
 #include "egressd/dns/dnshealth.h"
 #include "egressd/dns/dnsproxy.h"
+#include "egressd/dns/dnsvia.h"
+#include "egressd/dns/pxname.h"
 #include "egressd/dns/dnstunnel.h"
 #include "egressd/dns/dnswire.h"
 #include "egressd/common/learnmap.h"
@@ -130,6 +132,8 @@ struct dnsproxy {
 	void (*ready_cb)(void *arg);
 	void *ready_arg;
 	bool ready_sent;
+	struct pxname *pxname; /* the chained proxy's name, when it is given by name */
+	struct dnsvia *via;    /* DNS through the chained proxy, or NULL */
 };
 
 /*
@@ -253,7 +257,18 @@ dnsproxy_pool_ready_cb(void *arg)
 	    (d->want_v6 && sockpool_ready(d->pool[0], AF_INET6) == 0))
 		return;
 	d->ready_sent = true;
-	d->ready_cb(d->ready_arg);
+	/* With a proxy given by name, ready once its first resolution is over. */
+	if (d->pxname != NULL)
+		pxname_start(d->pxname, d->ready_cb, d->ready_arg);
+	else
+		d->ready_cb(d->ready_arg);
+}
+
+void
+dnsproxy_resolve(
+    struct dnsproxy *d, const uint8_t *query, size_t len, dnsproxy_answer_cb cb, void *arg)
+{
+	d->rops.send(d->resolver, query, len, cb, arg);
 }
 
 /* c-ares asks for a socket: hand out a marked one from the pool. */
@@ -262,7 +277,16 @@ dnsproxy_asocket(int family, int type, int protocol, void *arg)
 {
 	struct dnsproxy_achan *c = arg;
 	struct dnsproxy *d = c->r->d;
-	int fd = sockpool_take(d->pool[(type & 0xf) == SOCK_STREAM], family);
+	int fd;
+
+	/* Through the proxy: TCP only, on a socketpair carried through CONNECT. */
+	if (wstate_cfg(d->ws)->dns_via_proxy) {
+		fd = d->via != NULL && (type & 0xf) == SOCK_STREAM ? dnsvia_socket(d->via) : -1;
+		if (fd < 0)
+			c->sock_bad = true;
+		return fd < 0 ? ARES_SOCKET_BAD : fd;
+	}
+	fd = sockpool_take(d->pool[(type & 0xf) == SOCK_STREAM], family);
 
 	/* Never fall back to an unmarked socket: it would be redirected to us. */
 	if (fd < 0 && errno == EAGAIN)
@@ -275,13 +299,24 @@ dnsproxy_asocket(int family, int type, int protocol, void *arg)
 static int
 dnsproxy_aclose(ares_socket_t fd, void *arg)
 {
-	return close(fd);
+	struct dnsproxy_achan *c = arg;
+
+	return c->r->d->via != NULL ? dnsvia_close(c->r->d->via, fd) : close(fd);
 }
 
 static int
 dnsproxy_aconnect(ares_socket_t fd, const struct sockaddr *sa, ares_socklen_t len, void *arg)
 {
-	return connect(fd, sa, len);
+	struct dnsproxy_achan *c = arg;
+	int rc;
+
+	if (c->r->d->via == NULL)
+		return connect(fd, sa, len);
+	rc = dnsvia_connect(c->r->d->via, fd, sa, len);
+	/* No marked socket for the tunnel: ours, the upstream is not ejected for it. */
+	if (rc != 0 && errno == ENOBUFS)
+		c->sock_bad = true;
+	return rc;
 }
 
 static ares_ssize_t
@@ -623,6 +658,9 @@ dnsproxy_achan_init(
 	 * each new one is a round trip to the parent for a marked socket.
 	 */
 	opts.flags = ARES_FLAG_NOCHECKRESP | ARES_FLAG_STAYOPEN;
+	/* Through the proxy, DNS over TCP: CONNECT carries TCP only. */
+	if (wstate_cfg(r->d->ws)->dns_via_proxy)
+		opts.flags |= ARES_FLAG_USEVC;
 	if (ares_init_options(&c->ch, &opts,
 	        ARES_OPT_SOCK_STATE_CB | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS) !=
 	    ARES_SUCCESS) {
@@ -1545,6 +1583,20 @@ dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg,
 	}
 	if (dnsproxy_upstreams(d, d->nodes, &d->nnodes, err, errlen) != 0)
 		goto fail;
+	{
+		struct config_proxy px;
+
+		config_proxy(wstate_cfg(ws), &px);
+		/* Through the proxy, the only marked sockets are TCP ones of the proxy's family. */
+		if (px.set && wstate_cfg(ws)->dns_via_proxy) {
+			d->want_v4 = px.family == AF_INET;
+			d->want_v6 = px.family == AF_INET6;
+		}
+		if (px.set && px.family == 0 && (d->pxname = pxname_new(d, ws, px.name)) == NULL) {
+			snprintf(err, errlen, "out of memory");
+			goto fail;
+		}
+	}
 	d->resolver = d->rops.open(d->rops.arg, d, err, errlen);
 	if (d->resolver == NULL)
 		goto fail;
@@ -1563,6 +1615,9 @@ dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg,
 		}
 		sockpool_on_ready(d->pool[0], dnsproxy_pool_ready_cb, d);
 	}
+	if (wstate_cfg(ws)->dns_via_proxy &&
+	    (d->via = dnsvia_new(wstate_base(ws), d->pool[1], wstate_cfg(ws), err, errlen)) == NULL)
+		goto fail;
 	{
 		struct log_line l;
 		char txt[INET6_ADDRSTRLEN];
@@ -1593,6 +1648,8 @@ dnsproxy_free(struct dnsproxy *d)
 	/* Queries in flight get ECANCELED and free themselves. */
 	if (d->resolver != NULL)
 		d->rops.close(d->resolver);
+	pxname_free(d->pxname);
+	dnsvia_free(d->via);
 	for (int v6 = 0; v6 < 2; v6++) {
 		if (d->ev_udp[v6] != NULL)
 			event_free(d->ev_udp[v6]);

@@ -80,6 +80,13 @@ void dnsproxy_nflog(struct dnsproxy *d, const struct chan_nflog *r);
 /* DNS-over-TCP clients connected now. */
 size_t dnsproxy_tcp_clients(const struct dnsproxy *d);
 
+/*
+ * A query of the sidecar's own (the chained proxy's name) through the
+ * resolver, as the workload's fresh queries go; cb as for the resolver.
+ */
+void dnsproxy_resolve(
+    struct dnsproxy *d, const uint8_t *query, size_t len, dnsproxy_answer_cb cb, void *arg);
+
 /* Whether the answer address may be learned and given to the workload. */
 bool dnsproxy_addr_ok(
     const struct dnsproxy *d, int family, const unsigned char *addr, bool block_private);

@@ -39,7 +39,7 @@
 
 struct wintercept {
 	struct wstate *ws;
-	struct ca *ca;
+	const struct ca *ca; /* wstate_ca(): the parent's, or the one it pushed after a renewal */
 	struct leaf_cache *leaves;
 	struct sockpool *pool;
 	struct intercept *ic;
@@ -136,6 +136,18 @@ wintercept_count(void *arg, enum intercept_metric m, uint64_t n)
 		break;
 	case INTERCEPT_M_LIMITED:
 		mt->conn_limited += n;
+		break;
+	case INTERCEPT_M_RESUMED:
+		mt->client_tls_resumed += n;
+		break;
+	case INTERCEPT_M_TICKET_REFUSED:
+		mt->client_ticket_refused += n;
+		break;
+	case INTERCEPT_M_UPSTREAM_TLS:
+		mt->upstream_tls += n;
+		break;
+	case INTERCEPT_M_UPSTREAM_RESUMED:
+		mt->upstream_tls_resumed += n;
 		break;
 	default:
 		break;
@@ -353,7 +365,7 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	 * ran), shared by every intercept incarnation; its private key stayed
 	 * in the parent, which mints the leaves.
 	 */
-	w->ca = cfg->ca;
+	w->ca = wstate_ca(ws);
 	if (w->ca == NULL) {
 		snprintf(err, errlen, "intercept: no sandbox CA from the parent");
 		goto fail;
@@ -389,14 +401,32 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 		if (px.set) {
 			char a[INET6_ADDRSTRLEN];
 
-			icfg.proxy_len = httpurl_sockaddr(px.family, px.addr, px.port, &icfg.proxy);
+			if (px.family != 0) {
+				icfg.proxy_len =
+				    httpurl_sockaddr(px.family, px.addr, px.port, &icfg.proxy);
+				inet_ntop(px.family, px.addr, a, sizeof(a));
+			} else {
+				snprintf(icfg.proxy_name, sizeof(icfg.proxy_name), "%s", px.name);
+				icfg.proxy_port = px.port;
+				snprintf(a, sizeof(a), "%s", "");
+			}
 			icfg.proxy_auth = cfg->upstream_proxy_auth;
 			icfg.proxy_tls = px.tls;
-			inet_ntop(px.family, px.addr, a, sizeof(a));
+			/*
+			 * By name over plain HTTP, the Proxy-Authorization goes to
+			 * whatever address DNS gives: say so (TLS verifies the name).
+			 */
+			if (px.family == 0 && !px.tls && cfg->upstream_proxy_auth[0] != '\0')
+				log_msg(LOG_WARN, "intercept", "upstream_proxy_auth_cleartext",
+				    "the Proxy-Authorization goes in clear text to the addresses "
+				    "DNS "
+				    "gives for %s; use https:// or the proxy's IP address",
+				    px.name);
 			/* Never the Proxy-Authorization value: only whether there is one. */
 			log_msg(LOG_INFO, "intercept", "upstream_proxy",
-			    "every upstream connection goes through CONNECT to %s port %u%s%s", a,
-			    (unsigned)px.port, px.tls ? " over TLS" : "",
+			    "every upstream connection goes through CONNECT to %s port %u%s%s",
+			    px.family != 0 ? a : px.name, (unsigned)px.port,
+			    px.tls ? " over TLS" : "",
 			    cfg->upstream_proxy_auth[0] != '\0' ? " (with Proxy-Authorization)"
 			                                        : "");
 		}
@@ -421,6 +451,16 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	if (w->ic == NULL)
 		goto fail;
 	{
+		size_t n;
+		const struct chan_learn *l = wstate_proxy(ws, &n);
+
+		/* The proxy's addresses the parent pushed before the service started. */
+		if (n > 0 && wintercept_proxy(w, l, n) != 0) {
+			snprintf(err, errlen, "intercept: the proxy's addresses are refused");
+			goto fail;
+		}
+	}
+	{
 		char fp[65];
 
 		ca_fingerprint(w->ca, fp);
@@ -434,6 +474,21 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 fail:
 	wintercept_free(w);
 	return NULL;
+}
+
+int
+wintercept_proxy(struct wintercept *w, const struct chan_learn *l, size_t n)
+{
+	struct sockaddr_storage a[INTERCEPT_MAX_PROXY_ADDRS];
+	socklen_t len[INTERCEPT_MAX_PROXY_ADDRS];
+	struct config_proxy px;
+
+	config_proxy(wstate_cfg(w->ws), &px);
+	if (!px.set || px.family != 0 || n == 0 || n > INTERCEPT_MAX_PROXY_ADDRS)
+		return EINVAL;
+	for (size_t i = 0; i < n; i++)
+		len[i] = httpurl_sockaddr(l[i].family, l[i].addr, px.port, &a[i]);
+	return intercept_set_proxy(w->ic, a, len, n) == 0 ? 0 : EINVAL;
 }
 
 /* Stop interception; the pool goes first so no socket callback outlives it. */
@@ -467,7 +522,28 @@ wintercept_ready(const struct wintercept *w)
 	return w != NULL && intercept_listening(w->ic);
 }
 
+/* A renewed CA: issue from it; the old one's cached leaves go. */
+int
+wintercept_ca_changed(struct wintercept *w)
+{
+	char err[256];
+
+	if (leaf_cache_set_ca(w->leaves, wstate_ca(w->ws), err, sizeof(err)) != 0) {
+		log_msg(LOG_ERROR, "vault", "ca_error", "%s", err);
+		return -1;
+	}
+	w->ca = wstate_ca(w->ws);
+	intercept_tickets_reset(w->ic);
+	return 0;
+}
+
 /* The CA certificate PEM. */
+void
+wintercept_state_changed(struct wintercept *w)
+{
+	intercept_tickets_reset(w->ic);
+}
+
 const char *
 wintercept_ca_pem(const struct wintercept *w, size_t *lenp)
 {

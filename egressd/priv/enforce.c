@@ -23,6 +23,7 @@ struct enforce {
 	enum nftrules_action last_default;
 	struct addrclass_own own; /* the sandbox's own networks, always denied */
 	bool installed;           /* the table is in place (enforce_install) */
+	uint16_t proxy_port;      /* the chained proxy's port; 0: no proxy */
 };
 
 /* Remember the generation our change produced; a later one is not ours. */
@@ -106,11 +107,15 @@ enforce_proxy(const struct config *cfg, struct nftrules_config *nc)
 
 	config_proxy(cfg, &px);
 	nc->proxy = px.set;
-	if (!px.set)
+	nc->dns_via_proxy = px.set && cfg->dns_via_proxy;
+	nc->nproxy = 0;
+	/* Given by name: no address until the dns process resolved it (enforce_set_proxy). */
+	if (!px.set || px.family == 0)
 		return;
-	nc->proxy_dest.family = px.family;
-	memcpy(nc->proxy_dest.addr, px.addr, sizeof(nc->proxy_dest.addr));
-	nc->proxy_dest.port = px.port;
+	nc->proxy_dests[0].family = px.family;
+	memcpy(nc->proxy_dests[0].addr, px.addr, sizeof(nc->proxy_dests[0].addr));
+	nc->proxy_dests[0].port = px.port;
+	nc->nproxy = 1;
 }
 
 /* OPENSANDBOX_EGRESS_DOH_BLOCKLIST into the nft configuration. */
@@ -185,6 +190,12 @@ enforce_open(const struct config *cfg, char *err, size_t errlen)
 		return NULL;
 	}
 	e->dns_only = cfg->mode == CONFIG_MODE_DNS;
+	{
+		struct config_proxy px;
+
+		config_proxy(cfg, &px);
+		e->proxy_port = px.set ? px.port : 0;
+	}
 	e->nft = nftrules_open(&nc, err, errlen);
 	if (e->nft == NULL) {
 		free(e);
@@ -354,6 +365,88 @@ enforce_forget(struct enforce *e, const struct chan_learn *l, size_t n, char *er
 			return -1;
 		}
 	}
+	enforce_mark(e);
+	return 0;
+}
+
+/* Whether the proxy destinations a and b (na, nb of them) are the same, in any order. */
+static bool
+enforce_dests_equal(
+    const struct nftrules_dest *a, size_t na, const struct nftrules_dest *b, size_t nb)
+{
+	if (na != nb)
+		return false;
+	for (size_t i = 0; i < na; i++) {
+		bool found = false;
+
+		for (size_t k = 0; k < nb && !found; k++)
+			found = a[i].family == b[k].family && a[i].port == b[k].port &&
+			        memcmp(a[i].addr, b[k].addr, sizeof(a[i].addr)) == 0;
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
+/* l[0..n) as the proxy's destinations (its port), into d. false: too many. */
+static bool
+enforce_proxy_dests(
+    const struct enforce *e, const struct chan_learn *l, size_t n, struct nftrules_dest *d)
+{
+	if (n > NFTRULES_MAX_PROXY)
+		return false;
+	memset(d, 0, NFTRULES_MAX_PROXY * sizeof(*d));
+	for (size_t i = 0; i < n; i++) {
+		d[i].family = l[i].family;
+		memcpy(d[i].addr, l[i].addr, sizeof(d[i].addr));
+		d[i].port = e->proxy_port;
+	}
+	return true;
+}
+
+bool
+enforce_proxy_same(const struct enforce *e, const struct chan_learn *l, size_t n)
+{
+	struct nftrules_dest d[NFTRULES_MAX_PROXY], cur[NFTRULES_MAX_PROXY];
+	size_t ncur = 0;
+
+	if (!enforce_proxy_dests(e, l, n, d))
+		return false;
+	nftrules_proxy(e->nft, cur, &ncur);
+	return enforce_dests_equal(d, n, cur, ncur);
+}
+
+int
+enforce_set_proxy(struct enforce *e, const struct chan_learn *l, size_t n, bool *changed, char *err,
+    size_t errlen)
+{
+	struct nftrules_dest d[NFTRULES_MAX_PROXY];
+	struct nftrules_static st = {
+	    .rules = e->last,
+	    .nrules = e->nlast,
+	    .default_action = e->last_default,
+	    .own = &e->own,
+	};
+
+	*changed = false;
+	if (e->proxy_port == 0 || n > NFTRULES_MAX_PROXY) {
+		snprintf(err, errlen, "%s",
+		    e->proxy_port == 0 ? "no chained proxy configured"
+		                       : "too many proxy addresses");
+		return -1;
+	}
+	if (enforce_proxy_same(e, l, n))
+		return 0;
+	(void)enforce_proxy_dests(e, l, n, d);
+	if (!e->installed) {
+		snprintf(err, errlen, "the table is not installed yet");
+		return -1;
+	}
+	if (nftrules_set_proxy(e->nft, d, n, &st) != 0) {
+		snprintf(err, errlen, "%s", nftrules_error(e->nft));
+		return -1;
+	}
+	*changed = true;
 	enforce_mark(e);
 	return 0;
 }

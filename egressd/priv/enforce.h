@@ -54,6 +54,18 @@ int enforce_learn(struct enforce *e, const struct chan_learn *l, size_t n, char 
 int enforce_forget(struct enforce *e, const struct chan_learn *l, size_t n, char *err,
     size_t errlen) __attribute__((warn_unused_result));
 
+/*
+ * The chained proxy's addresses, as the dns process resolved its name (n
+ * of them, port ignored: the proxy's own), in place of those in force.
+ * *changed is false when they are the same ones (nothing is written). On
+ * error the previous addresses stay in force.
+ */
+int enforce_set_proxy(struct enforce *e, const struct chan_learn *l, size_t n, bool *changed,
+    char *err, size_t errlen) __attribute__((warn_unused_result));
+
+/* Whether l[0..n) are the proxy's addresses in force already (in any order). */
+bool enforce_proxy_same(const struct enforce *e, const struct chan_learn *l, size_t n);
+
 /* Delete the table (graceful stop with remove-table-on-exit). */
 int enforce_remove(struct enforce *e, char *err, size_t errlen);
 

@@ -306,6 +306,36 @@ nftrules_update_static(struct nftrules *n, const struct nftrules_static *st)
 	return finish(n, &b, nftrules_build_update_static(&b, &n->cfg, st), 0);
 }
 
+void
+nftrules_proxy(const struct nftrules *n, struct nftrules_dest *d, size_t *count)
+{
+	memcpy(d, n->cfg.proxy_dests, n->cfg.nproxy * sizeof(*d));
+	*count = n->cfg.nproxy;
+}
+
+int
+nftrules_set_proxy(struct nftrules *n, const struct nftrules_dest *d, size_t count,
+    const struct nftrules_static *st)
+{
+	struct nftrules_dest old[NFTRULES_MAX_PROXY];
+	size_t nold = n->cfg.nproxy;
+
+	if (count > NFTRULES_MAX_PROXY || !n->cfg.proxy) {
+		snprintf(n->err, sizeof(n->err), "%s",
+		    n->cfg.proxy ? "too many proxy addresses" : "no chained proxy configured");
+		return -1;
+	}
+	memcpy(old, n->cfg.proxy_dests, sizeof(old));
+	memcpy(n->cfg.proxy_dests, d, count * sizeof(*d));
+	n->cfg.nproxy = count;
+	if (nftrules_update_static(n, st) != 0) {
+		memcpy(n->cfg.proxy_dests, old, sizeof(old));
+		n->cfg.nproxy = nold;
+		return -1;
+	}
+	return 0;
+}
+
 /* Add (or refresh) a learned address; port 0 = all ports. timeout in ms. */
 int
 nftrules_learn(

@@ -73,6 +73,7 @@ struct nftrules_dest {
 
 #define NFTRULES_MAX_RESOLVERS 8
 #define NFTRULES_MAX_REPORTS 2 /* the deny webhook and the OTLP collector */
+#define NFTRULES_MAX_PROXY 16  /* addresses of the chained proxy (CHAN_MAX_PROXY_ADDRS) */
 
 struct nftrules_config {
 	char table[NFTRULES_MAX_TABLE_NAME];
@@ -107,10 +108,14 @@ struct nftrules_config {
 	 * A chained upstream proxy (OPENSANDBOX_EGRESS_UPSTREAM_PROXY): the
 	 * intercept's mark reaches TCP to it and nothing else, and the
 	 * workload's traffic leaves only where the NAT chain hands it to the
-	 * intercept (intercepted ports, learned addresses).
+	 * intercept (intercepted ports, learned addresses). Given by name,
+	 * the proxy's addresses change as the dns process resolves it again
+	 * (nftrules_set_proxy); none yet: the intercept's mark reaches nothing.
 	 */
 	bool proxy;
-	struct nftrules_dest proxy_dest;
+	bool dns_via_proxy; /* dns_mark reaches the proxy (TCP) in place of the resolvers */
+	size_t nproxy;
+	struct nftrules_dest proxy_dests[NFTRULES_MAX_PROXY];
 	/*
 	 * NFLOG group of the refusing rules of the workload's traffic (0: not
 	 * logged). Each logs its packet's first NFTRULES_LOG_SNAPLEN bytes with
@@ -138,6 +143,18 @@ int nftrules_install(struct nftrules *n, const struct nftrules_static *st)
 /* Refill allow/deny sets and rebuild the filter chain; learned sets kept. */
 int nftrules_update_static(struct nftrules *n, const struct nftrules_static *st)
     __attribute__((warn_unused_result));
+
+/*
+ * The chained proxy's addresses (n of them, at most NFTRULES_MAX_PROXY;
+ * each with the proxy's port) in place of those in force: the filter chain
+ * is rebuilt with st as nftrules_update_static does. On error the previous
+ * addresses stay in force, in the table and in n.
+ */
+int nftrules_set_proxy(struct nftrules *n, const struct nftrules_dest *d, size_t count,
+    const struct nftrules_static *st) __attribute__((warn_unused_result));
+
+/* The chained proxy's addresses in force, into d (NFTRULES_MAX_PROXY room). */
+void nftrules_proxy(const struct nftrules *n, struct nftrules_dest *d, size_t *count);
 
 /* Add (or refresh) a learned address; port 0 = all ports. timeout in ms. */
 int nftrules_learn(struct nftrules *n, int family, const uint8_t *addr, uint16_t port,

@@ -576,9 +576,14 @@ chain_filter_rules(
 	 * nothing the policy does not allow). A child that a parser bug
 	 * handed to the workload gets no further with a marked socket.
 	 */
-	for (size_t i = 0; i < cfg->nresolvers; i++)
-		for (size_t p = 0; p < sizeof(l4); p++)
-			rule_mark_dest(b, cfg, cfg->dns_mark, &cfg->resolvers[i], l4[p]);
+	if (cfg->proxy && cfg->dns_via_proxy) {
+		/* DNS over TCP through CONNECT: the proxy is the dns process's only peer. */
+		for (size_t i = 0; i < cfg->nproxy && i < NFTRULES_MAX_PROXY; i++)
+			rule_mark_dest(b, cfg, cfg->dns_mark, &cfg->proxy_dests[i], IPPROTO_TCP);
+	} else
+		for (size_t i = 0; i < cfg->nresolvers; i++)
+			for (size_t p = 0; p < sizeof(l4); p++)
+				rule_mark_dest(b, cfg, cfg->dns_mark, &cfg->resolvers[i], l4[p]);
 	rule_mark(b, cfg, fc, cfg->dns_mark, 0, true);
 	/* The report process's: TCP to the webhook and the collector, nothing else. */
 	if (cfg->report_mark != 0) {
@@ -590,7 +595,8 @@ chain_filter_rules(
 		rule_mark_port_reject(b, cfg, fc, l4[p], NFTRULES_PORT_DNS);
 	/* With a chained proxy, the intercept's: TCP to the proxy, nothing else (no direct dial). */
 	if (cfg->proxy) {
-		rule_mark_dest(b, cfg, cfg->mark, &cfg->proxy_dest, IPPROTO_TCP);
+		for (size_t i = 0; i < cfg->nproxy && i < NFTRULES_MAX_PROXY; i++)
+			rule_mark_dest(b, cfg, cfg->mark, &cfg->proxy_dests[i], IPPROTO_TCP);
 		rule_mark(b, cfg, fc, cfg->mark, 0, true);
 	}
 

@@ -30,6 +30,7 @@
 #include <event2/event.h>
 
 #include "certs/ca.h"
+#include "certs/carenew.h"
 #include "certs/leaf.h"
 #include "certs/trust.h"
 #include "egressd/common/chan.h"
@@ -45,6 +46,7 @@
 #include "egressd/priv/ppolicy.h"
 #include "egressd/priv/privsep.h"
 #include "egressd/priv/startcheck.h"
+#include "policy/addrclass.h"
 
 /* Restart backoff of a crashed child. */
 #define PARENT_BACKOFF_MIN_MS 100
@@ -65,6 +67,8 @@
 #define PARENT_ACK_S 10
 /* Blocking budget of one document send to a child. */
 #define PARENT_SEND_MS 10000
+/* Seconds between two changes of the chained proxy's addresses, at least. */
+#define PARENT_PROXY_CHANGE_S 2
 
 struct parent;
 
@@ -103,6 +107,7 @@ struct ppush {
 	uint16_t reply_type;
 	int err;
 	bool hard; /* a policy: a child that refuses it is killed (it cannot go on deciding) */
+	bool ca;   /* renewed CA certificates: an intercept that refuses them is killed */
 	/*
 	 * A new vault for the intercept (control's, or none when control
 	 * died): its document (NULL: the empty vault), wiped when freed, and
@@ -146,6 +151,12 @@ struct parent {
 
 	/* Mints the intercept's leaves: the CA private key stays here. */
 	struct leaf_cache *minter;
+	/* The generated CA's schedule (carenew), or the operator CA's state last logged. */
+	unsigned ca_lifetime, ca_renew_before;
+	time_t ca_retry_at;
+	bool ca_export_dirty; /* the export does not show the CAs in force yet: retried */
+	time_t ca_export_retry_at;
+	enum carenew_op_state ca_op_logged;
 
 	/* Workload processes with NET_ADMIN or NET_RAW, reported once each. */
 	struct capwatch *capwatch;
@@ -156,6 +167,22 @@ struct parent {
 	const char *learn_refused; /* why the batch is refused, or NULL */
 	size_t learn_refused_at;
 	uint64_t learns_refused;
+
+	/*
+	 * The chained proxy given by name: its name (canonical; "" otherwise)
+	 * and the addresses the dns process resolved for it, in force in the
+	 * table and handed to every intercept.
+	 */
+	char proxy_name[254];
+	struct chan_learn proxy[CHAN_MAX_PROXY_ADDRS];
+	size_t nproxy;
+	/*
+	 * A change rebuilds the filter chain: at most one every
+	 * PARENT_PROXY_CHANGE_S (the dns child asks no more often than every
+	 * PXNAME_MIN_S); more are refused, counted, and logged once a window.
+	 */
+	time_t proxy_changed, proxy_busy_logged;
+	uint64_t proxy_busy;
 
 	/* Events forwarded to the report child, and those dropped (it was absent or full). */
 	uint32_t next_event;
@@ -171,6 +198,7 @@ struct parent {
 
 static void parent_spawn(struct pkid *k);
 static void parent_push_drop_role(struct parent *p, enum chan_role role);
+static void parent_ca_tick(struct parent *p);
 
 static bool
 parent_alive(const struct pkid *k)
@@ -427,9 +455,13 @@ parent_push_vault(struct parent *p, struct ppush *u, const char *doc, size_t len
 		    chan_doc_send(k->chanfd, CHAN_VAULT, u->id, doc, len, PARENT_SEND_MS));
 }
 
-/* Learned entries to the intercept (which checks SNI against them), batched. */
+/*
+ * Learned entries to the intercept (which checks SNI against them), batched;
+ * flags is CHAN_LEARN_PROXY for the proxy's addresses, else 0.
+ */
 static void
-parent_push_learns(struct parent *p, struct ppush *u, const struct chan_learn *l, size_t n)
+parent_push_learns(
+    struct parent *p, struct ppush *u, const struct chan_learn *l, size_t n, uint16_t flags)
 {
 	struct pkid *k = &p->kids[CHAN_ROLE_INTERCEPT];
 
@@ -440,7 +472,7 @@ parent_push_learns(struct parent *p, struct ppush *u, const struct chan_learn *l
 
 		m.hdr.type = CHAN_LEARN;
 		m.hdr.id = u->id;
-		m.hdr.flags = i + 1 < n ? CHAN_LEARN_MORE : 0;
+		m.hdr.flags = (uint16_t)(flags | (i + 1 < n ? CHAN_LEARN_MORE : 0));
 		if (chan_send_wait(k->chanfd, &m, PARENT_SEND_MS) != 0) {
 			log_msg(LOG_ERROR, "proc", "push_failed",
 			    "learn push to intercept failed: %s", strerror(errno));
@@ -474,7 +506,8 @@ parent_ack(struct pkid *k, const struct chan_ack *a)
 		log_end(&l);
 		if (u->new_vault)
 			u->err = a->err; /* the intercept keeps the vault it had */
-		if (u->hard)
+		/* An intercept without the new CA could not take the leaves it signs. */
+		if (u->hard || (u->ca && k->role == CHAN_ROLE_INTERCEPT))
 			kill(k->pid, SIGKILL);
 	}
 	parent_push_settle(p);
@@ -573,7 +606,7 @@ parent_learn_flush(struct pkid *k, uint32_t id)
 			u->reply_pid = k->pid;
 			u->reply_id = id;
 			u->reply_type = CHAN_LEARN;
-			parent_push_learns(p, u, p->learns, p->nlearn);
+			parent_push_learns(p, u, p->learns, p->nlearn, 0);
 			parent_push_queue(p, u);
 		}
 	}
@@ -581,11 +614,136 @@ parent_learn_flush(struct pkid *k, uint32_t id)
 	p->learn_refused = NULL;
 }
 
+/* Seconds of CLOCK_MONOTONIC (never 0 once running). */
+static time_t
+parent_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + 1;
+}
+
+/* The proxy's addresses in force to the intercept (u: answered once it holds them). */
+static void
+parent_push_proxy(struct parent *p, struct ppush *u)
+{
+	parent_push_learns(p, u, p->proxy, p->nproxy, CHAN_LEARN_PROXY);
+}
+
+/*
+ * A batch of the proxy's addresses (CHAN_LEARN_PROXY) is whole: they
+ * replace those in force, in the table first, then in the intercept; the
+ * dns process is answered once both hold them. A refused one (an address
+ * no proxy may have) leaves the previous ones in force.
+ */
+static void
+parent_proxy_flush(struct pkid *k, uint32_t id)
+{
+	struct parent *p = k->p;
+	char err[256] = "", txt[INET6_ADDRSTRLEN];
+	struct log_line l;
+	struct ppush *u;
+	bool changed;
+
+	if (p->learn_refused != NULL) {
+		const struct chan_learn *bad = &p->learns[p->learn_refused_at];
+
+		inet_ntop(bad->family, bad->addr, txt, sizeof(txt));
+		log_begin(&l, LOG_WARN, "policy", "upstream_proxy_address_refused");
+		log_str(&l, "name", bad->name);
+		log_str(&l, "addr", txt);
+		log_str(&l, "why", p->learn_refused);
+		log_end(&l);
+		parent_reply(k, id, CHAN_LEARN, EPERM, p->learn_refused);
+		goto out;
+	}
+	if (!enforce_proxy_same(p->enf, p->learns, p->nlearn) && p->proxy_changed != 0 &&
+	    parent_mono() - p->proxy_changed < PARENT_PROXY_CHANGE_S) {
+		p->proxy_busy++;
+		if (parent_mono() - p->proxy_busy_logged >= PARENT_PROXY_CHANGE_S) {
+			p->proxy_busy_logged = parent_mono();
+			log_begin(&l, LOG_WARN, "policy", "upstream_proxy_busy");
+			log_str(&l, "why", "the proxy's addresses change too often");
+			log_uint(&l, "count", p->proxy_busy);
+			log_end(&l);
+		}
+		parent_reply(k, id, CHAN_LEARN, EBUSY, "the proxy's addresses change too often");
+		goto out;
+	}
+	if (enforce_set_proxy(p->enf, p->learns, p->nlearn, &changed, err, sizeof(err)) != 0) {
+		log_msg(LOG_ERROR, "nft", "nft_error", "proxy addresses: %s", err);
+		parent_reply(k, id, CHAN_LEARN, EIO, err);
+		goto out;
+	}
+	memcpy(p->proxy, p->learns, p->nlearn * sizeof(p->proxy[0]));
+	p->nproxy = p->nlearn;
+	if (changed)
+		p->proxy_changed = parent_mono();
+	if (!changed) {
+		parent_reply(k, id, CHAN_LEARN, 0, "");
+		goto out;
+	}
+	{
+		char list[CHAN_MAX_PROXY_ADDRS * (INET6_ADDRSTRLEN + 1)] = "";
+		size_t off = 0;
+
+		for (size_t i = 0; i < p->nproxy; i++) {
+			inet_ntop(p->proxy[i].family, p->proxy[i].addr, txt, sizeof(txt));
+			off += (size_t)snprintf(
+			    list + off, sizeof(list) - off, "%s%s", i > 0 ? " " : "", txt);
+		}
+		log_begin(&l, LOG_INFO, "policy", "upstream_proxy_addresses");
+		log_str(&l, "name", p->proxy_name);
+		log_str(&l, "addrs", list);
+		log_uint(&l, "count", p->nproxy);
+		log_end(&l);
+	}
+	if ((u = parent_push_new(p)) == NULL) {
+		parent_reply(k, id, CHAN_LEARN, 0, "");
+		goto out;
+	}
+	u->reply_role = k->role;
+	u->reply_pid = k->pid;
+	u->reply_id = id;
+	u->reply_type = CHAN_LEARN;
+	parent_push_proxy(p, u);
+	parent_push_queue(p, u);
+out:
+	p->nlearn = 0;
+	p->learn_refused = NULL;
+}
+
+/*
+ * An address of the proxy's name: only with a proxy given by name, for
+ * that name, and never an address the sandbox must not reach (loopback,
+ * link-local and metadata, its own networks). Private addresses are
+ * allowed: corporate proxies live there. NULL, or why it is refused.
+ */
+static const char *
+parent_proxy_check(struct parent *p, const struct chan_learn *l, bool *violation)
+{
+	const char *why = NULL;
+
+	*violation = true;
+	if (p->nlearn >= CHAN_MAX_PROXY_ADDRS)
+		return "too many proxy addresses";
+	*violation = false;
+	if (p->proxy_name[0] == '\0')
+		return "no proxy is given by name";
+	if (strcmp(l->name, p->proxy_name) != 0)
+		return "not the proxy's name";
+	if (addrclass_refused(enforce_own(p->enf), l->family, l->addr, false, &why))
+		return why;
+	return NULL;
+}
+
 /* Batch learns, each checked against the parent's own copy of the policy. */
 static void
 parent_learn(struct pkid *k, const struct chan_learn *l)
 {
 	struct parent *p = k->p;
+	bool proxy = (l->hdr.flags & CHAN_LEARN_PROXY) != 0, violation;
 	const char *why;
 
 	if (p->nlearn > 0 && l->hdr.id != p->learns[0].hdr.id) {
@@ -596,14 +754,32 @@ parent_learn(struct pkid *k, const struct chan_learn *l)
 		parent_violation(k, "learn batch too long");
 		return;
 	}
+	if (p->nlearn > 0 && ((l->hdr.flags ^ p->learns[0].hdr.flags) & CHAN_LEARN_PROXY) != 0) {
+		parent_violation(k, "learn batch mixes proxy and workload addresses");
+		return;
+	}
+	if (proxy && (why = parent_proxy_check(p, l, &violation)) != NULL) {
+		if (violation) {
+			parent_violation(k, why);
+			return;
+		}
+		if (p->learn_refused == NULL) {
+			p->learn_refused = why;
+			p->learn_refused_at = p->nlearn;
+		}
+	}
 	p->learns[p->nlearn] = *l;
-	if (p->learn_refused == NULL &&
+	if (!proxy && p->learn_refused == NULL &&
 	    ppolicy_learn_check(p->pp, &p->learns[p->nlearn], &why) != 0) {
 		p->learn_refused = why;
 		p->learn_refused_at = p->nlearn;
 	}
 	p->nlearn++;
-	if ((l->hdr.flags & CHAN_LEARN_MORE) == 0)
+	if ((l->hdr.flags & CHAN_LEARN_MORE) != 0)
+		return;
+	if (proxy)
+		parent_proxy_flush(k, l->hdr.id);
+	else
 		parent_learn_flush(k, l->hdr.id);
 }
 
@@ -941,6 +1117,7 @@ parent_watch_cb(evutil_socket_t fd, short what, void *arg)
 
 	ppolicy_expire(p->pp);
 	parent_push_deadlines(p);
+	parent_ca_tick(p);
 	if (p->shs.status != NULL)
 		p->shs.status->learned = ppolicy_learned_count(p->pp);
 	ours[nours++] = getpid();
@@ -1163,13 +1340,14 @@ parent_child_forget(struct parent *p, enum chan_role role)
 {
 	/* No child holds the CA key: the parent mints the intercept's leaves. */
 	ca_forget_key(p->cfg->ca);
+	ca_forget_key(p->cfg->ca_prev);
 	leaf_cache_free(p->minter);
 	p->minter = NULL;
 	/* Only control holds the API token. */
 	if (role != CHAN_ROLE_CONTROL)
 		explicit_bzero(p->cfg->token, sizeof(p->cfg->token));
-	/* Only the intercept dials through the chained proxy. */
-	if (role != CHAN_ROLE_INTERCEPT)
+	/* Only the intercept dials through the chained proxy (and dns, for DNS through it). */
+	if (role != CHAN_ROLE_INTERCEPT && !(role == CHAN_ROLE_DNS && p->cfg->dns_via_proxy))
 		explicit_bzero(p->cfg->upstream_proxy_auth, sizeof(p->cfg->upstream_proxy_auth));
 	/* Only report sends the OTLP headers (an exporter's credentials). */
 	if (role != CHAN_ROLE_REPORT)
@@ -1270,7 +1448,7 @@ parent_learn_batch_push(struct parent_learn_batch *b)
 	struct ppush *u;
 
 	if (b->n > 0 && (u = parent_push_new(b->p)) != NULL) {
-		parent_push_learns(b->p, u, b->l, b->n);
+		parent_push_learns(b->p, u, b->l, b->n, 0);
 		parent_push_queue(b->p, u);
 	}
 	b->n = 0;
@@ -1303,10 +1481,16 @@ parent_intercept_state(struct parent *p)
 	ppolicy_foreach_learned(p->pp, parent_learn_collect, b);
 	parent_learn_batch_push(b);
 	free(b);
+	/* The chained proxy's addresses, when its name was resolved. */
+	if (p->nproxy > 0 && (u = parent_push_new(p)) != NULL) {
+		parent_push_proxy(p, u);
+		parent_push_queue(p, u);
+	}
 }
 
 /*
- * Write the sandbox CA certificate where the workload reads it. The parent
+ * Write the sandbox CA certificate (during a renewal's overlap, the new
+ * one and the previous one) where the workload reads it. The parent
  * made the CA, so it writes the export itself, whatever a previous run
  * left in the directory (another owner, stale temporary files); it says
  * which path to fix when it cannot.
@@ -1314,6 +1498,7 @@ parent_intercept_state(struct parent *p)
 static int
 parent_export_ca(const struct config *cfg, char *err, size_t errlen)
 {
+	const struct ca *cas[CA_MAX_BUNDLE] = {cfg->ca, cfg->ca_prev};
 	char dir[PATH_MAX], e[256];
 	char *slash;
 
@@ -1331,7 +1516,8 @@ parent_export_ca(const struct config *cfg, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	if (ca_export_pem(cfg->ca, cfg->ca_export, e, sizeof(e)) != 0) {
+	if (ca_export_bundle(cas, cfg->ca_prev != NULL ? 2 : 1, cfg->ca_export, e, sizeof(e)) !=
+	    0) {
 		snprintf(err, errlen,
 		    "cannot write the CA export %.200s: %.120s (uid %u); make its "
 		    "directory writable by that uid or set EGRESSD_CA_EXPORT",
@@ -1339,6 +1525,209 @@ parent_export_ca(const struct config *cfg, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
+}
+
+/* ---- the sandbox CA's renewal (certs/carenew.h) ---- */
+
+/* Log a CA's fingerprint and notAfter. */
+static void
+parent_ca_log(struct log_line *l, const char *key, const struct ca *ca)
+{
+	char fp[65], k2[32];
+
+	ca_fingerprint(ca, fp);
+	log_str(l, key, fp);
+	snprintf(k2, sizeof(k2), "%s_not_after", key);
+	log_int(l, k2, (long long)ca_not_after(ca));
+}
+
+/* The CA certificates in force to control and the intercept (certificates only). */
+static void
+parent_ca_push(struct parent *p)
+{
+	static const enum chan_role to[] = {CHAN_ROLE_CONTROL, CHAN_ROLE_INTERCEPT};
+	struct pkid *icpt = &p->kids[CHAN_ROLE_INTERCEPT];
+	struct chan_ca *m = calloc(1, sizeof(*m));
+	struct ppush *u = parent_push_new(p);
+	int n = -1, np = 0;
+
+	if (m != NULL) {
+		n = ca_der(p->cfg->ca, m->cur, sizeof(m->cur));
+		if (p->cfg->ca_prev != NULL)
+			np = ca_der(p->cfg->ca_prev, m->prev, sizeof(m->prev));
+	}
+	if (m == NULL || u == NULL || n <= 0 || np < 0) {
+		/*
+		 * An intercept that keeps the old CA could not take the leaves
+		 * the new one signs: it restarts, and inherits the CAs in force.
+		 */
+		log_msg(LOG_ERROR, "vault", "ca_push_error",
+		    "the CA certificates cannot be pushed: the intercept restarts with them");
+		if (parent_alive(icpt))
+			kill(icpt->pid, SIGKILL);
+		free(m);
+		free(u);
+		return;
+	}
+	m->hdr.type = CHAN_CA;
+	m->hdr.id = u->id;
+	m->cur_len = (uint32_t)n;
+	m->prev_len = (uint32_t)np;
+	u->ca = true;
+	for (size_t i = 0; i < sizeof(to) / sizeof(to[0]); i++) {
+		struct pkid *k = &p->kids[to[i]];
+
+		if (parent_alive(k))
+			parent_push_sent(
+			    u, k, CHAN_CA, chan_send_wait(k->chanfd, m, PARENT_SEND_MS));
+	}
+	free(m);
+	parent_push_queue(p, u);
+}
+
+/*
+ * Write the export again; until it is written, it is retried every
+ * CARENEW_RETRY_SECS. The first failure is logged, and the recovery.
+ */
+static void
+parent_ca_export(struct parent *p, time_t now)
+{
+	char err[512];
+	bool was = p->ca_export_dirty;
+
+	p->ca_export_dirty = parent_export_ca(p->cfg, err, sizeof(err)) != 0;
+	if (p->ca_export_dirty) {
+		p->ca_export_retry_at = now + CARENEW_RETRY_SECS;
+		if (!was)
+			log_msg(LOG_ERROR, "vault", "ca_export_error",
+			    "%s (the workload may not trust the new leaves; retried every %d s)",
+			    err, CARENEW_RETRY_SECS);
+	} else if (was)
+		log_msg(LOG_INFO, "vault", "ca_export", "the CA export is written again: %s",
+		    p->cfg->ca_export);
+}
+
+/*
+ * A new CA for the leaves from now on; the current one becomes the
+ * previous, still exported and served until it expires. Its key is
+ * dropped at once (EVP_PKEY_free wipes the scalar): nothing is signed
+ * with it again. A failure keeps the CA in force and is retried.
+ */
+static int
+parent_ca_renew(struct parent *p, time_t now)
+{
+	struct config *cfg = p->cfg;
+	struct ca_config cc;
+	struct ca *fresh;
+	unsigned char der[CHAN_CA_DER_MAX];
+	char err[CA_ERR_LEN];
+	struct log_line l;
+
+	memset(&cc, 0, sizeof(cc));
+	cc.validity_secs = p->ca_lifetime;
+	fresh = ca_generate(&cc, err, sizeof(err));
+	if (fresh != NULL && ca_der(fresh, der, sizeof(der)) < 0) {
+		snprintf(err, sizeof(err), "the new CA certificate does not fit the channel");
+		ca_free(fresh);
+		fresh = NULL;
+	}
+	if (fresh == NULL) {
+		p->ca_retry_at = now + CARENEW_RETRY_SECS;
+		log_msg(LOG_ERROR, "vault", "ca_renew_error",
+		    "the sandbox CA is not renewed (retried in %d s): %s", CARENEW_RETRY_SECS, err);
+		return -1;
+	}
+	p->ca_retry_at = 0;
+	ca_free(cfg->ca_prev); /* carenew_next() renews only without one */
+	ca_forget_key(cfg->ca);
+	cfg->ca_prev = cfg->ca;
+	cfg->ca = fresh;
+	/* The minter borrowed the old CA: the next leaf makes a new one. */
+	leaf_cache_free(p->minter);
+	p->minter = NULL;
+	log_begin(&l, LOG_INFO, "vault", "ca_renew");
+	parent_ca_log(&l, "ca", cfg->ca);
+	parent_ca_log(&l, "previous", cfg->ca_prev);
+	log_end(&l);
+	parent_ca_export(p, now);
+	parent_ca_push(p);
+	return 0;
+}
+
+/* The previous CA expired: out of the export and GET /ca.pem, and freed. */
+static void
+parent_ca_drop_prev(struct parent *p, time_t now)
+{
+	struct log_line l;
+
+	log_begin(&l, LOG_INFO, "vault", "ca_previous_expired");
+	parent_ca_log(&l, "previous", p->cfg->ca_prev);
+	parent_ca_log(&l, "ca", p->cfg->ca);
+	log_end(&l);
+	ca_free(p->cfg->ca_prev);
+	p->cfg->ca_prev = NULL;
+	parent_ca_export(p, now);
+	parent_ca_push(p);
+}
+
+/* An operator CA is never renewed: warn as its end nears, and when it is past. */
+static void
+parent_ca_operator(struct parent *p, time_t now)
+{
+	enum carenew_op_state st = carenew_operator_state(ca_not_after(p->cfg->ca), now);
+	struct log_line l;
+
+	if (!carenew_operator_warn(p->ca_op_logged, st))
+		return;
+	p->ca_op_logged = st;
+	log_begin(&l, st == CARENEW_OP_EXPIRED ? LOG_ERROR : LOG_WARN, "vault",
+	    st == CARENEW_OP_EXPIRED ? "ca_expired" : "ca_expiry_warning");
+	log_str(&l, "msg",
+	    st == CARENEW_OP_EXPIRED
+	        ? "the operator CA (ca-cert) has expired: no leaf can be issued; egressd never "
+	          "renews an operator CA, replace it and restart"
+	        : "the operator CA (ca-cert) expires within 7 days; egressd never renews an "
+	          "operator CA, replace it and restart");
+	parent_ca_log(&l, "ca", p->cfg->ca);
+	log_end(&l);
+}
+
+/* Every watchdog tick: the CA's schedule. */
+static void
+parent_ca_tick(struct parent *p)
+{
+	struct config *cfg = p->cfg;
+	time_t now = time(NULL);
+
+	if (!cfg->intercept || cfg->ca == NULL)
+		return;
+	if (ca_is_loaded(cfg->ca)) {
+		parent_ca_operator(p, now);
+		return;
+	}
+	if (p->ca_export_dirty && now >= p->ca_export_retry_at)
+		parent_ca_export(p, now);
+	/* Two steps at most: a late tick may find the previous CA expired and the current due. */
+	for (int i = 0; i < 2; i++) {
+		struct carenew_sched s = {
+		    .cur_not_after = ca_not_after(cfg->ca),
+		    .prev_not_after = cfg->ca_prev != NULL ? ca_not_after(cfg->ca_prev) : 0,
+		    .renew_before = p->ca_renew_before,
+		    .retry_at = p->ca_retry_at,
+		};
+
+		switch (carenew_next(&s, now)) {
+		case CARENEW_NONE:
+			return;
+		case CARENEW_DROP_PREV:
+			parent_ca_drop_prev(p, now);
+			break;
+		case CARENEW_RENEW:
+			if (parent_ca_renew(p, now) != 0)
+				return;
+			break;
+		}
+	}
 }
 
 /*
@@ -1385,6 +1774,12 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 
 	memset(&p, 0, sizeof(p));
 	p.cfg = cfg;
+	{
+		struct config_proxy px;
+
+		config_proxy(cfg, &px);
+		snprintf(p.proxy_name, sizeof(p.proxy_name), "%s", px.set ? px.name : "");
+	}
 	p.worker_fn = worker;
 	p.ownfd = -1;
 	for (int r = 0; r < CHAN_ROLE_MAX; r++) {
@@ -1457,6 +1852,13 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 		struct ca_config cc;
 
 		memset(&cc, 0, sizeof(cc));
+		/* Checked with the configuration; here for the values in force. */
+		if (carenew_settings(cfg->ca_lifetime, cfg->ca_renew_before, &p.ca_lifetime,
+		        &p.ca_renew_before, err, sizeof(err)) != 0) {
+			log_msg(LOG_ERROR, "vault", "ca_error", "%s", err);
+			return 1;
+		}
+		cc.validity_secs = p.ca_lifetime;
 		if (cfg->ca_cert[0] != '\0')
 			cfg->ca = ca_load(cfg->ca_cert, cfg->ca_key, err, sizeof(err));
 		else
@@ -1464,6 +1866,18 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 		if (cfg->ca == NULL) {
 			log_msg(LOG_ERROR, "vault", "ca_error", "sandbox CA: %s", err);
 			return 1;
+		}
+		/* An operator CA already within 7 days of its end is warned about at start. */
+		if (ca_is_loaded(cfg->ca))
+			parent_ca_operator(&p, time(NULL));
+		else {
+			struct log_line l;
+
+			log_begin(&l, LOG_INFO, "vault", "ca_generate");
+			parent_ca_log(&l, "ca", cfg->ca);
+			log_uint(&l, "lifetime_s", p.ca_lifetime);
+			log_uint(&l, "renew_before_s", p.ca_renew_before);
+			log_end(&l);
 		}
 		/* The upstream trust too: the worker may not be able to read it. */
 		if (cfg->upstream_ca[0] != '\0') {

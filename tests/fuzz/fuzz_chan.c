@@ -112,11 +112,20 @@ fuzz_check_validate(const uint8_t *msg, size_t len, enum chan_side side)
 			if (((hdr.id & CHAN_ID_PARENT) != 0) != (side == CHAN_TO_WORKER))
 				abort();
 		} else if ((hdr.type == CHAN_SOCKET_REP || hdr.type == CHAN_RESULT ||
-		               hdr.type == CHAN_LEAF_REP) != (side == CHAN_TO_WORKER))
+		               hdr.type == CHAN_LEAF_REP || hdr.type == CHAN_CA) !=
+		           (side == CHAN_TO_WORKER))
 			abort();
-		/* An ack echoes a parent id; every other child message and reply does not. */
-		if (hdr.type == CHAN_ACK && (hdr.id & CHAN_ID_PARENT) == 0)
+		/* An ack echoes a parent id, the CA push carries one; no other child message or reply. */
+		if ((hdr.type == CHAN_ACK || hdr.type == CHAN_CA) && (hdr.id & CHAN_ID_PARENT) == 0)
 			abort();
+		if (hdr.type == CHAN_CA) {
+			struct chan_ca *c = malloc(sizeof(*c));
+			memcpy(c, exact, sizeof(*c));
+			if (c->cur_len == 0 || c->cur_len > CHAN_CA_DER_MAX ||
+			    c->prev_len > CHAN_CA_DER_MAX)
+				abort();
+			free(c);
+		}
 		if ((hdr.type == CHAN_SOCKET_REQ || hdr.type == CHAN_READY ||
 		        hdr.type == CHAN_LEAF_REQ || hdr.type == CHAN_RESULT ||
 		        hdr.type == CHAN_SOCKET_REP || hdr.type == CHAN_LEAF_REP) &&

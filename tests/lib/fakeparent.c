@@ -114,6 +114,11 @@ fakeparent_cb(evutil_socket_t fd, short what, void *arg)
 		case CHAN_POLICY:
 			fakeparent_policy(f, &m->policy);
 			break;
+		case CHAN_ACK:
+			f->acks++;
+			f->ack_id = m->hdr.id;
+			f->ack_err = m->ack.err;
+			break;
 		default:
 			break;
 		}

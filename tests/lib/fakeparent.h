@@ -29,6 +29,9 @@ struct fakeparent {
 	unsigned policies; /* whole policies received and decoded */
 	struct chan_learn *learns; /* the learns seen, FAKEPARENT_MAX_LEARNS at most */
 	size_t nlearns;
+	unsigned acks; /* CHAN_ACKs received, the last one's id and err */
+	uint32_t ack_id;
+	int ack_err;
 	char *policy_rx; /* a policy document being received */
 	uint32_t policy_have;
 };

@@ -192,6 +192,18 @@ hostile_learn(int fd, const char *name, const char *addr, uint16_t port, uint32_
 	return chan_send(fd, &l, -1) == 0 ? hostile_result(fd, id) : -1;
 }
 
+/* One address of the chained proxy's name (CHAN_LEARN_PROXY): the parent's answer. */
+static int
+hostile_proxy(int fd, const char *name, const char *addr)
+{
+	struct chan_learn l;
+	uint32_t id = next_id++;
+
+	hostile_learn_msg(&l, id, name, addr, 0, 60);
+	l.hdr.flags = CHAN_LEARN_PROXY;
+	return chan_send(fd, &l, -1) == 0 ? hostile_result(fd, id) : -1;
+}
+
 static void
 say(const char *step, int err)
 {
@@ -318,6 +330,17 @@ hostile_allowed(int fd, enum chan_role role)
 	hostile_learn_msg(&two[1], id, "evil.example.test", "192.0.2.67", 443, 60);
 	if (chan_send(fd, &two[0], -1) == 0 && chan_send(fd, &two[1], -1) == 0)
 		say("learn-batch-one-bad", hostile_result(fd, id));
+	/*
+	 * The chained proxy's addresses (the test gives it by name,
+	 * proxy.hostile.test): never the sandbox's inner ones, never for
+	 * another name; a good one is pinned for the intercept's mark.
+	 */
+	say("proxy-loopback", hostile_proxy(fd, "proxy.hostile.test", "127.0.0.2"));
+	say("proxy-metadata", hostile_proxy(fd, "proxy.hostile.test", "169.254.169.254"));
+	say("proxy-other-name", hostile_proxy(fd, "evil.example.test", "192.0.2.91"));
+	say("proxy-ok", hostile_proxy(fd, "proxy.hostile.test", "192.0.2.90"));
+	/* Each change rebuilds the filter chain: no flapping. */
+	say("proxy-flap", hostile_proxy(fd, "proxy.hostile.test", "192.0.2.93"));
 }
 
 /*
@@ -388,6 +411,13 @@ hostile_violation(int fd, enum chan_role role, int n)
 		return;
 	}
 	hostile_wellformed(&m, type);
+	if (type == CHAN_ACK && role == CHAN_ROLE_CONTROL) {
+		/* Control acknowledges only the CA certificates pushed to it: never anything else. */
+		say("violation-unsolicited-ack", 0);
+		if (send(fd, &m, chan_msg_size(type), MSG_NOSIGNAL) < 0)
+			fprintf(stderr, "HOSTILE send failed: %s\n", strerror(errno));
+		return;
+	}
 	if (chan_role_may_send(role, &m)) {
 		uint32_t id = m.hdr.id;
 

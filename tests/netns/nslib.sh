@@ -186,6 +186,22 @@ ns_child() { # role [log]
 		sed 's/.*"role":"'"$1"'","pid":\([0-9]*\).*/\1/'
 }
 
+# The pid of egressd's child that holds the listening socket on a port
+# (tcp or udp) in sbx: the parent binds every listener and keeps it, so of
+# the socket's holders this is the one whose parent is $EGRESSD_PID. Needs
+# no log line (the benches run at log level warn).
+ns_child_listening() { # tcp|udp port
+	local opt=-tlnpH p
+	[ "$1" = udp ] && opt=-ulnpH
+	for p in $(ip netns exec "$SBX" ss "$opt" "sport = :$2" | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do
+		if [ "$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null)" = "$EGRESSD_PID" ]; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
 # Run a command as the unprivileged workload (uid 1000, no capabilities).
 ws() {
 	ip netns exec "$SBX" setpriv --reuid 1000 --regid 1000 --clear-groups --no-new-privs \

@@ -29,6 +29,10 @@ C=$(ns_child control)
 D=$(ns_child dns)
 I=$(ns_child intercept)
 check "the three children run" kill -0 "$C" "$D" "$I"
+# The operator CA is never renewed by egressd: 2 days left is warned about at start.
+check "an operator CA within 7 days of its end is warned about at start" \
+	grep -q '"event":"ca_expiry_warning"' "$TMP/egressd.log"
+refute "  and never renewed" grep -q '"event":"ca_renew"' "$TMP/egressd.log"
 
 # A terminated handshake: the leaf can only have come from the parent.
 wdig tls.allowed.test >/dev/null

@@ -11,7 +11,8 @@ mkdir -p "$TMP/always" "$TMP/hostile" "$TMP/ca"
 chown 999:999 "$TMP/hostile" "$TMP/ca"
 [ -x "${EGRESSD_HOSTILE_BIN:-}" ] || { echo "EGRESSD_HOSTILE_BIN not set" >&2; exit 1; }
 EGRESSD_BIN="$EGRESSD_HOSTILE_BIN" ns_egressd HOSTILE_STATE="$TMP/hostile" \
-	OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=true EGRESSD_CA_EXPORT="$TMP/ca/ca.pem"
+	OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=true EGRESSD_CA_EXPORT="$TMP/ca/ca.pem" \
+	OPENSANDBOX_EGRESS_UPSTREAM_PROXY=http://proxy.hostile.test:3128
 log="$TMP/egressd.log"
 touch "$TMP/hostile/go"
 
@@ -20,7 +21,7 @@ step() { # name err
 }
 # The allowed steps first (bounded), then the table as they left it.
 for i in $(seq 1 300); do
-	grep -q '^HOSTILE learn-batch-one-bad ' "$log" && grep -q '^HOSTILE intercept-socket-tcp ' "$log" &&
+	grep -q '^HOSTILE proxy-flap ' "$log" && grep -q '^HOSTILE intercept-socket-tcp ' "$log" &&
 		break
 	sleep 0.1
 done
@@ -36,6 +37,19 @@ check "a learn on another port is refused" step learn-other-port 1
 check "a learn for the allowed name and port is accepted" step learn-ok-7-days 0
 check "a batch with one refused learn is refused whole" step learn-batch-one-bad 1
 check "refused learns are logged" grep -q '"event":"learn_refused"' "$log"
+check "a proxy address that is loopback is refused" step proxy-loopback 1
+check "  nor the metadata address" step proxy-metadata 1
+check "  nor one for another name than the proxy's" step proxy-other-name 1
+check "a proxy address for its name is accepted (and handed to the intercept)" step proxy-ok 0
+check "refused proxy addresses are logged" grep -q '"event":"upstream_proxy_address_refused"' "$log"
+check "a change right after is refused as too frequent (EBUSY)" step proxy-flap 16
+check "  and logged" grep -q '"event":"upstream_proxy_busy"' "$log"
+rules=$(ip netns exec "$SBX" nft list chain inet egressd filter 2>&1)
+check "the intercept's mark reaches the accepted proxy address" \
+	grep -Eq 'meta mark 0x0*1 .*ip daddr 192\.0\.2\.90 .*tcp dport 3128 accept' <<<"$rules"
+for a in 127.0.0.2 169.254.169.254 192.0.2.91 192.0.2.93; do
+	refute "  and never $a" grep -q "$a" <<<"$rules"
+done
 check "the intercept gets a leaf for an allowed name" step leaf-allowed 0
 check "  but none for a name the policy denies" step leaf-denied 1
 check "the intercept gets a marked TCP socket" step intercept-socket-tcp 0
@@ -53,7 +67,7 @@ before=$(table)
 
 # Then every message type, from every role.
 touch "$TMP/hostile/fire"
-TYPES=12 # CHAN_TYPE_MAX - 1, and one unknown type more
+TYPES=13 # CHAN_TYPE_MAX - 1, and one unknown type more
 for i in $(seq 1 1200); do
 	n=$(grep -c '"event":"chan_violation"' "$log")
 	[ "$n" -ge $((3 * (TYPES + 1))) ] && [ "$(grep -c '^HOSTILE idle' "$log")" -ge 3 ] && break
@@ -79,6 +93,8 @@ check "a type the role may send, with extreme values, kills it (dns: learn)" \
 check "  (control: policy)" grep -q '"why":"policy chunk out of range"' "$log"
 check "  (control: vault)" grep -q '"why":"vault chunk out of range"' "$log"
 check "  (an ack)" grep -q '"why":"ack out of range"' "$log"
+check "an acknowledgement of nothing pushed to it kills it (control: an ack)" \
+	grep -q '"why":"acknowledgement of nothing pushed to it","role":"control"' "$log"
 check "  (ready)" grep -q '"why":"unexpected flags"' "$log"
 check "the parent's own types kill any sender" \
 	grep -q '"why":"message type not allowed in this direction"' "$log"

@@ -1,7 +1,9 @@
 #!/bin/bash
 # A chained upstream proxy (issue 17 item 3): OPENSANDBOX_EGRESS_UPSTREAM_PROXY
 # and _UPSTREAM_PROXY_AUTH, against a real forward proxy (Debian's
-# tinyproxy, run in the fake internet at 198.51.100.90). Every connection
+# tinyproxy, run in the fake internet at 198.51.100.90), given by address
+# or by name (resolved by the dns process, pinned by the parent, followed
+# when it changes, refused dials while it does not resolve). Every connection
 # the sidecar makes for the workload, passed through or terminated for the
 # vault, leaves as CONNECT to the proxy's address for the destination the
 # policy allowed; a denied one is refused before any CONNECT; with the
@@ -33,8 +35,21 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 fx_up || exit 2
 fx_safety || exit 2
+# The proxy by name: proxy.corp.test (the proxy certificate's name),
+# moving.corp.test (each answer the other of two proxies, TTL 1: the
+# sidecar follows the change), and no answer for nope.corp.test.
+cat >"$FX_DIR/dns.json" <<'J'
+{"records":[{"name":"proxy.corp.test","type":"A","data":["198.51.100.90"],"ttl":60},
+ {"name":"moving.corp.test","type":"A","data":["198.51.100.90","198.51.100.92"],"ttl":1,"rotate":true},
+ {"name":"v1.via.test","type":"A","data":["203.0.113.11"],"ttl":60},
+ {"name":"v2.via.test","type":"A","data":["203.0.113.11"],"ttl":60},
+ {"name":"v3.via.test","type":"A","data":["203.0.113.11"],"ttl":60},
+ {"name":"v4.via.test","type":"A","data":["203.0.113.11"],"ttl":60},
+ {"name":"v5.via.test","type":"A","data":["203.0.113.11"],"ttl":60}]}
+J
 fx_servers_start || exit 2
 ip -n "$FX_WAN" addr add 198.51.100.90/32 dev lo || exit 2
+ip -n "$FX_WAN" addr add 198.51.100.92/32 dev lo || exit 2
 # An IP-allowed host (the fake internet sinks 203.0.113.20; this one is plain).
 ip -n "$FX_WAN" addr add 198.51.100.91/32 dev lo || exit 2
 P=$FX_DIR/proxy
@@ -50,7 +65,7 @@ proxy_start() {
 		echo "User nobody"
 		echo "Group nogroup"
 		echo "Port $port"
-		echo "Listen 198.51.100.90"
+		echo "Listen ${PROXY_ADDR:-198.51.100.90}"
 		echo "Timeout 10"
 		echo "LogFile \"$P/$name.log\""
 		echo "LogLevel Connect"
@@ -59,6 +74,7 @@ proxy_start() {
 		echo "ConnectPort 80"
 		echo "ConnectPort 8080"
 		echo "ConnectPort 2222"
+		echo "ConnectPort 53"
 		[ $# -gt 0 ] && echo "BasicAuth $1 $2"
 	} >"$P/$name.conf"
 	: >"$P/$name.log"
@@ -68,7 +84,7 @@ proxy_start() {
 	fx_track $!
 	local i
 	for i in $(seq 1 50); do
-		ip netns exec "$FX_WAN" bash -c "exec 3<>/dev/tcp/198.51.100.90/$port" 2>/dev/null && return 0
+		ip netns exec "$FX_WAN" bash -c "exec 3<>/dev/tcp/${PROXY_ADDR:-198.51.100.90}/$port" 2>/dev/null && return 0
 		sleep 0.1
 	done
 	echo "tinyproxy $name did not start"
@@ -79,7 +95,7 @@ proxy_stop() { fx_stop_pid "${PROXY_PID[$1]}" TERM; }
 connects() { grep -c "CONNECT" "$P/$1.log" 2>/dev/null; }
 
 POLICY='{"defaultAction":"deny","egress":[{"action":"allow","target":"api.allowed.test"},
- {"action":"allow","target":"front.allowed.test"},
+ {"action":"allow","target":"front.allowed.test"},{"action":"allow","target":"*.via.test"},
  {"action":"allow","target":"198.51.100.91"}]}'
 PUBCA=$FX_CERTS/ca.pem
 SBXCA=$FX_DIR/sandbox/ca.pem
@@ -281,6 +297,145 @@ refute "a proxy whose certificate is not for its address is refused" \
 check "  logged as proxy_tls_failed" grep -q '"event":"upstream_proxy_refused".*"reason":"proxy_tls_failed"' "$LOG"
 check "  and nothing was asked of it" test "$(connects open)" = "$c0"
 fx_egressd_stop
+
+# ---- the proxy given by name: the dns process resolves it, the parent pins
+# the intercept's mark to what it learned, and the workload gets nothing of it.
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=http://proxy.corp.test:3128
+check "the proxy's name is resolved before ready, and its address pinned" \
+    grep -q '"event":"upstream_proxy_addresses".*"name":"proxy.corp.test".*"addrs":"198.51.100.90"' "$LOG"
+c0=$(connects open)
+n0=$(api_lines)
+fx_ws "${C[@]}" --cacert "$PUBCA" https://api.allowed.test/by-name >"$FX_DIR/out/byname" 2>&1
+check "a passthrough request works through the proxy given by name" grep -q '"path": "/by-name"' "$FX_DIR/out/byname"
+check "  by a CONNECT to the destination address" test "$(connects open)" -gt "$c0"
+peers=$(api_peers_since "$n0")
+check "  the server saw the proxy, never the sandbox ($peers)" test -n "$peers" -a "${peers#*10.200.0.2}" = "$peers"
+check "the intercept's mark reaches the resolved proxy" marked 198.51.100.90 3128
+refute "  but not the learned, allowed address directly" marked 203.0.113.10 443
+refute "the workload cannot connect to the proxy" \
+    fx_ws "${C[@]}" -x http://198.51.100.90:3128 http://api.allowed.test/
+a=$(fx_ws dig +short proxy.corp.test A 2>/dev/null)
+check "the workload's own query for the proxy's name meets the policy (denied: '$a')" test -z "$a"
+refute "  and its address is not learned for the workload" \
+    fx_ws timeout 5 bash -c "exec 3<>/dev/tcp/198.51.100.90/3128"
+fx_egressd_stop
+
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=https://proxy.corp.test:3443
+c0=$(connects open)
+fx_ws "${C[@]}" --cacert "$PUBCA" https://front.allowed.test/tls-by-name >"$FX_DIR/out/tlsn" 2>&1
+check "an https:// proxy by name works (its certificate verified for the name)" \
+    grep -q '"path": "/tls-by-name"' "$FX_DIR/out/tlsn"
+check "  by a CONNECT inside the TLS" test "$(connects open)" -gt "$c0"
+fx_egressd_stop
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=https://proxy.corp.test:3444
+c0=$(connects open)
+refute "an https:// proxy by name whose certificate is for another name is refused" \
+    fx_ws "${C[@]}" --cacert "$PUBCA" https://api.allowed.test/tls-by-name-wrong
+check "  logged as proxy_tls_failed" grep -q '"event":"upstream_proxy_refused".*"reason":"proxy_tls_failed"' "$LOG"
+check "  and nothing was asked of it" test "$(connects open)" = "$c0"
+fx_egressd_stop
+
+# ---- a name that does not resolve: every dial fails, none goes direct.
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=http://nope.corp.test:3128
+check "an unresolvable proxy name is logged" grep -q '"event":"upstream_proxy_unresolved".*nope.corp.test' "$LOG"
+n0=$(api_lines)
+refute "  a passthrough request fails" fx_ws "${C[@]}" --cacert "$PUBCA" https://api.allowed.test/unresolved
+refute "  and a terminated one too" fx_ws "${C[@]}" -f --cacert "$SBXCA" \
+    -H "Authorization: Bearer $FX_FAKE_KEY" https://api.allowed.test/v1/unresolved
+check "  the server saw no connection" test "$(api_lines)" = "$n0"
+check "  the refusal says why" grep -q '"event":"upstream_proxy_refused".*"reason":"proxy_unresolved"' "$LOG"
+refute "  the intercept's mark reaches nothing (not the proxy's usual address)" marked 198.51.100.90 3128
+fx_egressd_stop
+
+# ---- DNS through the proxy too (EGRESSD_DNS_VIA_PROXY): DNS over TCP in
+# CONNECT to the resolver; the dns mark reaches the proxy and nothing else.
+dns_src() { # NAME: "proto src" of each query the resolver saw for it
+	"$FX_PY" -c '
+import json, sys
+for l in open(sys.argv[1]):
+    try:
+        r = json.loads(l)
+    except ValueError:
+        continue
+    if r.get("qname_lc") == sys.argv[2]:
+        print(r.get("proto"), r.get("src"))' "$FN/dns.log" "$1" | sort -u; }
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=http://198.51.100.90:3128 EGRESSD_DNS_VIA_PROXY=true
+a=$(fx_ws dig +short +tries=1 +time=5 v1.via.test A 2>/dev/null)
+check "a DNS query is answered through the proxy ($a)" test "$a" = 203.0.113.11
+check "  by a CONNECT to the resolver's port 53" grep -q "CONNECT 203.0.113.53:53" "$P/open.log"
+src=$(dns_src v1.via.test)
+# (tinyproxy shares the fake internet's namespace: it dials from any of its addresses)
+check "  the resolver saw it over TCP, from the proxy's side, never the sandbox ($src)" \
+    test "${src%% *}" = tcp -a "${src#*10.200.0.2}" = "$src" -a "$(wc -l <<<"$src")" = 1
+fx_ws "${C[@]}" http://v1.via.test/dns-via >"$FX_DIR/out/dnsvia" 2>&1
+check "  and the name's traffic goes through the proxy too" grep -q '"path": "/dns-via"' "$FX_DIR/out/dnsvia"
+check "  by a CONNECT to its address" grep -q "CONNECT 203.0.113.11:80" "$P/open.log"
+cat >"$FX_DIR/marked2.py" <<'PY'
+import socket, sys
+kind = socket.SOCK_DGRAM if sys.argv[3] == "udp" else socket.SOCK_STREAM
+s = socket.socket(socket.AF_INET, kind)
+s.setsockopt(socket.SOL_SOCKET, 36, 0x2)  # SO_MARK, the dns process's
+s.settimeout(3)
+try:
+    s.connect((sys.argv[1], int(sys.argv[2])))
+    if kind == socket.SOCK_DGRAM:
+        # a query for api.allowed.test A: answered only if it got there
+        s.send(bytes.fromhex("abcd0100000100000000000003617069"
+                             "07616c6c6f776564047465737400""00010001"))
+        s.recv(512)
+except OSError:
+    sys.exit(1)
+PY
+dnsmarked() { ip netns exec "$FX_SBX" "$FX_PY" "$FX_DIR/marked2.py" "$@"; }
+check "the dns mark reaches the proxy" dnsmarked 198.51.100.90 3128 tcp
+refute "  but not the resolver over UDP" dnsmarked 203.0.113.53 53 udp
+refute "  nor over TCP" dnsmarked 203.0.113.53 53 tcp
+proxy_stop open
+b=$(fx_ws dig +short +tries=1 +time=5 v2.via.test A 2>/dev/null)
+check "with the proxy down, DNS fails ('$b')" test -z "$b"
+check "  and the resolver saw no query for it" test -z "$(dns_src v2.via.test)"
+check "  the refusal is logged" grep -q '"event":"dns_proxy_refused"' "$LOG"
+fx_egressd_stop
+proxy_start open 3128
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=http://198.51.100.90:3128
+fx_ws dig +short v3.via.test A >/dev/null 2>&1
+src=$(dns_src v3.via.test)
+check "control: without EGRESSD_DNS_VIA_PROXY, DNS goes direct over UDP ($src)" test "$src" = "udp 10.200.0.2"
+check "control: the dns mark reaches the resolver" dnsmarked 203.0.113.53 53 udp
+fx_egressd_stop
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=https://198.51.100.90:3443 EGRESSD_DNS_VIA_PROXY=true
+a=$(fx_ws dig +short +tries=1 +time=5 v4.via.test A 2>/dev/null)
+check "DNS through an https:// proxy (TLS verified for its address) is answered ($a)" \
+    test "$a" = 203.0.113.11
+fx_egressd_stop
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=https://198.51.100.90:3444 EGRESSD_DNS_VIA_PROXY=true
+b=$(fx_ws dig +short +tries=1 +time=5 v5.via.test A 2>/dev/null)
+check "  one whose certificate is not for its address gets nothing ('$b')" test -z "$b"
+check "  logged as proxy_tls_failed, the resolver saw nothing" bash -c \
+    "grep -q '\"event\":\"dns_proxy_refused\".*proxy_tls_failed' '$LOG' && ! grep -q v5.via.test '$FN/dns.log'"
+fx_egressd_stop
+
+# ---- the name's address changes: the sidecar follows it (table and dials).
+PROXY_ADDR=198.51.100.92 proxy_start moved 3128
+start OPENSANDBOX_EGRESS_UPSTREAM_PROXY=http://moving.corp.test:3128
+changed=0
+for i in $(seq 1 40); do
+	if [ "$(grep -c '"event":"upstream_proxy_addresses".*"name":"moving.corp.test"' "$LOG")" -ge 2 ]; then
+		changed=1
+		break
+	fi
+	sleep 0.5
+done
+check "a new address of the proxy's name is put in force" test "$changed" = 1
+check "  both addresses were pinned in turn" bash -c "grep -q '\"addrs\":\"198.51.100.92\"' '$LOG' && grep -q '\"addrs\":\"198.51.100.90\"' '$LOG'"
+for i in $(seq 1 30); do
+	fx_ws "${C[@]}" --cacert "$PUBCA" https://api.allowed.test/moving$i >/dev/null 2>&1
+	[ "$(connects moved)" -gt 0 ] && break
+	sleep 0.5
+done
+check "  requests went through the proxy at the new address" test "$(connects moved)" -gt 0
+fx_egressd_stop
+proxy_stop moved
 proxy_stop open
 
 # ---- bad settings refuse the start (exit 2), naming the variable, never the URL's secrets.
@@ -299,8 +454,11 @@ check "a path is refused" bad_start "$U=http://198.51.100.90:3128/proxy"
 check "port 0 is refused" bad_start "$U=http://198.51.100.90:0"
 check "ftp:// is refused" bad_start "$U=ftp://198.51.100.90:3128"
 check "https with a path is refused" bad_start "$U=https://198.51.100.90/x"
-check "a name is refused (not resolved)" bad_start "$U=http://proxy.corp.test:3128"
+check "a name that is no host name is refused" bad_start "$U=http://proxy_1.corp.test:3128"
+check "a wildcard is refused" bad_start "$U=http://*.corp.test:3128"
 check "AUTH without a proxy is refused" bad_start "${U}_AUTH=Basic eA=="
+check "DNS through a proxy given by name is refused" bad_start "$U=http://proxy.corp.test:3128" \
+    EGRESSD_DNS_VIA_PROXY=true
 check "AUTH with a line break is refused" bad_start "$U=http://198.51.100.90:3128" \
     "${U}_AUTH=$(printf 'Basic x\r\nX-Injected: 1')"
 check "a proxy without interception is refused" bad_start OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=false \

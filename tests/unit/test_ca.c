@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/core_names.h>
+#include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
@@ -429,6 +431,144 @@ test_export(void **state)
 	ca_free(ca2);
 }
 
+/* The export during an overlap: both CAs, the current first, each whole. */
+static void
+test_export_bundle(void **state)
+{
+	char err[CA_ERR_LEN], path[256], *content;
+	const struct ca *cas[3];
+	struct ca *a, *b;
+	size_t len, la, lb;
+	struct stat st;
+	BIO *bio;
+	X509 *x;
+
+	snprintf(path, sizeof(path), "%s/bundle.pem", tmpdir);
+	assert_non_null(a = ca_generate(NULL, err, sizeof(err)));
+	assert_non_null(b = ca_generate(NULL, err, sizeof(err)));
+	cas[0] = b;
+	cas[1] = a;
+	cas[2] = a;
+	assert_int_equal(ca_export_bundle(cas, 2, path, err, sizeof(err)), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0644);
+	content = slurp(path, &len);
+	ca_pem_view(a, &la);
+	ca_pem_view(b, &lb);
+	assert_int_equal(len, la + lb);
+	assert_non_null(bio = BIO_new_mem_buf(content, (int)len));
+	assert_non_null(x = PEM_read_bio_X509(bio, NULL, NULL, NULL));
+	assert_int_equal(X509_cmp(x, ca_cert(b)), 0);
+	X509_free(x);
+	assert_non_null(x = PEM_read_bio_X509(bio, NULL, NULL, NULL));
+	assert_int_equal(X509_cmp(x, ca_cert(a)), 0);
+	X509_free(x);
+	assert_null(PEM_read_bio_X509(bio, NULL, NULL, NULL));
+	BIO_free(bio);
+	assert_null(strstr(content, "PRIVATE"));
+	free(content);
+	/* The overlap is over: the current one alone replaces the bundle. */
+	assert_int_equal(ca_export_bundle(cas, 1, path, err, sizeof(err)), 0);
+	content = slurp(path, &len);
+	assert_int_equal(len, lb);
+	free(content);
+	/* No CA, more than two, or a NULL one: refused, the file as it was. */
+	assert_int_equal(ca_export_bundle(cas, 0, path, err, sizeof(err)), -1);
+	assert_int_equal(ca_export_bundle(cas, 3, path, err, sizeof(err)), -1);
+	cas[1] = NULL;
+	assert_int_equal(ca_export_bundle(cas, 2, path, err, sizeof(err)), -1);
+	content = slurp(path, &len);
+	assert_int_equal(len, lb);
+	free(content);
+	assert_int_equal(count_files(tmpdir), 1);
+	ca_free(a);
+	ca_free(b);
+}
+
+/*
+ * The certificate of a generated CA holds its public key only: were it to
+ * keep a reference to the private key (X509_set_pubkey caches the key it
+ * is given), ca_forget_key() would leave the scalar in every child.
+ */
+static void
+test_cert_holds_no_private_key(void **state)
+{
+	char err[CA_ERR_LEN];
+	struct ca *ca;
+	BIGNUM *d = NULL;
+	EVP_PKEY *pub;
+
+	assert_non_null(ca = ca_generate(NULL, err, sizeof(err)));
+	assert_non_null(pub = X509_get0_pubkey(ca_cert(ca)));
+	assert_int_equal(EVP_PKEY_get_bn_param(pub, OSSL_PKEY_PARAM_PRIV_KEY, &d), 0);
+	assert_null(d);
+	ERR_clear_error();
+	ca_forget_key(ca);
+	assert_false(ca_can_sign(ca));
+	assert_non_null(X509_get0_pubkey(ca_cert(ca)));
+	ca_free(ca);
+}
+
+/* What a child makes of the certificate the parent pushes: a CA without a key. */
+static void
+test_from_der(void **state)
+{
+	char err[CA_ERR_LEN], fa[65], fb[65];
+	unsigned char der[4096], bad[4097];
+	struct ca *ca, *pub;
+	X509 *leafish;
+	EVP_PKEY *k;
+	unsigned char *p;
+	int n;
+
+	assert_non_null(ca = ca_generate(NULL, err, sizeof(err)));
+	n = ca_der(ca, der, sizeof(der));
+	assert_true(n > 0 && n < 2048); /* fits CHAN_CA_DER_MAX */
+	assert_int_equal(ca_der(ca, der, (size_t)n - 1), -1);
+	assert_non_null(pub = ca_from_der(der, (size_t)n, err, sizeof(err)));
+	assert_int_equal(X509_cmp(ca_cert(pub), ca_cert(ca)), 0);
+	ca_fingerprint(ca, fa);
+	ca_fingerprint(pub, fb);
+	assert_string_equal(fa, fb);
+	assert_int_equal(ca_not_after(pub), ca_not_after(ca));
+	assert_false(ca_can_sign(pub));
+	assert_false(ca_is_loaded(pub));
+	ca_free(pub);
+	/* Trailing bytes, a truncated certificate, nothing. */
+	memcpy(bad, der, (size_t)n);
+	bad[n] = 0;
+	assert_null(ca_from_der(bad, (size_t)n + 1, err, sizeof(err)));
+	assert_null(ca_from_der(der, (size_t)n - 1, err, sizeof(err)));
+	assert_null(ca_from_der(der, 0, err, sizeof(err)));
+	assert_null(ca_from_der(NULL, 10, err, sizeof(err)));
+	/* A certificate that is no CA (CA:FALSE) is refused. */
+	assert_non_null(leafish = X509_new());
+	assert_non_null(k = EVP_EC_gen("P-256"));
+	assert_int_equal(X509_set_version(leafish, X509_VERSION_3), 1);
+	assert_int_equal(ca_random_serial(leafish), 0);
+	assert_int_equal(X509_set_issuer_name(leafish, X509_get_subject_name(ca_cert(ca))), 1);
+	assert_non_null(ASN1_TIME_set(X509_getm_notBefore(leafish), time(NULL) - 60));
+	assert_non_null(ASN1_TIME_set(X509_getm_notAfter(leafish), time(NULL) + 3600));
+	assert_int_equal(X509_set_pubkey(leafish, k), 1);
+	{
+		X509_EXTENSION *e =
+		    X509V3_EXT_conf_nid(NULL, NULL, NID_basic_constraints, "critical,CA:FALSE");
+
+		assert_non_null(e);
+		assert_int_equal(X509_add_ext(leafish, e, -1), 1);
+		X509_EXTENSION_free(e);
+	}
+	assert_int_equal(ca_sign(ca, leafish), 0);
+	p = der;
+	n = i2d_X509(leafish, &p);
+	assert_true(n > 0);
+	assert_null(ca_from_der(der, (size_t)n, err, sizeof(err)));
+	assert_non_null(strstr(err, "not a CA"));
+	X509_free(leafish);
+	EVP_PKEY_free(k);
+	ca_free(ca);
+}
+
 static void
 test_load_good(void **state)
 {
@@ -571,6 +711,9 @@ main(void)
 	    cmocka_unit_test(test_generate_config),
 	    cmocka_unit_test(test_name_constraints),
 	    cmocka_unit_test_setup_teardown(test_export, setup_dir, teardown_dir),
+	    cmocka_unit_test_setup_teardown(test_export_bundle, setup_dir, teardown_dir),
+	    cmocka_unit_test(test_from_der),
+	    cmocka_unit_test(test_cert_holds_no_private_key),
 	    cmocka_unit_test_setup_teardown(test_load_good, setup_dir, teardown_dir),
 	    cmocka_unit_test_setup_teardown(test_load_refused, setup_dir, teardown_dir),
 	};

@@ -35,7 +35,7 @@ test_role_table(void **state)
 	    {CHAN_ROLE_CONTROL, CHAN_SOCKET_REQ, SOCK_STREAM, false},
 	    {CHAN_ROLE_CONTROL, CHAN_SOCKET_REQ, SOCK_DGRAM, false},
 	    {CHAN_ROLE_CONTROL, CHAN_LEAF_REQ, 0, false},
-	    {CHAN_ROLE_CONTROL, CHAN_ACK, 0, false},
+	    {CHAN_ROLE_CONTROL, CHAN_ACK, 0, true}, /* of the CA certificates pushed to it */
 	    {CHAN_ROLE_DNS, CHAN_LEARN, 0, true},
 	    {CHAN_ROLE_DNS, CHAN_SOCKET_REQ, SOCK_DGRAM, true},
 	    {CHAN_ROLE_DNS, CHAN_SOCKET_REQ, SOCK_STREAM, true},
@@ -66,9 +66,10 @@ test_role_table(void **state)
 	}
 	/* No role sends the parent's own types, nor an unknown one. */
 	for (int r = 0; r < CHAN_ROLE_MAX; r++) {
-		static const unsigned parents[] = {CHAN_RESULT, CHAN_SOCKET_REP, CHAN_LEAF_REP};
+		static const unsigned parents[] = {
+		    CHAN_RESULT, CHAN_SOCKET_REP, CHAN_LEAF_REP, CHAN_CA};
 
-		for (size_t i = 0; i < 3; i++) {
+		for (size_t i = 0; i < sizeof(parents) / sizeof(parents[0]); i++) {
 			memset(&m, 0, sizeof(m));
 			m.hdr.type = (uint16_t)parents[i];
 			assert_false(chan_role_may_send((enum chan_role)r, &m));
@@ -125,6 +126,46 @@ test_event_roles(void **state)
 	assert_false(chan_role_may_send(CHAN_ROLE_REPORT, &m));
 	m.hdr.type = CHAN_LEAF_REQ;
 	assert_false(chan_role_may_send(CHAN_ROLE_REPORT, &m));
+}
+
+/*
+ * The chained proxy's addresses (CHAN_LEARN_PROXY): port 0 only, and no
+ * other flag beside CHAN_LEARN_MORE; both ways.
+ */
+static void
+test_proxy_learn_fields(void **state)
+{
+	struct chan_learn l;
+	const char *why;
+
+	(void)state;
+	memset(&l, 0, sizeof(l));
+	l.hdr.type = CHAN_LEARN;
+	l.hdr.id = 4;
+	l.hdr.flags = CHAN_LEARN_PROXY;
+	l.family = AF_INET;
+	l.addr[0] = 192;
+	l.addr[1] = 0;
+	l.addr[2] = 2;
+	l.addr[3] = 9;
+	l.timeout_s = 60;
+	strcpy(l.name, "proxy.corp.example");
+	assert_true(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	l.hdr.flags = CHAN_LEARN_PROXY | CHAN_LEARN_MORE;
+	assert_true(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	l.hdr.id = CHAN_ID_PARENT | 4;
+	assert_true(chan_validate(&l, sizeof(l), CHAN_TO_WORKER, &why));
+	l.hdr.id = 4;
+	l.port = 443;
+	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	assert_string_equal(why, "proxy address with a port scope");
+	l.port = 0;
+	l.hdr.flags = CHAN_LEARN_PROXY | 0x4;
+	assert_false(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
+	/* A workload learn keeps its port scopes. */
+	l.hdr.flags = 0;
+	l.port = 443;
+	assert_true(chan_validate(&l, sizeof(l), CHAN_TO_PARENT, &why));
 }
 
 /* An event's fields: a known kind, a reason word, an address of its family
@@ -334,6 +375,62 @@ test_doc_send(void **state)
 	free(got);
 	close(sv[0]);
 	close(sv[1]);
+}
+
+/*
+ * The renewed CA's certificates: parent to child only, under a parent id,
+ * a current certificate always, every byte past what is used zero.
+ */
+static void
+test_ca_message(void **state)
+{
+	struct chan_ca *m = calloc(1, sizeof(*m));
+	const char *why;
+
+	assert_non_null(m);
+	assert_int_equal(chan_msg_size(CHAN_CA), sizeof(struct chan_ca));
+	assert_string_equal(chan_type_name(CHAN_CA), "ca");
+	m->hdr.type = CHAN_CA;
+	m->hdr.id = CHAN_ID_PARENT | 9;
+	m->cur_len = 3;
+	memset(m->cur, 0x30, 3);
+	assert_true(chan_validate(m, sizeof(*m), CHAN_TO_WORKER, &why));
+	m->prev_len = CHAN_CA_DER_MAX;
+	memset(m->prev, 0x30, CHAN_CA_DER_MAX);
+	assert_true(chan_validate(m, sizeof(*m), CHAN_TO_WORKER, &why));
+	/* A child never tells the parent a CA. */
+	assert_false(chan_validate(m, sizeof(*m), CHAN_TO_PARENT, &why));
+	assert_string_equal(why, "message type not allowed in this direction");
+	/* A push, not a reply: a child's id is refused. */
+	m->hdr.id = 9;
+	assert_false(chan_validate(m, sizeof(*m), CHAN_TO_WORKER, &why));
+	assert_string_equal(why, "message id of the wrong side");
+	m->hdr.id = CHAN_ID_PARENT | 9;
+	/* No current certificate, or one past the field. */
+	m->cur_len = 0;
+	assert_false(chan_validate(m, sizeof(*m), CHAN_TO_WORKER, &why));
+	assert_string_equal(why, "ca message out of range");
+	m->cur_len = CHAN_CA_DER_MAX + 1;
+	assert_false(chan_validate(m, sizeof(*m), CHAN_TO_WORKER, &why));
+	m->cur_len = 3;
+	m->prev_len = CHAN_CA_DER_MAX + 1;
+	assert_false(chan_validate(m, sizeof(*m), CHAN_TO_WORKER, &why));
+	/* Bytes past the lengths. */
+	m->prev_len = CHAN_CA_DER_MAX - 1;
+	assert_false(chan_validate(m, sizeof(*m), CHAN_TO_WORKER, &why));
+	m->prev_len = 0;
+	memset(m->prev, 0, sizeof(m->prev));
+	m->cur[3] = 1;
+	assert_false(chan_validate(m, sizeof(*m), CHAN_TO_WORKER, &why));
+	m->cur[3] = 0;
+	m->hdr.flags = 1;
+	assert_false(chan_validate(m, sizeof(*m), CHAN_TO_WORKER, &why));
+	m->hdr.flags = 0;
+	assert_true(chan_validate(m, sizeof(*m), CHAN_TO_WORKER, &why));
+	/* And no role may send one, were it ever let through. */
+	for (int r = 0; r < CHAN_ROLE_MAX; r++)
+		assert_false(chan_role_may_send((enum chan_role)r, (const union chan_msg *)m));
+	free(m);
 }
 
 static void
@@ -685,10 +782,12 @@ main(int argc, char **argv)
 	    cmocka_unit_test(test_role_table),
 	    cmocka_unit_test(test_event_roles),
 	    cmocka_unit_test(test_event_fields),
+	    cmocka_unit_test(test_proxy_learn_fields),
 	    cmocka_unit_test(test_ack_and_push_ids),
 	    cmocka_unit_test(test_vault_chunks),
 	    cmocka_unit_test(test_doc_feed),
 	    cmocka_unit_test(test_doc_send),
+	    cmocka_unit_test(test_ca_message),
 	    cmocka_unit_test(test_valid_request_passes),
 	    cmocka_unit_test(test_wrong_sizes_refused),
 	    cmocka_unit_test(test_unknown_types_refused),

@@ -234,18 +234,20 @@ loadc(struct config *c, const char *text, int argc, char **argv, char *err, size
 }
 
 /*
- * The chained proxy: http with an IP literal, no path, with interception
- * in dns+nft mode; its Proxy-Authorization value a header value. No error
- * quotes the URL or the value.
+ * The chained proxy: http(s) with an IP literal or a host name, no path,
+ * with interception in dns+nft mode; its Proxy-Authorization value a
+ * header value. No error quotes the URL or the value.
  */
 static void
 test_upstream_proxy(void **state)
 {
 	static const char *const bad[] = {"http://user:hunter2@192.0.2.9:3128",
 	    "http://192.0.2.9:3128/?a=hunter2", "http://192.0.2.9:3128/path", "http://192.0.2.9:0",
-	    "ftp://192.0.2.9:3128", "https://192.0.2.9:3128/p", "http://proxy.example.test:3128",
-	    "https://proxy.example.test", "https://u:hunter2@192.0.2.9",
-	    "http://192.0.2.9:3128#hunter2", "192.0.2.9:3128", "http://192.0.2.9:99999"};
+	    "ftp://192.0.2.9:3128", "https://192.0.2.9:3128/p", "http://*.example.test:3128",
+	    "http://proxy_1.example.test:3128", "http://-proxy.example.test",
+	    "http://proxy.example.test./x", "http://proxy..example.test",
+	    "https://u:hunter2@192.0.2.9", "http://192.0.2.9:3128#hunter2", "192.0.2.9:3128",
+	    "http://192.0.2.9:99999"};
 	struct config c;
 	struct config_proxy px;
 	char err[512] = "";
@@ -283,6 +285,28 @@ test_upstream_proxy(void **state)
 	assert_int_equal(px.family, AF_INET6);
 	assert_int_equal(px.port, 8443);
 	config_free(&c);
+	/* By name: canonical (lowercase, no final dot), resolved by the dns process. */
+	setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY", "http://Proxy.Corp.EXAMPLE.test.:3128", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), 0);
+	config_proxy(&c, &px);
+	assert_true(px.set);
+	assert_false(px.tls);
+	assert_int_equal(px.family, 0);
+	assert_string_equal(px.name, "proxy.corp.example.test");
+	assert_int_equal(px.port, 3128);
+	config_free(&c);
+	setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY", "https://proxy.example.test", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), 0);
+	config_proxy(&c, &px);
+	assert_true(px.tls);
+	assert_string_equal(px.name, "proxy.example.test");
+	assert_int_equal(px.port, 443);
+	config_free(&c);
+	setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY", "http://192.0.2.9:3128", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), 0);
+	config_proxy(&c, &px);
+	assert_string_equal(px.name, "");
+	config_free(&c);
 	setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY", "http://[2001:db8::9]/", 1);
 	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), 0);
 	config_proxy(&c, &px);
@@ -290,6 +314,22 @@ test_upstream_proxy(void **state)
 	assert_int_equal(px.family, AF_INET6);
 	assert_int_equal(px.port, 80);
 	config_free(&c);
+	/* DNS through the proxy: only with a proxy, given by address. */
+	setenv("EGRESSD_DNS_VIA_PROXY", "true", 1);
+	setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY", "http://proxy.example.test:3128", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "EGRESSD_DNS_VIA_PROXY"));
+	config_free(&c);
+	unsetenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY");
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "EGRESSD_DNS_VIA_PROXY is set without"));
+	config_free(&c);
+	setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY", "http://192.0.2.9:3128", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), 0);
+	assert_true(c.dns_via_proxy);
+	config_free(&c);
+	unsetenv("EGRESSD_DNS_VIA_PROXY");
+	setenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY", "http://[2001:db8::9]/", 1);
 	/* Only the intercept dials through it: without interception it would be ignored. */
 	assert_int_equal(loadc(&c, "intercept: false\n", 0, NULL, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "MITMPROXY_TRANSPARENT"));
@@ -314,6 +354,53 @@ test_upstream_proxy(void **state)
 	assert_non_null(strstr(err, "OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH"));
 	config_free(&c);
 	unsetenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH");
+}
+
+/* The generated CA's lifetime and overlap: in range, and not for an operator CA. */
+static void
+test_ca_lifetime(void **state)
+{
+	struct config c;
+	char err[512] = "";
+
+	(void)state;
+	setenv("EGRESSD_CA_LIFETIME", "30", 1);
+	setenv("EGRESSD_CA_RENEW_BEFORE", "10", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), 0);
+	assert_int_equal(c.ca_lifetime, 30);
+	assert_int_equal(c.ca_renew_before, 10);
+	config_free(&c);
+	/* More than half the lifetime: a third CA would be due while two are trusted. */
+	setenv("EGRESSD_CA_RENEW_BEFORE", "16", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "ca-renew-before"));
+	config_free(&c);
+	setenv("EGRESSD_CA_RENEW_BEFORE", "4", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), -1);
+	config_free(&c);
+	unsetenv("EGRESSD_CA_RENEW_BEFORE");
+	setenv("EGRESSD_CA_LIFETIME", "19", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "ca-lifetime"));
+	config_free(&c);
+	setenv("EGRESSD_CA_LIFETIME", "thirty", 1);
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), -1);
+	config_free(&c);
+	/* The file and flags take them too; an operator CA is never renewed by egressd. */
+	unsetenv("EGRESSD_CA_LIFETIME");
+	assert_int_equal(loadc(&c, "intercept: true\nca-lifetime: 86400\nca-renew-before: 3600\n",
+	                     0, NULL, err, sizeof(err)),
+	    0);
+	assert_int_equal(c.ca_lifetime, 86400);
+	assert_int_equal(c.ca_renew_before, 3600);
+	config_free(&c);
+	assert_int_equal(loadc(&c,
+	                     "intercept: true\nca-cert: /tmp/x.crt\nca-key: /tmp/x.key\n"
+	                     "ca-lifetime: 86400\n",
+	                     0, NULL, err, sizeof(err)),
+	    -1);
+	assert_non_null(strstr(err, "generated CA only"));
+	config_free(&c);
 }
 
 /* OPENSANDBOX_EGRESS_DOH_BLOCKLIST: IPs and CIDRs of both families, masked; bad entries refused. */
@@ -371,6 +458,7 @@ main(void)
 	    cmocka_unit_test(test_port_lists),
 	    cmocka_unit_test(test_upstream_proxy),
 	    cmocka_unit_test(test_doh_blocklist),
+	    cmocka_unit_test(test_ca_lifetime),
 	    cmocka_unit_test(test_precedence),
 	    cmocka_unit_test(test_file_refused),
 	};

@@ -669,11 +669,68 @@ test_minted_by_the_parent(void **state)
 	ca_free(ca);
 }
 
+/*
+ * A renewed CA: the cache issues from it and drops every leaf of the old
+ * one, so no host keeps being served a leaf of the CA being retired; a
+ * leaf of the old CA is no longer taken from the parent either.
+ */
+static void
+test_set_ca(void **state)
+{
+	char err[256];
+	struct ca *old, *fresh;
+	struct leaf_cache *parent, *worker;
+	struct leaf_stats st;
+	uint8_t der[256];
+	int n;
+	X509 *x, *y;
+
+	(void)state;
+	assert_non_null(old = ca_generate(NULL, err, sizeof(err)));
+	assert_non_null(fresh = ca_generate(NULL, err, sizeof(err)));
+	assert_non_null(parent = leaf_cache_new(old, NULL, err, sizeof(err)));
+	assert_non_null(worker = leaf_cache_new(old, NULL, err, sizeof(err)));
+	n = leaf_cache_pubkey_der(worker, der, sizeof(der));
+	assert_true(n > 0);
+	x = leaf_cache_mint_for(parent, "api.example.com", 15, der, (size_t)n, err, sizeof(err));
+	assert_non_null(x);
+	assert_int_equal(leaf_cache_put(worker, "api.example.com", 15, x), 0);
+	assert_int_equal(verify(old, x, NULL, "api.example.com"), X509_V_OK);
+	/* The parent's own cache, with its key: a leaf of the old CA cached. */
+	y = get(parent, "own.example.com");
+	X509_free(y);
+
+	assert_int_equal(leaf_cache_set_ca(worker, fresh, err, sizeof(err)), 0);
+	assert_int_equal(leaf_cache_set_ca(parent, fresh, err, sizeof(err)), 0);
+	leaf_cache_stats(worker, &st);
+	assert_int_equal(st.entries, 0);
+	assert_null(leaf_cache_find(worker, "api.example.com", 15, NULL));
+	/* A leaf of the old CA in flight is refused once the new one is in force. */
+	assert_int_equal(leaf_cache_put(worker, "api.example.com", 15, x), -1);
+	X509_free(x);
+	/* The next leaf comes from the new CA, verifies under it and not under the old. */
+	x = leaf_cache_mint_for(parent, "api.example.com", 15, der, (size_t)n, err, sizeof(err));
+	assert_non_null(x);
+	assert_int_equal(verify(fresh, x, NULL, "api.example.com"), X509_V_OK);
+	assert_int_not_equal(verify(old, x, NULL, "api.example.com"), X509_V_OK);
+	assert_int_equal(leaf_cache_put(worker, "api.example.com", 15, x), 0);
+	X509_free(x);
+	y = get(parent, "own.example.com");
+	assert_int_equal(verify(fresh, y, NULL, "own.example.com"), X509_V_OK);
+	X509_free(y);
+	assert_int_equal(leaf_cache_set_ca(worker, NULL, err, sizeof(err)), -1);
+	leaf_cache_free(worker);
+	leaf_cache_free(parent);
+	ca_free(old);
+	ca_free(fresh);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_minted_by_the_parent),
+	    cmocka_unit_test(test_set_ca),
 	    cmocka_unit_test(test_leaf_verifies),
 	    cmocka_unit_test(test_leaf_usable_by_ssl),
 	    cmocka_unit_test(test_pathlen_zero),

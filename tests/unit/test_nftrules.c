@@ -439,6 +439,96 @@ test_mark_is_scoped(void **state)
 	nftrules_batch_deinit(&b);
 }
 
+/* Filter rules on mark: those that accept, and those [meta mark, cmp, reject]. */
+static void
+mark_rules(const struct nftrules_batch *b, uint32_t want, int *accepts, int *rejects_all)
+{
+	const struct nlmsghdr *nlh = (const struct nlmsghdr *)b->buf;
+	int len = (int)b->len;
+
+	*accepts = *rejects_all = 0;
+	for (; mnl_nlmsg_ok(nlh, len); nlh = mnl_nlmsg_next(nlh, &len)) {
+		struct nftnl_rule *r;
+		struct nftnl_expr_iter *it;
+		struct nftnl_expr *e;
+		uint32_t dl, mark = 0;
+		int n = 0, verdict = -1;
+		bool reject = false, first_meta_mark = false;
+
+		if (nlh->nlmsg_type >> 8 != NFNL_SUBSYS_NFTABLES || cmd_of(nlh) != NFT_MSG_NEWRULE)
+			continue;
+		r = nftnl_rule_alloc();
+		assert_int_equal(nftnl_rule_nlmsg_parse(nlh, r), 0);
+		it = nftnl_expr_iter_create(r);
+		while ((e = nftnl_expr_iter_next(it)) != NULL) {
+			const char *name = nftnl_expr_get_str(e, NFTNL_EXPR_NAME);
+
+			n++;
+			if (n == 1 && strcmp(name, "meta") == 0)
+				first_meta_mark =
+				    nftnl_expr_get_u32(e, NFTNL_EXPR_META_KEY) == NFT_META_MARK;
+			if (n == 2 && first_meta_mark && strcmp(name, "cmp") == 0)
+				mark =
+				    *(const uint32_t *)nftnl_expr_get(e, NFTNL_EXPR_CMP_DATA, &dl);
+			if (strcmp(name, "reject") == 0)
+				reject = true;
+			if (strcmp(name, "immediate") == 0)
+				verdict = (int)nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_VERDICT);
+		}
+		nftnl_expr_iter_destroy(it);
+		if (strcmp(nftnl_rule_get_str(r, NFTNL_RULE_CHAIN), "filter") == 0 &&
+		    mark == want) {
+			*accepts += verdict == NF_ACCEPT;
+			*rejects_all += reject && n == 3;
+		}
+		nftnl_rule_free(r);
+	}
+}
+
+/*
+ * A chained proxy: the intercept's mark is accepted toward each of the
+ * proxy's addresses and refused everywhere else; with none known yet (a
+ * proxy given by name, not resolved), toward nothing at all.
+ */
+static void
+test_proxy_dests(void **state)
+{
+	struct nftrules_config cfg;
+	struct nftrules_batch b;
+	struct nftrules_static st = {NULL, 0, NFTRULES_DENY, NULL};
+	int acc, rej;
+
+	(void)state;
+	nftrules_config_default(&cfg);
+	cfg.mark = 0x4242;
+	cfg.dns_mark = 0x5353;
+	cfg.proxy = true;
+	for (size_t n = 0; n <= 3; n++) {
+		cfg.nproxy = n;
+		for (size_t i = 0; i < n; i++) {
+			cfg.proxy_dests[i].family = AF_INET;
+			memcpy(
+			    cfg.proxy_dests[i].addr, "\xc6\x33\x64\x5a", 4); /* 198.51.100.90+i */
+			cfg.proxy_dests[i].addr[3] = (uint8_t)(0x5a + i);
+			cfg.proxy_dests[i].port = 3128;
+		}
+		nftrules_batch_init(&b, SEQ0);
+		assert_int_equal(nftrules_build_install(&b, &cfg, &st), 0);
+		mark_rules(&b, 0x4242, &acc, &rej);
+		assert_int_equal(acc, (int)n);
+		assert_int_equal(rej, 1);
+		nftrules_batch_deinit(&b);
+	}
+	/* Without a proxy, the intercept's mark meets the sets like the workload's. */
+	cfg.proxy = false;
+	nftrules_batch_init(&b, SEQ0);
+	assert_int_equal(nftrules_build_install(&b, &cfg, &st), 0);
+	mark_rules(&b, 0x4242, &acc, &rej);
+	assert_int_equal(acc, 0);
+	assert_int_equal(rej, 0);
+	nftrules_batch_deinit(&b);
+}
+
 /* Last filter rule: reject (deny) or accept (allow). */
 static const char *
 last_filter_expr(const struct nftrules_batch *b)
@@ -1211,9 +1301,10 @@ test_refusals_logged(void **state)
 	cfg.nflog_group = 4201;
 	cfg.block_doh = true;
 	cfg.proxy = true;
-	cfg.proxy_dest.family = AF_INET;
-	inet_pton(AF_INET, "192.0.2.8", cfg.proxy_dest.addr);
-	cfg.proxy_dest.port = 3128;
+	cfg.nproxy = 1;
+	cfg.proxy_dests[0].family = AF_INET;
+	inet_pton(AF_INET, "192.0.2.8", cfg.proxy_dests[0].addr);
+	cfg.proxy_dests[0].port = 3128;
 	nftrules_batch_init(&b, SEQ0);
 	assert_int_equal(nftrules_build_install(&b, &cfg, &st), 0);
 	tally_logs(&b, 4201, &t);
@@ -1247,6 +1338,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_install_framing_and_objects),
 	    cmocka_unit_test(test_mark_is_scoped),
+	    cmocka_unit_test(test_proxy_dests),
 	    cmocka_unit_test(test_default_action),
 	    cmocka_unit_test(test_refusals_logged),
 	    cmocka_unit_test(test_rs_rate_limited),
