@@ -116,6 +116,7 @@ ip netns exec "$FX_SBX" nft list ruleset >"$FX_DIR/nft-ruleset.txt" 2>&1
 if [ -n "${FX_TRACE_PID:-}" ]; then
 	kill "$FX_TRACE_PID" 2>/dev/null
 	wait "$FX_TRACE_PID" 2>/dev/null
+	date -u +%Y-%m-%dT%H:%M:%S.%3NZ >"$FX_DIR/trace.end" # records after it: untraced
 	sleep 0.3
 fi
 fx_pcap_stop
