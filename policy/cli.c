@@ -1,5 +1,6 @@
 /*
  * cli.c: `egressd check [-v] FILE...`, `egressd explain FILE QUERY...`
+ * (a QUERY may be `--conn-reject REFUSAL`: which table rule refused it)
  * and `egressd test FILE CASES.yaml`, run by users and CI on policy
  * repositories (never by the daemon). It prints to stdout/stderr but must
  * never print a credential value: only names and sources exist here.
@@ -9,7 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
 
+#include <jansson.h>
+
+#include "egressd/dns/krule.h"
 #include "policy/binding.h"
 #include "policy/cli.h"
 #include "policy/name.h"
@@ -443,6 +448,210 @@ cli_print_result(const struct policy *p, const char *q, const struct cli_result 
 	}
 }
 
+/* A refusal to explain: what the record (or the 5-tuple given) says. */
+struct cli_refusal {
+	char rule[32];  /* the table rule the record names; empty: derive it */
+	char proto[16]; /* "tcp", "udp", "icmp"... or a number */
+	uint8_t l4;     /* IPPROTO_* */
+	char src[64];   /* as given, may be empty */
+	uint16_t sport;
+	struct policy_addr dst;
+	uint16_t dport;
+};
+
+static uint8_t
+cli_l4(const char *proto)
+{
+	static const struct {
+		const char *name;
+		uint8_t num;
+	} t[] = {{"tcp", IPPROTO_TCP}, {"udp", IPPROTO_UDP}, {"icmp", IPPROTO_ICMP},
+	    {"icmpv6", IPPROTO_ICMPV6}, {"sctp", IPPROTO_SCTP}, {"udplite", IPPROTO_UDPLITE}};
+	char *end;
+	unsigned long v;
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (strcmp(proto, t[i].name) == 0)
+			return t[i].num;
+	v = strtoul(proto, &end, 10);
+	return *proto != '\0' && *end == '\0' && v <= 255 ? (uint8_t)v : 0;
+}
+
+static int
+cli_json_str(json_t *o, const char *key, char *out, size_t cap, bool need)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (v == NULL)
+		return need ? -1 : 0;
+	if (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= 65535) {
+		snprintf(out, cap, "%lld", (long long)json_integer_value(v));
+		return 0;
+	}
+	if (!json_is_string(v) || json_string_length(v) >= cap)
+		return -1;
+	snprintf(out, cap, "%s", json_string_value(v));
+	return 0;
+}
+
+/* A conn_reject log line, or "PROTO [SRC] DST[:PORT]". -1 with why. */
+static int
+cli_refusal_parse(const char *text, struct cli_refusal *f, const char **why)
+{
+	char dst[80] = "", port[8] = "", sport[8] = "", buf[CLI_QUERY_MAX + 1];
+	char *tok[4], *save = NULL;
+	int n = 0;
+
+	memset(f, 0, sizeof(*f));
+	if (text[0] == '{') {
+		json_t *o = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+		char ev[32] = "";
+		int bad;
+
+		if (o == NULL || !json_is_object(o)) {
+			json_decref(o);
+			*why = "not a JSON log line";
+			return -1;
+		}
+		bad = cli_json_str(o, "event", ev, sizeof(ev), true) != 0 ||
+		      strcmp(ev, "conn_reject") != 0 ||
+		      cli_json_str(o, "rule", f->rule, sizeof(f->rule), true) != 0 ||
+		      cli_json_str(o, "proto", f->proto, sizeof(f->proto), false) != 0 ||
+		      cli_json_str(o, "src", f->src, sizeof(f->src), false) != 0 ||
+		      cli_json_str(o, "sport", sport, sizeof(sport), false) != 0 ||
+		      cli_json_str(o, "dst", dst, sizeof(dst), true) != 0 ||
+		      cli_json_str(o, "dport", port, sizeof(port), false) != 0;
+		json_decref(o);
+		if (bad) {
+			*why = "not a conn_reject line with rule and dst (egressd's log)";
+			return -1;
+		}
+	} else {
+		if (strlen(text) > CLI_QUERY_MAX) {
+			*why = "too long";
+			return -1;
+		}
+		snprintf(buf, sizeof(buf), "%s", text);
+		for (char *t = strtok_r(buf, " \t", &save); t != NULL && n < 4;
+		     t = strtok_r(NULL, " \t", &save))
+			if (strcmp(t, "->") != 0)
+				tok[n++] = t;
+		if (n < 2 || n > 3 || strlen(tok[0]) >= sizeof(f->proto)) {
+			*why = "expected PROTO [SRC] DST[:PORT] (e.g. \"tcp 203.0.113.5:443\")";
+			return -1;
+		}
+		snprintf(f->proto, sizeof(f->proto), "%s", tok[0]);
+		if (n == 3)
+			snprintf(f->src, sizeof(f->src), "%.63s", tok[1]);
+		{
+			char *d = tok[n - 1], *c;
+
+			if (d[0] == '[' && (c = strchr(d, ']')) != NULL) {
+				*c = '\0';
+				if (c[1] == ':')
+					snprintf(port, sizeof(port), "%.7s", c + 2);
+				else if (c[1] != '\0')
+					port[0] = 'x';
+				d++;
+			} else if ((c = strrchr(d, ':')) != NULL && strchr(d, ':') == c) {
+				*c = '\0';
+				snprintf(port, sizeof(port), "%.7s", c + 1);
+			}
+			snprintf(dst, sizeof(dst), "%.79s", d);
+		}
+	}
+	f->l4 = cli_l4(f->proto);
+	if (f->proto[0] != '\0' && f->l4 == 0) {
+		*why = "unknown protocol";
+		return -1;
+	}
+	if (policy_addr_parse((const uint8_t *)dst, strlen(dst), false, &f->dst) !=
+	    POLICY_NAME_OK) {
+		*why = "the destination is not an IP address";
+		return -1;
+	}
+	if ((port[0] != '\0' && cli_port(port, &f->dport) != 0) ||
+	    (sport[0] != '\0' && cli_port(sport, &f->sport) != 0)) {
+		*why = "bad port";
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Which table rule refused it: the one the record names, else the one the
+ * policy leads to (the learned sets are not known here: an address an
+ * allowed name resolved to would have been accepted on its ports).
+ */
+static const struct krule *
+cli_refusal_rule(const struct cli_refusal *f, const struct policy_decision *d, bool *derived)
+{
+	*derived = f->rule[0] == '\0';
+	if (!*derived)
+		return krule_by_name(f->rule);
+	if (d->action == POLICY_DENY && d->origin != POLICY_ORIGIN_DEFAULT)
+		return krule_by_name("deny");
+	if (d->action == POLICY_ALLOW)
+		return NULL;
+	if (f->dport == 853)
+		return krule_by_name("dot");
+	return krule_by_name(f->l4 == IPPROTO_TCP ? "default_tcp" : "default");
+}
+
+/* explain --conn-reject: the table rule, the reason and the policy's view of the destination. */
+static int
+cli_explain_refusal(const struct policy *p, const char *text)
+{
+	struct cli_refusal f;
+	struct policy_decision d;
+	const struct krule *k;
+	const char *why = NULL;
+	char a[INET6_ADDRSTRLEN + 8], show[POLICY_SHOW_MAX + 8], ports[256];
+	bool derived;
+
+	if (cli_refusal_parse(text, &f, &why) != 0) {
+		policy_show(show, sizeof(show), text, strlen(text));
+		fprintf(stderr, "explain: --conn-reject \"%s\": %s\n", show, why);
+		return 2;
+	}
+	policy_addr_format(&f.dst, a, sizeof(a));
+	policy_decide_addr(p, f.dst.family, f.dst.bytes, f.dport, f.l4 ? f.l4 : IPPROTO_TCP, &d);
+	k = cli_refusal_rule(&f, &d, &derived);
+	policy_show(show, sizeof(show), f.src[0] ? f.src : "(sandbox)",
+	    strlen(f.src[0] ? f.src : "(sandbox)"));
+	printf("refusal %s %s", f.proto[0] ? f.proto : "?", show);
+	if (f.sport)
+		printf(" port %u", f.sport);
+	printf(" -> %s", a);
+	if (f.dport)
+		printf(" port %u", f.dport);
+	printf("\n");
+	if (k == NULL && !derived) {
+		policy_show(show, sizeof(show), f.rule, strlen(f.rule));
+		printf("  table rule: %s (not a rule of egressd's table)\n", show);
+	} else if (k == NULL) {
+		printf("  table rule: none: the policy allows this destination, so the table "
+		       "refuses it only through the DoH, DoT or upstream-proxy rules\n");
+	} else {
+		printf("  table rule: %s%s (%s)\n", k->name,
+		    derived ? " (derived from the policy)" : "", k->where);
+		printf("  reason: %s\n", krule_reason_name(krule_reason(k, f.l4)));
+		printf("  why: %s\n", k->why);
+	}
+	if (d.origin == POLICY_ORIGIN_DEFAULT) {
+		printf("  policy: no IP rule covers %s (defaultAction %s)\n", a,
+		    policy_action_str(policy_default_action(p)));
+	} else {
+		cli_ports_text(d.ports, d.nports, ports, sizeof(ports));
+		printf("  policy: %s%s[%zu] %s %s%s%s\n", policy_origin_str(d.origin),
+		    d.origin == POLICY_ORIGIN_USER ? " egress" : "", d.index,
+		    policy_action_str(d.action), d.target, d.nports ? " ports " : "",
+		    d.nports ? ports : "");
+	}
+	printf("  policy says: %s\n", d.why);
+	return 0;
+}
+
 static int
 cli_explain(int argc, char **argv)
 {
@@ -458,13 +667,23 @@ cli_explain(int argc, char **argv)
 	if (argc < 3) {
 		policy_free(p);
 		fprintf(stderr, "usage: egressd explain [-a RULES_DIR] FILE QUERY...\n"
-		                "  QUERY: a DNS name, ip[:port], [v6]:port, or "
-		                "\"METHOD https://host/path\"\n");
+		                "  QUERY: a DNS name, ip[:port], [v6]:port, "
+		                "\"METHOD https://host/path\", or\n"
+		                "  --conn-reject REFUSAL: a conn_reject log line, or "
+		                "\"PROTO [SRC] DST[:PORT]\"\n");
 		return 2;
 	}
 	for (int i = 2; i < argc; i++) {
 		struct cli_result r;
 		const char *why = NULL;
+		if (strcmp(argv[i], "--conn-reject") == 0) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "explain: --conn-reject needs a refusal\n");
+				rc = 2;
+			} else if (cli_explain_refusal(p, argv[++i]) != 0)
+				rc = 2;
+			continue;
+		}
 		if (cli_eval(p, argv[i], &r, &why) != 0) {
 			char show[POLICY_SHOW_MAX + 8];
 			policy_show(show, sizeof(show), argv[i], strlen(argv[i]));

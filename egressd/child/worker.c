@@ -69,6 +69,12 @@ worker_dns_stop(void *svc)
 	dnsproxy_free(svc);
 }
 
+static void
+worker_dns_nflog(void *svc, const struct chan_nflog *r)
+{
+	dnsproxy_nflog(svc, r);
+}
+
 static void *
 worker_intercept_start(struct wstate *ws, char *err, size_t errlen)
 {
@@ -123,12 +129,13 @@ worker_report_event(void *svc, const struct chan_event *e)
 
 static const struct wstate_service worker_services[CHAN_ROLE_MAX] = {
     [CHAN_ROLE_CONTROL] = {worker_control_start, worker_control_stop, worker_control_policy,
-        worker_control_tick, NULL, NULL, NULL},
-    [CHAN_ROLE_DNS] = {worker_dns_start, worker_dns_stop, NULL, NULL, NULL, NULL, NULL},
+        worker_control_tick, NULL, NULL, NULL, NULL},
+    [CHAN_ROLE_DNS] = {worker_dns_start, worker_dns_stop, NULL, NULL, NULL, NULL, NULL,
+        worker_dns_nflog},
     [CHAN_ROLE_INTERCEPT] = {worker_intercept_start, worker_intercept_stop,
-        worker_intercept_changed, NULL, NULL, worker_intercept_proxy, worker_intercept_ca},
+        worker_intercept_changed, NULL, NULL, worker_intercept_proxy, worker_intercept_ca, NULL},
     [CHAN_ROLE_REPORT] = {worker_report_start, worker_report_stop, NULL, NULL, worker_report_event,
-        NULL},
+        NULL, NULL, NULL},
 };
 
 static void

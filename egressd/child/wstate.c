@@ -661,6 +661,10 @@ wstate_push_cb(const union chan_msg *m, void *arg)
 		if (ws->svc != NULL && ws->svc_ops.event != NULL)
 			ws->svc_ops.event(ws->svc, &m->event);
 		return;
+	case CHAN_NFLOG:
+		if (ws->svc != NULL && ws->svc_ops.nflog != NULL)
+			ws->svc_ops.nflog(ws->svc, &m->nflog);
+		return;
 	case CHAN_POLICY:
 	case CHAN_VAULT:
 		break;

@@ -61,6 +61,8 @@ struct wstate_service {
 	 * previous CA stays in force here and the parent is told).
 	 */
 	int (*ca_changed)(void *svc);
+	/* dns: a record of the table's refusals the parent passed on (borrowed for the call). */
+	void (*nflog)(void *svc, const struct chan_nflog *r);
 };
 
 /*

@@ -31,6 +31,7 @@ static const size_t chan_sizes[CHAN_TYPE_MAX] = {
     [CHAN_ACK] = sizeof(struct chan_ack),
     [CHAN_EVENT] = sizeof(struct chan_event),
     [CHAN_CA] = sizeof(struct chan_ca),
+    [CHAN_NFLOG] = sizeof(struct chan_nflog),
 };
 
 static const char *const chan_names[CHAN_TYPE_MAX] = {
@@ -47,6 +48,7 @@ static const char *const chan_names[CHAN_TYPE_MAX] = {
     [CHAN_ACK] = "ack",
     [CHAN_EVENT] = "event",
     [CHAN_CA] = "ca",
+    [CHAN_NFLOG] = "nflog",
 };
 
 static const char *const chan_roles[CHAN_ROLE_MAX] = {
@@ -81,7 +83,8 @@ chan_role_may_send(enum chan_role role, const union chan_msg *m)
 			return m->socket_req.socktype == SOCK_DGRAM ||
 			       m->socket_req.socktype == SOCK_STREAM;
 		if (m->hdr.type == CHAN_EVENT)
-			return m->event.kind == CHAN_EVENT_DNS_DENY;
+			return m->event.kind == CHAN_EVENT_DNS_DENY ||
+			       m->event.kind == CHAN_EVENT_CONN_DENY;
 		return m->hdr.type == CHAN_LEARN || m->hdr.type == CHAN_READY ||
 		       m->hdr.type == CHAN_ACK;
 	case CHAN_ROLE_INTERCEPT:
@@ -148,6 +151,7 @@ chan_side_ok(unsigned type, enum chan_side side)
 	case CHAN_RESULT:
 	case CHAN_LEAF_REP:
 	case CHAN_CA:
+	case CHAN_NFLOG:
 		return side == CHAN_TO_WORKER;
 	case CHAN_POLICY:
 	case CHAN_VAULT:
@@ -172,6 +176,7 @@ chan_id_ok(unsigned type, uint32_t id, enum chan_side side)
 	switch (type) {
 	case CHAN_ACK:
 	case CHAN_CA: /* a push, never a reply */
+	case CHAN_NFLOG:
 		return parent_id;
 	case CHAN_POLICY:
 	case CHAN_VAULT:
@@ -228,6 +233,27 @@ chan_event_ok(const struct chan_event *e)
 	if (chan_is_zero((const uint8_t *)e->name, sizeof(e->name)))
 		return e->family != 0;
 	return chan_name_ok(e->name, sizeof(e->name));
+}
+
+/* An NFLOG record: a prefix word, len in range, nothing past len or the prefix's NUL. */
+static bool
+chan_nflog_ok(const struct chan_nflog *r)
+{
+	const char *nul = memchr(r->prefix, '\0', sizeof(r->prefix));
+	size_t pl;
+
+	if (r->hdr.flags != 0 || r->pad != 0 || r->len > CHAN_NFLOG_COPY || nul == NULL)
+		return false;
+	pl = (size_t)(nul - r->prefix);
+	if (!chan_is_zero((const uint8_t *)nul, sizeof(r->prefix) - pl) ||
+	    !chan_is_zero(r->data + r->len, CHAN_NFLOG_COPY - r->len))
+		return false;
+	for (size_t i = 0; i < pl; i++)
+		if (!((r->prefix[i] >= 'a' && r->prefix[i] <= 'z') ||
+		        (r->prefix[i] >= '0' && r->prefix[i] <= '9') || r->prefix[i] == '_' ||
+		        r->prefix[i] == ':'))
+			return false;
+	return true;
 }
 
 bool
@@ -327,6 +353,12 @@ chan_validate(const void *buf, size_t len, enum chan_side side, const char **why
 	case CHAN_EVENT:
 		if (!chan_event_ok(&m.event)) {
 			*why = "event out of range";
+			return false;
+		}
+		break;
+	case CHAN_NFLOG:
+		if (!chan_nflog_ok(&m.nflog)) {
+			*why = "nflog record out of range";
 			return false;
 		}
 		break;

@@ -27,7 +27,8 @@ enum chan_type {
 	CHAN_VAULT,      /* either way: one chunk of the active vault (vault_wire) */
 	CHAN_ACK,        /* child -> parent: a pushed document or learn batch is in force */
 	CHAN_EVENT,      /* dns, intercept, control -> parent -> report: a refusal to report */
-	CHAN_CA, /* parent -> control, intercept: the sandbox CA certificates after a renewal */
+	CHAN_CA,    /* parent -> control, intercept: the sandbox CA certificates after a renewal */
+	CHAN_NFLOG, /* parent -> dns: a packet the table refused (NFLOG record, unparsed) */
 	CHAN_TYPE_MAX,
 };
 
@@ -37,7 +38,7 @@ enum chan_type {
  */
 enum chan_role {
 	CHAN_ROLE_CONTROL, /* the HTTP API and the policy sources: POLICY, VAULT, READY, ACK */
-	CHAN_ROLE_DNS,     /* the DNS proxy: LEARN, SOCKET_REQ (udp, tcp), READY, ACK */
+	CHAN_ROLE_DNS, /* the DNS proxy and the kernel's refusals: LEARN, SOCKET_REQ (udp, tcp), READY, ACK, EVENT */
 	CHAN_ROLE_INTERCEPT, /* TLS/HTTP and the vault's data path: LEAF_REQ, SOCKET_REQ (tcp), READY, ACK */
 	CHAN_ROLE_REPORT, /* deny webhook and OTLP export: SOCKET_REQ (tcp), READY */
 	CHAN_ROLE_MAX,
@@ -193,6 +194,8 @@ enum chan_event_kind {
 	CHAN_EVENT_KIND_MAX,
 };
 
+/* dns reports CHAN_EVENT_DNS_DENY, and CHAN_EVENT_CONN_DENY for the table's refusals (CHAN_NFLOG). */
+
 #define CHAN_REASON_LEN 32
 
 struct chan_event {
@@ -222,6 +225,27 @@ struct chan_ca {
 	uint8_t prev[CHAN_CA_DER_MAX];
 };
 
+/*
+ * A packet a refusing rule of the table logged (NFLOG, docs/nflog.md),
+ * from the parent to the dns child, which parses it: the parent reads
+ * only the netlink attributes the kernel wrote and passes the packet's
+ * first bytes on untouched, so that it parses no workload bytes itself.
+ * prefix is the rule's log prefix ([a-z0-9_:], NUL-padded); data holds
+ * len bytes of the packet from its network header, the rest zero.
+ */
+#define CHAN_NFLOG_PREFIX 32
+#define CHAN_NFLOG_COPY 128
+
+struct chan_nflog {
+	struct chan_hdr hdr;
+	uint16_t hwproto; /* the packet's ethertype (0x0800, 0x86dd), host order, or 0 */
+	uint16_t pad;
+	uint32_t len;    /* bytes of data used, <= CHAN_NFLOG_COPY */
+	uint64_t time_s; /* seconds since the epoch, when the parent read it */
+	char prefix[CHAN_NFLOG_PREFIX];
+	uint8_t data[CHAN_NFLOG_COPY];
+};
+
 union chan_msg {
 	struct chan_hdr hdr;
 	struct chan_socket_req socket_req;
@@ -236,6 +260,7 @@ union chan_msg {
 	struct chan_ack ack;
 	struct chan_event event;
 	struct chan_ca ca;
+	struct chan_nflog nflog;
 };
 
 enum chan_status {

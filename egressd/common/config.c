@@ -83,6 +83,9 @@ static const struct config_opt config_opts[] = {
     {"dns-mark", "EGRESSD_DNS_MARK", NULL, CT_U32, O(dns_mark), false,
         "packet mark of the dns process's sockets: they reach the configured resolvers "
         "and nothing else"},
+    {"nflog-group", "EGRESSD_NFLOG_GROUP", NULL, CT_U16, O(nflog_group), false,
+        "NFLOG group that the table's refusals are logged to and the parent reads "
+        "(default 4201; 0: no conn_reject records for the kernel's refusals)"},
     {"worker-user", "EGRESSD_WORKER_USER", NULL, CT_STR, O(worker_user), false,
         "worker uid[:gid] or user name (default: user egressd, else uid 65533)"},
     {"ready-file", "EGRESSD_READY_FILE", NULL, CT_STR, O(ready_file), false,
@@ -189,6 +192,7 @@ config_defaults(struct config *c)
 	c->dns_port = 15353;
 	c->mark = 0x1;
 	c->dns_mark = 0x2;
+	c->nflog_group = CONFIG_NFLOG_GROUP;
 	c->report_mark = 0x4;
 	snprintf(c->table, sizeof(c->table), "egressd");
 	snprintf(c->intercept_ports, sizeof(c->intercept_ports), "80,443");

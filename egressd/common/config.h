@@ -30,6 +30,7 @@ enum config_mode {
 #define CONFIG_FILE_MAX (1u << 20) /* bytes of a --config file */
 
 #define CONFIG_MAX_UPSTREAMS 8
+#define CONFIG_NFLOG_GROUP 4201 /* default NFLOG group of the table's refusals */
 
 /* An upstream resolver, as the parent resolved the configuration at start. */
 struct config_upstream {
@@ -55,7 +56,9 @@ struct config {
 	char dns_upstream_probe_interval[32];
 	uint16_t dns_port;
 	uint32_t mark;
-	uint32_t dns_mark;    /* the dns process's sockets: resolvers only */
+	uint32_t dns_mark; /* the dns process's sockets: resolvers only */
+	uint16_t
+	    nflog_group; /* NFLOG group of the table's refusals (0: not logged; docs/nflog.md) */
 	char worker_user[64]; /* "uid[:gid]" or a user name; "" = default */
 	char ready_file[PATH_MAX];
 	bool remove_table_on_exit;

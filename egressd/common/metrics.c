@@ -94,6 +94,27 @@ const struct metrics_def metrics_counters[] = {
         "Deny webhook events given up after the retries."),
     MC(otlp_exports, "egressd_otlp_exports_total", "OTLP metric exports delivered (2xx)."),
     MC(otlp_failures, "egressd_otlp_export_failures_total", "OTLP metric exports that failed."),
+    /* One counter per reason, in enum krule_reason order (egressd/dns/krule.h). */
+    MC(kreject[0], "egressd_conn_reject_not_allowed_total",
+        "Connections the table refused: TCP to a destination no rule allows."),
+    MC(kreject[1], "egressd_conn_reject_udp_not_allowed_total",
+        "Connections the table refused: UDP (not DNS) to a destination that does not allow it."),
+    MC(kreject[2], "egressd_conn_reject_protocol_not_allowed_total",
+        "Packets the table refused: another protocol to a destination that does not allow it."),
+    MC(kreject[3], "egressd_conn_reject_address_denied_total",
+        "Connections the table refused: a denied address."),
+    MC(kreject[4], "egressd_conn_reject_port_denied_total",
+        "Connections the table refused: a denied address and port."),
+    MC(kreject[5], "egressd_conn_reject_doh_blocked_total",
+        "Connections the table refused: DNS over HTTPS to a blocked resolver."),
+    MC(kreject[6], "egressd_conn_reject_dot_blocked_total",
+        "Connections the table refused: DNS over TLS."),
+    MC(kreject[7], "egressd_conn_reject_proxy_bypass_total",
+        "Connections the table refused: a direct dial past the chained proxy."),
+    MC(kreject[8], "egressd_conn_reject_unparsed_total",
+        "Refusal records whose rule or packet headers could not be read."),
+    MC(kreject_log_suppressed, "egressd_conn_reject_log_suppressed_total",
+        "conn_reject log lines folded into per-destination summaries."),
 };
 const size_t metrics_ncounters = sizeof(metrics_counters) / sizeof(metrics_counters[0]);
 _Static_assert(sizeof(metrics_counters) / sizeof(metrics_counters[0]) ==

@@ -12,6 +12,7 @@
 struct evbuffer;
 
 #define METRICS_NBUCKETS 12
+#define METRICS_NKREJECT 9 /* = KRULE_NREASONS */
 
 struct metrics_hist {
 	uint64_t buckets[METRICS_NBUCKETS]; /* cumulative at format time */
@@ -54,6 +55,9 @@ struct metrics {
 	uint64_t events_failed;    /* events given up after the retries */
 	uint64_t otlp_exports;     /* OTLP exports answered 2xx */
 	uint64_t otlp_failures;    /* OTLP exports that failed */
+	/* The table's refusals (dns process, from NFLOG; docs/nflog.md), by reason (krule.h) */
+	uint64_t kreject[METRICS_NKREJECT];
+	uint64_t kreject_log_suppressed; /* conn_reject lines folded into summaries */
 	struct metrics_hist dns_latency;
 	struct metrics_hist api_latency;
 };

@@ -37,6 +37,7 @@
 #include "egressd/common/learnmap.h"
 #include "egressd/common/log.h"
 #include "egressd/common/logagg.h"
+#include "egressd/dns/kreject.h"
 #include "egressd/child/sockpool.h"
 #include "egressd/common/ownnet.h"
 #include "egressd/child/wchan.h"
@@ -124,6 +125,8 @@ struct dnsproxy {
 	size_t ntcp;
 	/* Deny-type log lines, aggregated per name and window (logagg.c). */
 	struct logagg *agg_deny, *agg_nodata, *agg_filter, *agg_answer, *agg_tcp;
+	/* The table's refusals the parent passes on (kreject.c). */
+	struct kreject *kreject;
 	struct event *ev_agg;
 	bool want_v4, want_v6;
 	void (*ready_cb)(void *arg);
@@ -1417,6 +1420,15 @@ dnsproxy_agg_cb(evutil_socket_t fd, short what, void *arg)
 	logagg_flush(d->agg_filter, now, false);
 	logagg_flush(d->agg_answer, now, false);
 	logagg_flush(d->agg_tcp, now, false);
+	kreject_flush(d->kreject, now);
+}
+
+/* A record of the table's refusals (CHAN_NFLOG). */
+void
+dnsproxy_nflog(struct dnsproxy *d, const struct chan_nflog *r)
+{
+	if (d->kreject != NULL)
+		kreject_note(d->kreject, r, dnsproxy_now_s());
 }
 
 static int
@@ -1555,6 +1567,7 @@ dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg,
 	d->agg_filter = logagg_new("dns", "dns_filter", LOG_WARN, 0, 0);
 	d->agg_answer = logagg_new("dns", "dns_bad_answer", LOG_WARN, 0, 0);
 	d->agg_tcp = logagg_new("dns", "dns_tcp", LOG_INFO, 0, 0);
+	d->kreject = kreject_new(ws);
 	if (d->agg_deny == NULL || d->agg_nodata == NULL || d->agg_filter == NULL ||
 	    d->agg_answer == NULL || d->agg_tcp == NULL) {
 		snprintf(err, errlen, "out of memory");
@@ -1660,5 +1673,6 @@ dnsproxy_free(struct dnsproxy *d)
 	logagg_free(d->agg_filter);
 	logagg_free(d->agg_answer);
 	logagg_free(d->agg_tcp);
+	kreject_free(d->kreject);
 	free(d);
 }

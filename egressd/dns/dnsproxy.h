@@ -74,6 +74,9 @@ struct dnsproxy *dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), vo
 
 void dnsproxy_free(struct dnsproxy *d);
 
+/* A record of the table's refusals from the parent (borrowed for the call; kreject.c). */
+void dnsproxy_nflog(struct dnsproxy *d, const struct chan_nflog *r);
+
 /* DNS-over-TCP clients connected now. */
 size_t dnsproxy_tcp_clients(const struct dnsproxy *d);
 

@@ -116,7 +116,16 @@ struct nftrules_config {
 	bool dns_via_proxy; /* dns_mark reaches the proxy (TCP) in place of the resolvers */
 	size_t nproxy;
 	struct nftrules_dest proxy_dests[NFTRULES_MAX_PROXY];
+	/*
+	 * NFLOG group of the refusing rules of the workload's traffic (0: not
+	 * logged). Each logs its packet's first NFTRULES_LOG_SNAPLEN bytes with
+	 * the prefix NFTRULES_LOG_PREFIX and the rule's name (docs/nflog.md).
+	 */
+	uint16_t nflog_group;
 };
+
+#define NFTRULES_LOG_PREFIX "egressd:"
+#define NFTRULES_LOG_SNAPLEN 128
 
 struct nftrules;
 

@@ -148,6 +148,26 @@ ex_reject(struct nftnl_rule *r, bool tcp, bool *oom)
 	}
 }
 
+/*
+ * log group G prefix "egressd:<rule>" snaplen 128: the refusal that follows
+ * leaves a record for the parent's NFLOG reader (priv/nflog.c). The rule
+ * names are kreject.c's vocabulary.
+ */
+static void
+ex_log(struct nftnl_rule *r, const struct nftrules_config *cfg, const char *rule, bool *oom)
+{
+	char prefix[64];
+	struct nftnl_expr *e;
+
+	if (cfg->nflog_group == 0 || (e = ex(r, "log", oom)) == NULL)
+		return;
+	snprintf(prefix, sizeof(prefix), "%s%s", NFTRULES_LOG_PREFIX, rule);
+	nftnl_expr_set_u16(e, NFTNL_EXPR_LOG_GROUP, cfg->nflog_group);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOG_SNAPLEN, NFTRULES_LOG_SNAPLEN);
+	if (nftnl_expr_set_str(e, NFTNL_EXPR_LOG_PREFIX, prefix) < 0)
+		*oom = true;
+}
+
 /* ct state & bits != 0: the connection is in one of the states of bits. */
 static void
 ex_ct_state_in(struct nftnl_rule *r, uint32_t bits, bool *oom)
@@ -251,9 +271,10 @@ rule_port(struct nftrules_batch *b, const struct nftrules_config *cfg, const cha
 	if (r != NULL) {
 		ex_meta_eq8(r, NFT_META_L4PROTO, proto, &oom);
 		ex_dport_eq(r, port, &oom);
-		if (reject)
+		if (reject) {
+			ex_log(r, cfg, port == NFTRULES_PORT_DOT ? "dot" : "doh", &oom);
 			ex_reject(r, proto == IPPROTO_TCP, &oom);
-		else
+		} else
 			ex_verdict(r, verdict, &oom);
 	}
 	msg_rule(b, r, oom, chain);
@@ -283,9 +304,10 @@ rule_set(struct nftrules_batch *b, const struct nftrules_config *cfg, enum nftru
 			    r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG32_00 + alen / 4, &oom);
 		ex_lookup(
 		    r, nftrules_set_name(kind, family), nftrules_set_id(b, kind, family), &oom);
-		if (reject)
+		if (reject) {
+			ex_log(r, cfg, nftrules_kind_has_port(kind) ? "deny_port" : "deny", &oom);
 			ex_reject(r, proto == IPPROTO_TCP, &oom);
-		else
+		} else
 			ex_verdict(r, NF_ACCEPT, &oom);
 	}
 	msg_rule(b, r, oom, NFTRULES_CHAIN_FILTER);
@@ -366,6 +388,7 @@ rules_doh(struct nftrules_batch *b, const struct nftrules_config *cfg)
 				    fams[f] == AF_INET ? 16 : 24, alen, NFT_REG32_00, &oom);
 				ex_lookup(r, nftrules_set_name(NFTRULES_SET_DOH, fams[f]),
 				    nftrules_set_id(b, NFTRULES_SET_DOH, fams[f]), &oom);
+				ex_log(r, cfg, "doh", &oom);
 				ex_reject(r, l4[p] == IPPROTO_TCP, &oom);
 			}
 			msg_rule(b, r, oom, NFTRULES_CHAIN_FILTER);
@@ -471,6 +494,7 @@ rules_proxy_only(struct nftrules_batch *b, const struct nftrules_config *cfg)
 
 		ex_meta(r, NFT_META_L4PROTO, NFT_REG32_00, &oom);
 		ex_cmp(r, NFT_CMP_NEQ, &tcp, 1, &oom);
+		ex_log(r, cfg, "proxy_only", &oom);
 		ex_reject(r, false, &oom);
 	}
 	msg_rule(b, r, oom, fc);
@@ -503,6 +527,7 @@ rules_proxy_only(struct nftrules_batch *b, const struct nftrules_config *cfg)
 			ex_lookup_inv(r, nftrules_set_name(NFTRULES_SET_LEARNEDP, fam),
 			    nftrules_set_id(b, NFTRULES_SET_LEARNEDP, fam), &oom);
 		}
+		ex_log(r, cfg, "proxy_only", &oom);
 		ex_reject(r, true, &oom);
 		msg_rule(b, r, oom, fc);
 	}
@@ -636,12 +661,15 @@ chain_filter_rules(
 	oom = r == NULL;
 	if (r != NULL && def == NFTRULES_DENY) {
 		ex_meta_eq8(r, NFT_META_L4PROTO, IPPROTO_TCP, &oom);
+		ex_log(r, cfg, "default_tcp", &oom);
 		ex_reject(r, true, &oom);
 		msg_rule(b, r, oom, fc);
 		r = rule_new(cfg, fc);
 		oom = r == NULL;
-		if (r != NULL)
+		if (r != NULL) {
+			ex_log(r, cfg, "default", &oom);
 			ex_reject(r, false, &oom);
+		}
 	} else if (r != NULL) {
 		ex_verdict(r, NF_ACCEPT, &oom);
 	}

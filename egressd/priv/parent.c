@@ -40,6 +40,7 @@
 #include "egressd/priv/capwatch.h"
 #include "egressd/priv/enforce.h"
 #include "egressd/priv/listen.h"
+#include "egressd/priv/nflog.h"
 #include "egressd/priv/parent.h"
 #include "egressd/report/report.h"
 #include "egressd/priv/ppolicy.h"
@@ -187,6 +188,13 @@ struct parent {
 	/* Events forwarded to the report child, and those dropped (it was absent or full). */
 	uint32_t next_event;
 	uint64_t events_dropped;
+
+	/* The table's refusals (NFLOG), passed to the dns child unparsed; NULL: not logged. */
+	struct nflog *nflog;
+	struct event *ev_nflog;
+	uint32_t next_nflog;
+	uint64_t nflog_dropped; /* the dns child was absent or behind */
+	uint64_t nflog_lost_seen;
 };
 
 static void parent_spawn(struct pkid *k);
@@ -922,6 +930,48 @@ parent_event(struct pkid *k, const struct chan_event *e)
 		log_msg(LOG_WARN, "report", "event_dropped",
 		    "the report process is %s: %llu event(s) dropped so far",
 		    r->pid > 0 ? "behind" : "not running", (unsigned long long)p->events_dropped);
+}
+
+/*
+ * A record of a refusing rule (priv/nflog.c): to the dns child as it came,
+ * without waiting, as events go to report. The parent does not look
+ * inside the packet: the dns child parses it (docs/nflog.md).
+ */
+static void
+parent_nflog_record(const struct chan_nflog *r, void *arg)
+{
+	struct parent *p = arg;
+	struct pkid *d = &p->kids[CHAN_ROLE_DNS];
+	struct chan_nflog fwd = *r;
+
+	fwd.hdr.id = CHAN_ID_PARENT | (++p->next_nflog & ~CHAN_ID_PARENT);
+	if (fwd.hdr.id == CHAN_ID_PARENT)
+		fwd.hdr.id = CHAN_ID_PARENT | (++p->next_nflog & ~CHAN_ID_PARENT);
+	if (parent_alive(d) && chan_offer(d->chanfd, &fwd) == 0)
+		return;
+	/* The first drop, then one line per 1000. */
+	if (p->nflog_dropped++ % 1000 == 0)
+		log_msg(LOG_WARN, "nft", "conn_reject_dropped",
+		    "the dns process is %s: %llu kernel refusal record(s) dropped so far",
+		    d->pid > 0 ? "behind" : "not running", (unsigned long long)p->nflog_dropped);
+}
+
+static void
+parent_nflog_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct parent *p = arg;
+	uint64_t lost;
+
+	(void)fd;
+	(void)what;
+	nflog_read(p->nflog, parent_nflog_record, p);
+	lost = nflog_lost(p->nflog);
+	if (lost != p->nflog_lost_seen &&
+	    (p->nflog_lost_seen == 0 || lost / 1000 != p->nflog_lost_seen / 1000))
+		log_msg(LOG_WARN, "nft", "conn_reject_lost",
+		    "the kernel dropped refusal records (socket full) %llu time(s) so far",
+		    (unsigned long long)lost);
+	p->nflog_lost_seen = lost;
 }
 
 static void
@@ -1877,6 +1927,18 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 		listen_close(&cfg->listen);
 		return 1;
 	}
+	/*
+	 * The refusals' records (docs/nflog.md), before the table is touched: a
+	 * group another reader holds (another egressd in this namespace) is a
+	 * start-up error that leaves the ruleset as it was, not silence.
+	 */
+	if (cfg->nflog_group != 0 &&
+	    (p.nflog = nflog_open(cfg->nflog_group, err, sizeof(err))) == NULL) {
+		log_msg(LOG_ERROR, "nft", "nflog_error", "%s", err);
+		close(p.ownfd);
+		listen_close(&cfg->listen);
+		return 1;
+	}
 	{
 		struct addrclass_own own;
 		bool changed;
@@ -1884,6 +1946,7 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 		if (ownnet_scan(&own, err, sizeof(err)) != 0) {
 			log_msg(LOG_ERROR, "nft", "own_networks_error",
 			    "cannot read the sandbox's own networks: %s", err);
+			nflog_close(p.nflog);
 			close(p.ownfd);
 			listen_close(&cfg->listen);
 			return 1;
@@ -1897,6 +1960,7 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 			    LOG_ERROR, "nft", "nft_error", "cannot install enforcement: %s", err);
 			if (p.enf != NULL)
 				enforce_close(p.enf);
+			nflog_close(p.nflog);
 			close(p.ownfd);
 			listen_close(&cfg->listen);
 			return 1;
@@ -1909,6 +1973,7 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 	p.pp = ppolicy_new(cfg, p.enf);
 	if (p.pp == NULL) {
 		log_msg(LOG_ERROR, "proc", "startup", "out of memory");
+		nflog_close(p.nflog);
 		enforce_close(p.enf);
 		close(p.ownfd);
 		listen_close(&cfg->listen);
@@ -1918,6 +1983,7 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 	if (shstat_open(&p.shs, err, sizeof(err)) != 0) {
 		log_msg(LOG_ERROR, "proc", "startup", "%s", err);
 		ppolicy_free(p.pp);
+		nflog_close(p.nflog);
 		enforce_close(p.enf);
 		close(p.ownfd);
 		listen_close(&cfg->listen);
@@ -1928,6 +1994,7 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 	p.base = event_base_new();
 	if (p.base == NULL) {
 		log_msg(LOG_ERROR, "proc", "startup", "event_base_new failed");
+		nflog_close(p.nflog);
 		enforce_close(p.enf);
 		close(p.ownfd);
 		return 1;
@@ -1938,6 +2005,11 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 	p.ev_watch = event_new(p.base, -1, EV_PERSIST, parent_watch_cb, &p);
 	p.ev_own = event_new(p.base, p.ownfd, EV_READ | EV_PERSIST, parent_own_cb, &p);
 	event_add(p.ev_own, NULL);
+	if (p.nflog != NULL) {
+		p.ev_nflog =
+		    event_new(p.base, nflog_fd(p.nflog), EV_READ | EV_PERSIST, parent_nflog_cb, &p);
+		event_add(p.ev_nflog, NULL);
+	}
 	/* A change between the scan above and now is not lost: look once more. */
 	parent_own_refresh(&p);
 	{
@@ -1981,6 +2053,9 @@ parent_run(struct config *cfg, parent_worker_fn worker)
 	event_free(p.ev_kill);
 	event_free(p.ev_watch);
 	event_free(p.ev_own);
+	if (p.ev_nflog != NULL)
+		event_free(p.ev_nflog);
+	nflog_close(p.nflog);
 	close(p.ownfd);
 	for (int r = 0; r < CHAN_ROLE_MAX; r++) {
 		parent_close_chan(&p.kids[r]);

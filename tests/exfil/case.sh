@@ -25,6 +25,32 @@ fx_safety || exit 99
 fx_servers_start || exit 98
 fx_pcap_start || exit 98
 
+# --audit (runner.py O7): an independent record of every packet the kernel
+# refuses: nftrace on every output packet and `nft -a monitor`, read after
+# the case against egressd's conn_reject records.
+if [ "${AUDIT:-0}" = 1 ]; then
+	ip netns exec "$FX_SBX" nft -f - <<'N' || exit 98
+table inet exfil_audit {
+	chain out {
+		type filter hook output priority -300;
+		meta nftrace set 1
+	}
+}
+N
+	# Every event with handles: the rules egressd adds (each install and
+	# policy update), then the traces that name them by handle.
+	ip netns exec "$FX_SBX" stdbuf -oL nft -a monitor >"$FX_DIR/trace.txt" 2>&1 &
+	FX_TRACE_PID=$!
+	fx_track "$FX_TRACE_PID"
+	# Subscribed once a probe datagram (to loopback, before any table of
+	# egressd's) shows in the trace: bounded, 5 s.
+	for _ in $(seq 1 50); do
+		ip netns exec "$FX_SBX" bash -c 'echo probe >/dev/udp/127.0.0.1/9' 2>/dev/null
+		grep -q 'daddr 127.0.0.1' "$FX_DIR/trace.txt" 2>/dev/null && break
+		sleep 0.1
+	done
+fi
+
 egressd_env=()
 if [ "$INTERCEPT" = 1 ]; then
 	egressd_env+=(OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=true
@@ -84,6 +110,15 @@ if [ -n "$FX_EGRESSD_PID" ]; then
 	fi
 fi
 ip netns exec "$FX_SBX" nft list ruleset >"$FX_DIR/nft-ruleset.txt" 2>&1
+# O7 audits what egressd refused while it served: the monitor stops first
+# (what egressd's own stop sends is not traced), then the records of the
+# last refusals get the kernel's NFLOG batching time (0.1 s) to arrive.
+if [ -n "${FX_TRACE_PID:-}" ]; then
+	kill "$FX_TRACE_PID" 2>/dev/null
+	wait "$FX_TRACE_PID" 2>/dev/null
+	date -u +%Y-%m-%dT%H:%M:%S.%3NZ >"$FX_DIR/trace.end" # records after it: untraced
+	sleep 0.3
+fi
 fx_pcap_stop
 fx_egressd_stop
 exit 0

@@ -5,7 +5,8 @@ Who runs it: ctest (label exfil) and developers, as root. It loads the
 declarative cases of tests/exfil/cases/*.yaml, runs each one with
 tests/exfil/case.sh in its own pair of namespaces, applies the oracles of
 catalogue 1.4 (O1 capture + resolver log, O2 canaries, O3 canaries only to
-the bound host, O5 liveness, O6 sanitizer reports) and the case's own
+the bound host, O5 liveness, O6 sanitizer reports; with --audit O7, one
+aggregated conn_reject record per kernel refusal) and the case's own
 expectations, prints one line per case and writes exfil-report.json.
 
 It must never leave a namespace, a process or an nft table behind, even when
@@ -91,6 +92,7 @@ SLOWEST = 10
 
 STOP = threading.Event()
 ACTIVE = {}
+AUDIT = [False]  # --audit: the O7 oracle (set once in main)
 ACTIVE_LOCK = threading.Lock()
 
 
@@ -167,6 +169,7 @@ def write_plan(c, d, ns_id, features):
         "NACTIONS": str(len(c["actions"])),
         "EGRESSD_EXTRA_ENV": "\n".join("%s=%s" % kv for kv in
                                        c.get("egressd_env", {}).items()),
+        "AUDIT": "1" if AUDIT[0] else "0",
     }
     with open(os.path.join(plan, "env"), "w") as f:
         for k, v in env.items():
@@ -372,6 +375,166 @@ def evaluate(c, d, features, token):
     return r, missing
 
 
+TRACE_RULE = re.compile(r'^trace id (\S+) inet egressd filter rule .*log prefix '
+                        r'"egressd:([a-z_]+)".*\(verdict drop\)')
+TRACE_HANDLE = re.compile(r'^trace id (\S+) inet egressd filter unknown rule handle (\d+) '
+                          r'\(verdict drop\)')
+ADD_RULE = re.compile(r'^add rule inet egressd filter (.*) # handle (\d+)$')
+NEW_GEN = re.compile(r'^# new generation \d+ by process (\d+) \((.*)\)')
+LOG_PREFIX = re.compile(r'log prefix "egressd:([a-z_]+)"')
+TRACE_PKT = re.compile(r'^trace id (\S+) inet egressd filter packet: (.*)$')
+
+
+ICMP_TYPES = {
+    "icmp": {"echo-reply": 0, "destination-unreachable": 3, "source-quench": 4,
+             "redirect": 5, "echo-request": 8, "router-advertisement": 9,
+             "router-solicitation": 10, "time-exceeded": 11, "parameter-problem": 12,
+             "timestamp-request": 13, "timestamp-reply": 14, "info-request": 15,
+             "info-reply": 16, "address-mask-request": 17, "address-mask-reply": 18},
+    "icmpv6": {"destination-unreachable": 1, "packet-too-big": 2, "time-exceeded": 3,
+               "parameter-problem": 4, "echo-request": 128, "echo-reply": 129,
+               "mld-listener-query": 130, "mld-listener-report": 131,
+               "mld-listener-done": 132, "mld-listener-reduction": 132,
+               "nd-router-solicit": 133, "nd-router-advert": 134,
+               "nd-neighbor-solicit": 135, "nd-neighbor-advert": 136, "nd-redirect": 137,
+               "router-renumbering": 138, "ind-neighbor-solicit": 141,
+               "ind-neighbor-advert": 142, "mld2-listener-report": 143},
+}
+
+
+def trace_key(rule, pkt):
+    """(rule, proto, daddr, dport) of a traced packet, as egressd keys it."""
+    f = pkt.split()
+    daddr = None
+    for i in range(len(f) - 2):
+        if f[i] in ("ip", "ip6") and f[i + 1] == "daddr":
+            daddr = f[i + 2]
+    proto, port = None, None
+    for l4 in ("tcp", "udp", "udplite", "sctp"):
+        for i in range(len(f) - 2):
+            if f[i] == l4 and f[i + 1] == "dport":
+                proto, port = l4, f[i + 2]
+    # Without ports the trace's protocol field may be an extension header
+    # (MLD: hop-by-hop) where egressd names the transport: keyed without it,
+    # by the ICMP type when the trace names one (egressd keys ICMP by type).
+    if proto is None:
+        for fam, names in ICMP_TYPES.items():
+            for i in range(len(f) - 2):
+                if f[i] == fam and f[i + 1] == "type":
+                    t = f[i + 2]
+                    port = "t%s" % (names.get(t, t if t.isdigit() else None),)
+    return (rule, proto, daddr, port)
+
+
+def o7_check(d, c, duration):
+    """
+    O7 (--audit): every packet the table refused (nft monitor trace) has
+    exactly one conn_reject record per rule, protocol and destination
+    (per 60 s window), and no record stands for a refusal that did not
+    happen. Keys past the aggregation table are covered by its overflow
+    line, and losses by the drop warnings.
+    """
+    r = []
+    pkts, refused, handles, earlier = {}, {}, {}, {}
+    pid = None
+    trace = read(os.path.join(d, "trace.txt"), 64 << 20)
+    # A monitor that could not keep up (a flood case) saw only some packets.
+    partial = "lost some netlink events" in trace
+    for line in trace.splitlines():
+        # Refusing rules of the workload's traffic: a reject not on a sidecar
+        # mark, named by its log prefix ("?" without one: no record can
+        # follow). Added rules come before the traces that use them; a
+        # table installed again reuses handles, so the latest one counts.
+        # A restarted egressd (a new process writes the table) starts a new
+        # log: only the refusals of the last incarnation can be in it.
+        m = NEW_GEN.match(line)
+        if m and m.group(2) != "egressd":
+            # Someone else changed the ruleset (a workload with NET_ADMIN may
+            # flush it, the audit table with it): the trace may stop here.
+            partial = True
+            continue
+        if m:
+            if pid is not None and m.group(1) != pid:
+                # The new one binds the group before it writes its table, so
+                # refusals just before may be in its log: they excuse a
+                # record, they do not demand one.
+                earlier.update(refused)
+                refused = {}
+            pid = m.group(1)
+            continue
+        m = ADD_RULE.match(line.strip())
+        if m:
+            text, h = re.sub(r"^handle \d+ ", "", m.group(1)), m.group(2)
+            if " reject" in text and not text.startswith("meta mark"):
+                p = LOG_PREFIX.search(text)
+                handles[h] = p.group(1) if p else "?"
+            else:
+                handles.pop(h, None)
+            continue
+        m = TRACE_PKT.match(line)
+        if m:
+            pkts.setdefault(m.group(1), m.group(2))
+            continue
+        m = TRACE_RULE.match(line)
+        if m:
+            refused[m.group(1)] = m.group(2)
+            continue
+        m = TRACE_HANDLE.match(line)
+        if m and m.group(2) in handles:
+            refused[m.group(1)] = handles[m.group(2)]
+    traced, excuse = {}, set()
+    for tid, rule in refused.items():
+        k = trace_key(rule, pkts.get(tid, ""))
+        traced[k] = traced.get(k, 0) + 1
+    for tid, rule in earlier.items():
+        excuse.add(trace_key(rule, pkts.get(tid, "")))
+    records, late = {}, set()
+    overflow = lost = False
+    end = read(os.path.join(d, "trace.end")).strip()
+    for e in oracles.read_jsonl(os.path.join(d, "egressd.log")):
+        ev = e.get("event")
+        if e.get("module") != "nft":
+            continue  # the intercept's own conn_reject lines are not the kernel's
+        if ev == "conn_reject":
+            dport = e.get("dport")
+            if dport is None:
+                # Without ports egressd keys by ICMP type, or by protocol.
+                dport = "t%d" % e["icmp_type"] if e.get("icmp_type") is not None \
+                    else "p%s" % e.get("proto")
+            k = (e.get("rule"), e.get("proto") if e.get("sport") is not None else None,
+                 e.get("dst"), None if dport is None else str(dport))
+            records[k] = records.get(k, 0) + 1
+            if end and str(e.get("ts", "")) > end:
+                late.add(k)  # refused after the trace stopped (egressd's own stop)
+        elif ev == "conn_reject_overflow":
+            overflow = True
+        elif ev in ("conn_reject_dropped", "conn_reject_lost"):
+            lost = True
+    windows = 1 + int(duration) // 60
+    def matching(k):
+        # A traced packet whose ICMP type the trace did not name (MLD behind a
+        # hop-by-hop header) matches its destination's record of any type.
+        if k[3] is None:
+            return sum(v for rk, v in records.items() if rk[0] == k[0] and rk[2] == k[2]
+                       and rk[1] is None)
+        return records.get(k, 0)
+
+    for k, n in sorted(traced.items(), key=str):
+        got = matching(k)
+        # A refusal while egressd was down (a case that stops it) has no reader.
+        if got == 0 and not (overflow or lost or c.get("egressd_may_exit")):
+            r.append("O7: refusal %s (%d packets) has no conn_reject record" % (
+                "/".join(map(str, k)), n))
+        elif got > windows and k[3] is not None:
+            r.append("O7: refusal %s has %d records" % ("/".join(map(str, k)), got))
+    for k in records:
+        if k not in traced and k not in excuse and k not in late and not partial and not (
+                k[1] is None and ((k[0], None, k[2], None) in traced or
+                                  (k[0], None, k[2], None) in excuse)):
+            r.append("O7: conn_reject %s matches no refusal" % "/".join(map(str, k)))
+    return r
+
+
 def sweep(ns_id, d):
     """Ends what a case left (by PID, only inside its own namespaces)."""
     pids = []
@@ -441,6 +604,8 @@ def run_case(c, idx, args, features, run_dir, certs):
     else:
         more, missing = evaluate(c, d, features, token)
         reasons += more
+        if AUDIT[0] and features and c.get("start_egressd", True):
+            reasons += o7_check(d, c, time.time() - t0)
     res = {"id": c["id"], "title": c["title"], "prio": c["prio"],
            "profile": c["profile"], "class": c.get("class", ""),
            "needs": c.get("needs", []), "missing": missing,
@@ -502,7 +667,11 @@ def main():
     ap.add_argument("--keep", action="store_true",
                     help="keep the per-case directories")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--audit", action="store_true",
+                    help="also check O7: every kernel refusal has exactly one "
+                    "aggregated conn_reject record (nft monitor trace)")
     args = ap.parse_args()
+    AUDIT[0] = args.audit
     if yaml is None:
         print("python3-yaml is missing (tests/exfil/deps.txt)")
         return 2

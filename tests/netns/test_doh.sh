@@ -44,7 +44,7 @@ check "the refusal is a reset (fails fast)" refused 203.0.113.53 443
 check "doh4 holds the IPv4 entries" nft_has doh4 '198.51.100.0/24'
 check "doh6 holds the IPv6 entry" nft_has doh6 '2001:db8::53'
 check "UDP 443 (DoH over HTTP/3) is refused to the list too" \
-	bash -c "ip netns exec $SBX nft list chain inet egressd filter | grep -q 'udp dport 443 ip daddr @doh4 reject'"
+	bash -c "ip netns exec $SBX nft list chain inet egressd filter | grep -Eq 'udp dport 443 ip daddr @doh4 (log prefix \"egressd:doh\" group [0-9]+ snaplen 128 )?reject'"
 stop
 
 # The flag alone: every port 443 is refused, other ports are not.

@@ -67,7 +67,7 @@ before=$(table)
 
 # Then every message type, from every role.
 touch "$TMP/hostile/fire"
-TYPES=12 # CHAN_TYPE_MAX - 1, and one unknown type more
+TYPES=13 # CHAN_TYPE_MAX - 1, and one unknown type more
 for i in $(seq 1 1200); do
 	n=$(grep -c '"event":"chan_violation"' "$log")
 	[ "$n" -ge $((3 * (TYPES + 1))) ] && [ "$(grep -c '^HOSTILE idle' "$log")" -ge 3 ] && break

@@ -95,6 +95,8 @@ check "and logs the collector it exports to" \
     grep -q '"event":"report_start".*"otlp":"198.51.100.81:4318"' "$LOG"
 fx_ws dig +time=3 +tries=1 denied.example.test A >/dev/null 2>&1
 fx_ws dig +time=3 +tries=1 api.allowed.test A >/dev/null 2>&1
+# A connection the nft table refuses: its counter by reason is exported too (docs/nflog.md).
+fx_ws nc -z -w2 203.0.113.20 22 >/dev/null 2>&1
 check "the collector receives exports every interval" wait_records "$O/cum.jsonl" 3
 check "every export decodes exactly (the header was sent; no error record)" \
     records_are "$O/cum.jsonl" 'len(ok) == len(recs) and len(ok) >= 3'
@@ -111,6 +113,8 @@ check "the export carries exactly the /metrics series" records_are "$O/cum.jsonl
     "names(ok[-1]) == open('$FX_DIR/out/prom-names').read().split()"
 check "counters are monotonic cumulative sums" records_are "$O/cum.jsonl" \
     'all(m["sum"]["isMonotonic"] and m["sum"]["aggregationTemporality"] == "AGGREGATION_TEMPORALITY_CUMULATIVE" for m in [x for x in [metric(ok[-1], n) for n in names(ok[-1])] if "sum" in x])'
+check "the table's refusals are exported by reason (egressd_conn_reject_not_allowed_total)" \
+    records_are "$O/cum.jsonl" 'int(metric(ok[-1], "egressd_conn_reject_not_allowed_total")["sum"]["dataPoints"][0].get("asInt", 0)) >= 1'
 check "histograms are exported with buckets" records_are "$O/cum.jsonl" \
     'any("histogram" in metric(ok[-1], n) and len(metric(ok[-1], n)["histogram"]["dataPoints"][0]["bucketCounts"]) > 1 for n in names(ok[-1]))'
 prom_exports=$(awk '$1 == "egressd_otlp_exports_total" {print $2}' "$FX_DIR/out/metrics")

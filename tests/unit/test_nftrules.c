@@ -26,6 +26,7 @@
 
 #include "egressd/priv/nftrules.h"
 #include "egressd/priv/nftrules_internal.h"
+#include "egressd/dns/krule.h"
 #include "policy/addrclass.h"
 
 #define SEQ0 1000
@@ -1210,6 +1211,127 @@ test_disjoint_ports_capped(void **state)
 	free(r);
 }
 
+/*
+ * Kernel refusals leave a record (NFLOG): with a group configured, every
+ * reject of the filter chain that refuses the workload's traffic is
+ * preceded by a log expression to that group, with a 128-byte copy and a
+ * prefix naming a rule krule knows; the rules on the sidecar's own marks
+ * and every accept log nothing; without a group, no rule logs. On install
+ * and on the policy update that rebuilds the chain.
+ */
+struct log_tally {
+	unsigned rejects, logged, mark_rejects, stray;
+	unsigned by_rule[8];
+};
+
+static void
+tally_logs(const struct nftrules_batch *b, uint16_t group, struct log_tally *t)
+{
+	const struct nlmsghdr *nlh = (const struct nlmsghdr *)b->buf;
+	int len = (int)b->len;
+	size_t nrules;
+	const struct krule *all = krule_all(&nrules);
+
+	memset(t, 0, sizeof(*t));
+	for (; mnl_nlmsg_ok(nlh, len); nlh = mnl_nlmsg_next(nlh, &len)) {
+		struct nftnl_rule *r;
+		struct nftnl_expr_iter *it;
+		struct nftnl_expr *e;
+		const char *prev = "", *prefix = NULL;
+		bool mark = false, first = true;
+
+		if (nlh->nlmsg_type >> 8 != NFNL_SUBSYS_NFTABLES || cmd_of(nlh) != NFT_MSG_NEWRULE)
+			continue;
+		r = nftnl_rule_alloc();
+		assert_int_equal(nftnl_rule_nlmsg_parse(nlh, r), 0);
+		if (strcmp(nftnl_rule_get_str(r, NFTNL_RULE_CHAIN), "filter") != 0) {
+			nftnl_rule_free(r);
+			continue;
+		}
+		it = nftnl_expr_iter_create(r);
+		while ((e = nftnl_expr_iter_next(it)) != NULL) {
+			const char *name = nftnl_expr_get_str(e, NFTNL_EXPR_NAME);
+
+			if (first && strcmp(name, "meta") == 0 &&
+			    nftnl_expr_get_u32(e, NFTNL_EXPR_META_KEY) == NFT_META_MARK)
+				mark = true;
+			first = false;
+			if (strcmp(name, "log") == 0) {
+				assert_int_equal(
+				    nftnl_expr_get_u16(e, NFTNL_EXPR_LOG_GROUP), group);
+				assert_int_equal(
+				    nftnl_expr_get_u32(e, NFTNL_EXPR_LOG_SNAPLEN), 128);
+				prefix = nftnl_expr_get_str(e, NFTNL_EXPR_LOG_PREFIX);
+			}
+			if (strcmp(name, "reject") == 0) {
+				if (mark)
+					t->mark_rejects++;
+				else
+					t->rejects++;
+				if (strcmp(prev, "log") == 0 && !mark) {
+					const struct krule *k = krule_find(prefix);
+
+					assert_non_null(k);
+					t->logged++;
+					t->by_rule[k - all]++;
+				} else if (strcmp(prev, "log") == 0)
+					t->stray++;
+			}
+			if (strcmp(name, "immediate") == 0 && strcmp(prev, "log") == 0)
+				t->stray++; /* an accept that logs */
+			prev = name;
+		}
+		nftnl_expr_iter_destroy(it);
+		nftnl_rule_free(r);
+	}
+}
+
+static void
+test_refusals_logged(void **state)
+{
+	struct nftrules_config cfg;
+	struct nftrules_batch b;
+	struct nftrules_static st = {NULL, 0, NFTRULES_DENY, NULL};
+	struct log_tally t;
+	size_t n;
+
+	(void)krule_all(&n);
+	assert_true(n <= 8);
+	nftrules_config_default(&cfg);
+	cfg.nflog_group = 4201;
+	cfg.block_doh = true;
+	cfg.proxy = true;
+	cfg.nproxy = 1;
+	cfg.proxy_dests[0].family = AF_INET;
+	inet_pton(AF_INET, "192.0.2.8", cfg.proxy_dests[0].addr);
+	cfg.proxy_dests[0].port = 3128;
+	nftrules_batch_init(&b, SEQ0);
+	assert_int_equal(nftrules_build_install(&b, &cfg, &st), 0);
+	tally_logs(&b, 4201, &t);
+	nftrules_batch_deinit(&b);
+	assert_true(t.rejects > 0);
+	assert_int_equal(t.logged, t.rejects); /* every refusal of the workload's traffic */
+	assert_int_equal(t.stray, 0);          /* and no accept, no mark rule */
+	assert_true(t.mark_rejects > 0);
+	for (size_t i = 0; i < n; i++)
+		assert_true(t.by_rule[i] > 0); /* every rule of the vocabulary is used */
+
+	nftrules_batch_init(&b, SEQ0);
+	assert_int_equal(nftrules_build_update_static(&b, &cfg, &st), 0);
+	tally_logs(&b, 4201, &t);
+	nftrules_batch_deinit(&b);
+	assert_true(t.rejects > 0);
+	assert_int_equal(t.logged, t.rejects);
+
+	cfg.nflog_group = 0;
+	nftrules_batch_init(&b, SEQ0);
+	assert_int_equal(nftrules_build_install(&b, &cfg, &st), 0);
+	tally_logs(&b, 0, &t);
+	nftrules_batch_deinit(&b);
+	assert_true(t.rejects > 0);
+	assert_int_equal(t.logged, 0);
+}
+
 int
 main(void)
 {
@@ -1218,6 +1340,7 @@ main(void)
 	    cmocka_unit_test(test_mark_is_scoped),
 	    cmocka_unit_test(test_proxy_dests),
 	    cmocka_unit_test(test_default_action),
+	    cmocka_unit_test(test_refusals_logged),
 	    cmocka_unit_test(test_rs_rate_limited),
 	    cmocka_unit_test(test_static_elements),
 	    cmocka_unit_test(test_own_in_deny_sets),

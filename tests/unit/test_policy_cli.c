@@ -182,6 +182,58 @@ test_explain(void **state)
 	assert_int_equal(run(3, d), 1);
 }
 
+/*
+ * explain --conn-reject: for a logged conn_reject line, the table rule it
+ * names, its reason and the policy rule behind it; for a bare 5-tuple the
+ * rule is derived from the policy (deny rule, default TCP or other, DoT,
+ * or none when an IP rule allows it); unreadable refusals are refused.
+ */
+static void
+test_explain_conn_reject(void **state)
+{
+	char *a[] = {"explain", data("policy/valid/full.yaml"), "--conn-reject",
+	    "{\"event\":\"conn_reject\",\"rule\":\"deny\",\"reason\":\"address_denied\","
+	    "\"family\":\"ipv4\",\"proto\":\"tcp\",\"src\":\"10.200.0.2\",\"sport\":39476,"
+	    "\"dst\":\"198.51.100.7\",\"dport\":443}",
+	    "--conn-reject", "tcp 10.0.0.2 -> 192.0.2.1:22", "--conn-reject",
+	    "udp [2001:db8::1]:9999", "--conn-reject", "icmp 192.0.2.1", "--conn-reject",
+	    "tcp 203.0.113.9:443", "--conn-reject", "tcp 192.0.2.1:853"};
+	assert_int_equal(run(14, a), 0);
+	assert_non_null(
+	    strstr(out_buf, "refusal tcp 10.200.0.2 port 39476 -> 198.51.100.7 port 443\n"
+	                    "  table rule: deny (ip[6] daddr @deny4/@deny6 reject)\n"
+	                    "  reason: address_denied\n"));
+	assert_non_null(strstr(out_buf, "  policy: user egress[7] deny 198.51.100.7\n"));
+	assert_non_null(strstr(out_buf, "refusal tcp 10.0.0.2 -> 192.0.2.1 port 22\n"
+	                                "  table rule: default_tcp (derived from the policy)"));
+	assert_non_null(strstr(out_buf, "  reason: not_allowed\n"));
+	/* 2001:db8::/32 is allowed on 443 only: UDP 9999 falls to the last rule. */
+	assert_non_null(strstr(out_buf, "refusal udp (sandbox) -> 2001:db8::1 port 9999\n"
+	                                "  table rule: default (derived from the policy)"));
+	assert_non_null(strstr(out_buf, "  reason: udp_not_allowed\n"));
+	assert_non_null(strstr(out_buf, "  reason: protocol_not_allowed\n"));
+	assert_non_null(strstr(out_buf, "refusal tcp (sandbox) -> 203.0.113.9 port 443\n"
+	                                "  table rule: none: the policy allows"));
+	assert_non_null(strstr(out_buf, "  table rule: dot (derived from the policy)"));
+
+	char *b[] = {"explain", data("policy/valid/full.yaml"), "--conn-reject", "tcp host.test:22",
+	    "--conn-reject", "{\"event\":\"dns_deny\",\"dst\":\"192.0.2.1\"}", "--conn-reject",
+	    "bogus 192.0.2.1", "--conn-reject", "{not json", "--conn-reject", "tcp 192.0.2.1:0",
+	    "--conn-reject"};
+	assert_int_equal(run(13, b), 2);
+	assert_non_null(strstr(err_buf, "the destination is not an IP address"));
+	assert_non_null(strstr(err_buf, "not a conn_reject line"));
+	assert_non_null(strstr(err_buf, "unknown protocol"));
+	assert_non_null(strstr(err_buf, "not a JSON log line"));
+	assert_non_null(strstr(err_buf, "bad port"));
+	assert_non_null(strstr(err_buf, "--conn-reject needs a refusal"));
+	/* A rule the table does not have is said so, never guessed. */
+	char *c[] = {"explain", data("policy/valid/full.yaml"), "--conn-reject",
+	    "{\"event\":\"conn_reject\",\"rule\":\"nosuch\",\"dst\":\"192.0.2.1\"}"};
+	assert_int_equal(run(4, c), 0);
+	assert_non_null(strstr(out_buf, "  table rule: nosuch (not a rule of egressd's table)"));
+}
+
 static void
 test_always_dir(void **state)
 {
@@ -263,6 +315,7 @@ main(void)
 	    cmocka_unit_test(test_check_verbose_round_trip),
 	    cmocka_unit_test(test_shadow_warning),
 	    cmocka_unit_test(test_explain),
+	    cmocka_unit_test(test_explain_conn_reject),
 	    cmocka_unit_test(test_always_dir),
 	    cmocka_unit_test(test_test_command),
 	};
