@@ -10,7 +10,10 @@
  */
 #include "vault/httpwire.h"
 
+#include <arpa/inet.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 /* Bounds-checked reader; all message bytes are read through it. */
 struct hw_cur {
@@ -1120,4 +1123,21 @@ httpwire_connect_status(const uint8_t *buf, size_t len, size_t max, size_t *cons
 	default:
 		return -1;
 	}
+}
+
+size_t
+httpwire_connect_request(
+    char *out, size_t cap, int family, const void *addr, unsigned port, const char *auth)
+{
+	char a[INET6_ADDRSTRLEN];
+	const char *l = family == AF_INET6 ? "[" : "", *r = family == AF_INET6 ? "]" : "";
+	bool with_auth = auth != NULL && auth[0] != '\0';
+	int n;
+
+	if (inet_ntop(family, addr, a, sizeof(a)) == NULL)
+		return 0;
+	n = snprintf(out, cap, "CONNECT %s%s%s:%u HTTP/1.1\r\nHost: %s%s%s:%u\r\n%s%s%s\r\n", l, a,
+	    r, port, l, a, r, port, with_auth ? "Proxy-Authorization: " : "", with_auth ? auth : "",
+	    with_auth ? "\r\n" : "");
+	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }

@@ -128,6 +128,16 @@ enum httpwire_status httpwire_parse_response(const uint8_t *buf, size_t len, boo
     __attribute__((warn_unused_result));
 
 /*
+ * The CONNECT request head for addr (family AF_INET or AF_INET6; an
+ * address, never a name the proxy would resolve again) and port, with Host
+ * and, when auth is non-empty, Proxy-Authorization: auth; NUL-terminated
+ * in out (cap bytes). Its length, or 0 when it does not fit. out holds
+ * auth: the caller wipes it.
+ */
+size_t httpwire_connect_request(
+    char *out, size_t cap, int family, const void *addr, unsigned port, const char *auth);
+
+/*
  * A forward proxy's answer to CONNECT at buf[0..len), with the strict
  * response parser: its status code (*consumed the head's length), 0 when
  * more bytes are needed and len < max, -1 when it is not a valid HTTP/1.x

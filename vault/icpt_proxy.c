@@ -22,6 +22,8 @@
 
 /* Bytes of the proxy's answer head at most; a longer one is refused. */
 #define ICPT_PROXY_HEAD_MAX 8192
+/* Bytes of the CONNECT head at most (the Proxy-Authorization value is 1 KiB at most). */
+#define ICPT_PROXY_REQ_MAX 1536
 
 int
 icpt_proxy_status(const uint8_t *buf, size_t len, size_t *consumed)
@@ -114,8 +116,9 @@ static void
 icpt_proxy_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct icpt_conn *c = arg;
-	char a[INET6_ADDRSTRLEN];
+	char req[ICPT_PROXY_REQ_MAX];
 	const void *ip;
+	size_t n;
 
 	if (!(what & BEV_EVENT_CONNECTED)) {
 		/* The proxy is down, its TLS failed, or it closed before answering: no direct fallback. */
@@ -130,17 +133,14 @@ icpt_proxy_event_cb(struct bufferevent *bev, short what, void *arg)
 	ip = c->dst.ss_family == AF_INET
 	         ? (const void *)&((struct sockaddr_in *)&c->dst)->sin_addr
 	         : (const void *)&((struct sockaddr_in6 *)&c->dst)->sin6_addr;
-	inet_ntop(c->dst.ss_family, ip, a, sizeof(a));
-	if (c->dst.ss_family == AF_INET6)
-		evbuffer_add_printf(bufferevent_get_output(bev),
-		    "CONNECT [%s]:%u HTTP/1.1\r\nHost: [%s]:%u\r\n", a, c->port, a, c->port);
-	else
-		evbuffer_add_printf(bufferevent_get_output(bev),
-		    "CONNECT %s:%u HTTP/1.1\r\nHost: %s:%u\r\n", a, c->port, a, c->port);
-	if (c->ic->cfg.proxy_auth != NULL && c->ic->cfg.proxy_auth[0] != '\0')
-		evbuffer_add_printf(bufferevent_get_output(bev), "Proxy-Authorization: %s\r\n",
-		    c->ic->cfg.proxy_auth);
-	evbuffer_add(bufferevent_get_output(bev), "\r\n", 2);
+	n = httpwire_connect_request(
+	    req, sizeof(req), c->dst.ss_family, ip, c->port, c->ic->cfg.proxy_auth);
+	if (n == 0 || evbuffer_add(bufferevent_get_output(bev), req, n) != 0) {
+		explicit_bzero(req, sizeof(req));
+		c->dial_event(bev, BEV_EVENT_ERROR, c);
+		return;
+	}
+	explicit_bzero(req, sizeof(req));
 	bufferevent_enable(bev, EV_READ | EV_WRITE);
 }
 

@@ -241,10 +241,10 @@ dnsvia_answer_cb(struct bufferevent *bev, void *arg)
 static void
 dnsvia_connect_req(struct dnsvia_conn *c)
 {
-	struct evbuffer *out = bufferevent_get_output(c->ubev);
-	char a[INET6_ADDRSTRLEN];
+	char req[DNSVIA_REQ_MAX];
 	const void *ip;
 	unsigned port;
+	size_t n;
 
 	if (c->dst.ss_family == AF_INET) {
 		ip = &((struct sockaddr_in *)&c->dst)->sin_addr;
@@ -253,16 +253,13 @@ dnsvia_connect_req(struct dnsvia_conn *c)
 		ip = &((struct sockaddr_in6 *)&c->dst)->sin6_addr;
 		port = ntohs(((struct sockaddr_in6 *)&c->dst)->sin6_port);
 	}
-	inet_ntop(c->dst.ss_family, ip, a, sizeof(a));
-	if (c->dst.ss_family == AF_INET6)
-		evbuffer_add_printf(
-		    out, "CONNECT [%s]:%u HTTP/1.1\r\nHost: [%s]:%u\r\n", a, port, a, port);
-	else
-		evbuffer_add_printf(
-		    out, "CONNECT %s:%u HTTP/1.1\r\nHost: %s:%u\r\n", a, port, a, port);
-	if (c->v->auth != NULL && c->v->auth[0] != '\0')
-		evbuffer_add_printf(out, "Proxy-Authorization: %s\r\n", c->v->auth);
-	evbuffer_add(out, "\r\n", 2);
+	n = httpwire_connect_request(req, sizeof(req), c->dst.ss_family, ip, port, c->v->auth);
+	if (n == 0 || evbuffer_add(bufferevent_get_output(c->ubev), req, n) != 0) {
+		explicit_bzero(req, sizeof(req));
+		dnsvia_conn_free(c);
+		return;
+	}
+	explicit_bzero(req, sizeof(req));
 	bufferevent_setcb(c->ubev, dnsvia_answer_cb, NULL, dnsvia_dial_event_cb, c);
 	bufferevent_enable(c->ubev, EV_READ | EV_WRITE);
 }

@@ -16,6 +16,7 @@
 #define DNSVIA_HEAD_MAX 8192           /* bytes of the proxy's answer head at most */
 #define DNSVIA_MAX_QUEUED (128 * 1024) /* bytes queued one way before reading pauses */
 #define DNSVIA_WARN_S 10               /* a refusal line at most this often */
+#define DNSVIA_REQ_MAX 1536            /* the CONNECT head, Proxy-Authorization included */
 
 struct dnsvia;
 struct sockpool;

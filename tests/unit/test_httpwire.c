@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <cmocka.h>
 
 #include "vault/httpwire.h"
@@ -873,6 +874,33 @@ test_path_utf8_class(void **state)
 		expect_amb(good[i], glen[i], false);
 }
 
+/* The CONNECT request: the address (bracketed for IPv6), Host, and the authorization only when given. */
+static void
+test_connect_request(void **state)
+{
+	static const uint8_t v4[4] = {203, 0, 113, 10};
+	static const uint8_t v6[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 0x10};
+	char out[256];
+	size_t n;
+
+	(void)state;
+	n = httpwire_connect_request(out, sizeof(out), AF_INET, v4, 443, NULL);
+	assert_string_equal(
+	    out, "CONNECT 203.0.113.10:443 HTTP/1.1\r\nHost: 203.0.113.10:443\r\n\r\n");
+	assert_int_equal(n, strlen(out));
+	n = httpwire_connect_request(out, sizeof(out), AF_INET6, v6, 53, "");
+	assert_string_equal(
+	    out, "CONNECT [2001:db8::10]:53 HTTP/1.1\r\nHost: [2001:db8::10]:53\r\n\r\n");
+	assert_int_equal(n, strlen(out));
+	n = httpwire_connect_request(out, sizeof(out), AF_INET, v4, 80, "Basic eDp5");
+	assert_string_equal(out, "CONNECT 203.0.113.10:80 HTTP/1.1\r\nHost: 203.0.113.10:80\r\n"
+	                         "Proxy-Authorization: Basic eDp5\r\n\r\n");
+	assert_int_equal(n, strlen(out));
+	/* Too small: nothing, never a truncated head. */
+	assert_int_equal(httpwire_connect_request(out, 40, AF_INET, v4, 80, "Basic eDp5"), 0);
+	assert_int_equal(httpwire_connect_request(out, sizeof(out), AF_UNIX, v4, 80, NULL), 0);
+}
+
 int
 main(void)
 {
@@ -893,6 +921,7 @@ main(void)
 	    cmocka_unit_test(test_find_and_write),
 	    cmocka_unit_test(test_path_ambiguity),
 	    cmocka_unit_test(test_path_utf8_class),
+	    cmocka_unit_test(test_connect_request),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
