@@ -4,6 +4,7 @@
  * the worker's rights: here everything is read at start with the parent's.
  */
 #include <dirent.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <errno.h>
@@ -16,7 +17,9 @@
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
 
 #include "certs/trust.h"
 
@@ -202,4 +205,31 @@ trust_system_paths(X509_STORE *st)
 	if ((file == NULL || file[0] == '\0') && trust_dir_hashed(dir))
 		return X509_STORE_load_path(st, dir);
 	return X509_STORE_set_default_paths(st);
+}
+
+SSL *
+trust_peer_ssl(SSL_CTX *ctx, const struct sockaddr_storage *ss, const char *name)
+{
+	SSL *ssl = SSL_new(ctx);
+	int ok;
+
+	if (ssl == NULL)
+		return NULL;
+	if (name != NULL && name[0] != '\0')
+		ok = SSL_set_tlsext_host_name(ssl, name) == 1 &&
+		     X509_VERIFY_PARAM_set1_host(SSL_get0_param(ssl), name, 0) == 1;
+	else if (ss->ss_family == AF_INET)
+		ok =
+		    X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl),
+		        (const unsigned char *)&((const struct sockaddr_in *)ss)->sin_addr, 4) == 1;
+	else
+		ok = ss->ss_family == AF_INET6 &&
+		     X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl),
+		         (const unsigned char *)&((const struct sockaddr_in6 *)ss)->sin6_addr,
+		         16) == 1;
+	if (!ok) {
+		SSL_free(ssl);
+		return NULL;
+	}
+	return ssl;
 }

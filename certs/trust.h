@@ -7,6 +7,7 @@
 #define EGRESSD_CERTS_TRUST_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 
 #include <openssl/x509.h>
 
@@ -30,5 +31,14 @@ X509_STORE *trust_load(const char *path, char *err, size_t errlen)
  * (the bundle file read now). 1 on success, 0 on failure.
  */
 int trust_system_paths(X509_STORE *st) __attribute__((warn_unused_result));
+
+/*
+ * A client SSL of ctx toward a peer the sidecar dials itself (the chained
+ * proxy): its certificate verified for name, which is also the SNI, when
+ * name is non-empty, else for the address of ss (an IP subjectAltName, no
+ * SNI). NULL on failure.
+ */
+struct ssl_st *trust_peer_ssl(
+    struct ssl_ctx_st *ctx, const struct sockaddr_storage *ss, const char *name);
 
 #endif

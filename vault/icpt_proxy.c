@@ -15,8 +15,8 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
-#include <openssl/x509v3.h>
 
+#include "certs/trust.h"
 #include "vault/httpwire.h"
 #include "vault/icpt_internal.h"
 
@@ -157,30 +157,14 @@ icpt_proxy_tcp_event_cb(struct bufferevent *bev, short what, void *arg)
 	struct icpt_conn *c = arg;
 	struct intercept *ic = c->ic;
 	struct bufferevent *f;
-	const uint8_t *ip;
-	size_t iplen;
 	SSL *ssl;
 
 	if (!(what & BEV_EVENT_CONNECTED)) {
 		icpt_proxy_event_cb(bev, what, c);
 		return;
 	}
-	if (c->pxaddr.ss_family == AF_INET) {
-		ip = (const uint8_t *)&((const struct sockaddr_in *)&c->pxaddr)->sin_addr;
-		iplen = 4;
-	} else {
-		ip = (const uint8_t *)&((const struct sockaddr_in6 *)&c->pxaddr)->sin6_addr;
-		iplen = 16;
-	}
-	ssl = SSL_new(ic->up_ctx);
 	/* Given by name: the certificate must be for the name, whatever address DNS gave. */
-	if (ssl == NULL ||
-	    (ic->cfg.proxy_name[0] != '\0'
-	            ? SSL_set_tlsext_host_name(ssl, ic->cfg.proxy_name) != 1 ||
-	                  X509_VERIFY_PARAM_set1_host(SSL_get0_param(ssl), ic->cfg.proxy_name, 0) !=
-	                      1
-	            : X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl), ip, iplen) != 1)) {
-		SSL_free(ssl);
+	if ((ssl = trust_peer_ssl(ic->up_ctx, &c->pxaddr, ic->cfg.proxy_name)) == NULL) {
 		icpt_proxy_event_cb(bev, BEV_EVENT_ERROR, c);
 		return;
 	}

@@ -21,7 +21,6 @@
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 
 #include "certs/trust.h"
 #include "egressd/child/sockpool.h"
@@ -289,24 +288,13 @@ dnsvia_tcp_event_cb(struct bufferevent *bev, short what, void *arg)
 	struct dnsvia_conn *c = arg;
 	struct dnsvia *v = c->v;
 	struct bufferevent *f;
-	const uint8_t *ip;
-	size_t iplen;
 	SSL *ssl;
 
 	if (!(what & BEV_EVENT_CONNECTED)) {
 		dnsvia_dial_event_cb(bev, what, c);
 		return;
 	}
-	if (v->proxy.ss_family == AF_INET) {
-		ip = (const uint8_t *)&((const struct sockaddr_in *)&v->proxy)->sin_addr;
-		iplen = 4;
-	} else {
-		ip = (const uint8_t *)&((const struct sockaddr_in6 *)&v->proxy)->sin6_addr;
-		iplen = 16;
-	}
-	ssl = SSL_new(v->ctx);
-	if (ssl == NULL || X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl), ip, iplen) != 1) {
-		SSL_free(ssl);
+	if ((ssl = trust_peer_ssl(v->ctx, &v->proxy, NULL)) == NULL) {
 		dnsvia_dial_event_cb(bev, BEV_EVENT_ERROR, c);
 		return;
 	}
