@@ -192,7 +192,7 @@ dnsproxy_elapsed(const struct timespec *a)
 	return (double)(b.tv_sec - a->tv_sec) + (double)(b.tv_nsec - a->tv_nsec) / 1e9;
 }
 
-static int64_t
+int64_t
 dnsproxy_now_s(void)
 {
 	struct timespec now;

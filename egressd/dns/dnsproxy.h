@@ -87,6 +87,9 @@ size_t dnsproxy_tcp_clients(const struct dnsproxy *d);
 void dnsproxy_resolve(
     struct dnsproxy *d, const uint8_t *query, size_t len, dnsproxy_answer_cb cb, void *arg);
 
+/* Seconds of CLOCK_MONOTONIC (the dns process's clock for windows and deadlines). */
+int64_t dnsproxy_now_s(void);
+
 /* Whether the answer address may be learned and given to the workload. */
 bool dnsproxy_addr_ok(
     const struct dnsproxy *d, int family, const unsigned char *addr, bool block_private);

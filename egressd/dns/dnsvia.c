@@ -26,6 +26,7 @@
 #include "egressd/child/sockpool.h"
 #include "egressd/common/httpurl.h"
 #include "egressd/common/log.h"
+#include "egressd/dns/dnsproxy.h"
 #include "egressd/dns/dnsvia.h"
 #include "vault/httpwire.h"
 
@@ -62,21 +63,12 @@ struct dnsvia {
 
 static void dnsvia_dial_event_cb(struct bufferevent *bev, short what, void *arg);
 
-static time_t
-dnsvia_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec;
-}
-
 /* A refusal, at most one line every DNSVIA_WARN_S: a dead proxy fails every query. */
 static void
 dnsvia_warn(struct dnsvia_conn *c, const char *reason, int status)
 {
 	struct dnsvia *v = c->v;
-	time_t now = dnsvia_now();
+	time_t now = (time_t)dnsproxy_now_s();
 	struct log_line l;
 
 	if (v->warned != 0 && now - v->warned < DNSVIA_WARN_S)

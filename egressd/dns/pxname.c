@@ -47,15 +47,6 @@ struct pxname {
 
 static void pxname_resolve(struct pxname *px);
 
-static time_t
-pxname_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec;
-}
-
 static void
 pxname_again(struct pxname *px, uint32_t secs)
 {
@@ -79,7 +70,7 @@ pxname_first_done(struct pxname *px)
 static void
 pxname_fail(struct pxname *px, const char *why)
 {
-	time_t now = pxname_now();
+	time_t now = (time_t)dnsproxy_now_s();
 
 	px->busy = false;
 	if (!px->failing || now - px->warned >= PXNAME_WARN_S) {
