@@ -394,32 +394,33 @@ enforce_dests_equal(
 	return enforce_dests_within(a, na, b, nb) && enforce_dests_within(b, nb, a, na);
 }
 
-/* l[0..n) as the proxy's destinations (its port), into d. false: too many. */
+/*
+ * l[0..n) as the proxy's destinations (its port), into d (NFTRULES_MAX_PROXY
+ * room; n at most that): whether they differ from those in force.
+ */
 static bool
-enforce_proxy_dests(
+enforce_proxy_differs(
     const struct enforce *e, const struct chan_learn *l, size_t n, struct nftrules_dest *d)
 {
-	if (n > NFTRULES_MAX_PROXY)
-		return false;
+	struct nftrules_dest cur[NFTRULES_MAX_PROXY];
+	size_t ncur = 0;
+
 	memset(d, 0, NFTRULES_MAX_PROXY * sizeof(*d));
 	for (size_t i = 0; i < n; i++) {
 		d[i].family = l[i].family;
 		memcpy(d[i].addr, l[i].addr, sizeof(d[i].addr));
 		d[i].port = e->proxy_port;
 	}
-	return true;
+	nftrules_proxy(e->nft, cur, &ncur);
+	return !enforce_dests_equal(d, n, cur, ncur);
 }
 
 bool
 enforce_proxy_same(const struct enforce *e, const struct chan_learn *l, size_t n)
 {
-	struct nftrules_dest d[NFTRULES_MAX_PROXY], cur[NFTRULES_MAX_PROXY];
-	size_t ncur = 0;
+	struct nftrules_dest d[NFTRULES_MAX_PROXY];
 
-	if (!enforce_proxy_dests(e, l, n, d))
-		return false;
-	nftrules_proxy(e->nft, cur, &ncur);
-	return enforce_dests_equal(d, n, cur, ncur);
+	return n <= NFTRULES_MAX_PROXY && !enforce_proxy_differs(e, l, n, d);
 }
 
 int
@@ -441,9 +442,8 @@ enforce_set_proxy(struct enforce *e, const struct chan_learn *l, size_t n, bool 
 		                       : "too many proxy addresses");
 		return -1;
 	}
-	if (enforce_proxy_same(e, l, n))
+	if (!enforce_proxy_differs(e, l, n, d))
 		return 0;
-	(void)enforce_proxy_dests(e, l, n, d);
 	if (!e->installed) {
 		snprintf(err, errlen, "the table is not installed yet");
 		return -1;
