@@ -144,7 +144,7 @@ icpt_body_subst(struct icpt_conn *c, const struct vault_snap *snap,
  * Transfer-Encoding: chunked) into a head that ends with its blank line.
  * 0 or -1.
  */
-static int
+int
 icpt_head_frame(struct evbuffer *head, const char *field)
 {
 	struct evbuffer *t = evbuffer_new();
@@ -921,12 +921,30 @@ icpt_http_upstream(struct icpt_conn *c)
 	}
 }
 
+/*
+ * Once the workload's handshake is done: when it chose h2, the relay
+ * becomes the HTTP/2 one (true: c is in its hands now).
+ */
+static bool
+icpt_h2_switch(struct icpt_conn *c)
+{
+	if (c->h2_checked || !c->terminated)
+		return false;
+	c->h2_checked = true;
+	if (!c->want_h2 || !icpt_h2_negotiated(c))
+		return false;
+	icpt_h2_start(c);
+	return true;
+}
+
 /* Request bytes from the workload. */
 static void
 icpt_c_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct icpt_conn *c = arg;
 
+	if (icpt_h2_switch(c))
+		return;
 	icpt_http_client(c);
 }
 
@@ -985,8 +1003,10 @@ icpt_c_event_cb(struct bufferevent *bev, short what, void *arg)
 	struct icpt_conn *c = arg;
 	SSL *ssl;
 
-	if (what & BEV_EVENT_CONNECTED)
-		return; /* TLS handshake with the workload done */
+	if (what & BEV_EVENT_CONNECTED) {
+		(void)icpt_h2_switch(c); /* TLS handshake with the workload done */
+		return;
+	}
 	if (what & BEV_EVENT_EOF) {
 		c->c_eof = true;
 		bufferevent_disable(bev, EV_READ);
