@@ -40,11 +40,12 @@
 #define H2_MAX_STREAMS 100         /* SETTINGS_MAX_CONCURRENT_STREAMS toward the workload */
 #define H2_MAX_HEADER_LIST 65536   /* SETTINGS_MAX_HEADER_LIST_SIZE; decoded, RFC 9113 6.5.2 */
 #define H2_MAX_FIELDS 128          /* fields of one header block */
-#define H2_HOLD (64 * 1024)        /* request body held before anything of it goes upstream */
+#define H2_HOLD (32 * 1024)        /* request body held before anything of it goes upstream */
 #define H2_RST_PER_S 100           /* RST_STREAM from the workload within one second */
 #define H2_CTL_PER_S 1000          /* control or empty frames within one second */
 #define H2_MAX_CONTINUATIONS 8     /* CONTINUATION frames after one HEADERS */
-#define H2_WINDOW (256 * 1024)     /* stream window toward the workload */
+#define H2_WINDOW 65535            /* stream window toward the workload (the default) */
+#define H2_CONN_WINDOW (1024 * 1024) /* connection window toward the workload */
 
 /* A header block as received: "name: value\r\n" lines, and where each field is. */
 struct h2_block {
@@ -81,6 +82,7 @@ struct h2s {
 	bool chunked;      /* HTTP/1.1 upstream: the body goes chunked */
 	bool is_head;      /* HEAD: no body in the answer */
 	enum h2s_up up;
+	size_t unconsumed; /* DATA bytes received and not yet given back to the window */
 	char method[ICPT_MAX_METHOD + 1];
 	char binding[BINDING_MAX_NAME + 1];
 	bool credentialed, bound;
@@ -319,6 +321,23 @@ h2s_log(struct h2s *s, enum intercept_level lvl, const char *event, const char *
 
 	snprintf(c->method, sizeof(c->method), "%s", s->method);
 	icpt_log(c, lvl, event, reason, status);
+}
+
+/*
+ * Request bytes left s->req (moved upstream, n of them): the workload's
+ * window opens by as much, so that what is buffered per stream stays
+ * within its window. An empty s->req gives back all (a substituted body's
+ * size differs from what came).
+ */
+static void
+h2s_consume(struct h2s *s, size_t n)
+{
+	if (evbuffer_get_length(s->req) == 0 || n > s->unconsumed)
+		n = s->unconsumed;
+	if (n == 0)
+		return;
+	s->unconsumed -= n;
+	(void)nghttp2_session_consume(s->c->h2->ws, s->id, n);
 }
 
 /* Read callback of a body we wrote (our error answers): text, then the end. */
@@ -613,6 +632,11 @@ h2_request_data(struct h2s *s, const uint8_t *p, size_t n)
 {
 	if (s->refused || !s->checked)
 		return;
+	if (s->resp_end && s->c->h2->cur != s && s->up != H2S_UP_SENT) {
+		/* Answered already, not on the wire: nobody reads the rest. */
+		h2s_consume(s, s->unconsumed);
+		return;
+	}
 	if (s->credentialed && intercept_ovr_scan_feed(&s->ovr, p, n)) {
 		/* Refused before the bytes that complete the name leave. */
 		if (s->up == H2S_UP_WAIT)
@@ -691,8 +715,15 @@ h2_w_data_cb(nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *p,
 
 	(void)flags;
 	(void)arg;
-	if (s != NULL)
-		h2_request_data(s, p, n);
+	if (s == NULL || s->refused || !s->checked) {
+		/* Dropped: the window is given back at once. */
+		(void)nghttp2_session_consume(sess, id, n);
+		return 0;
+	}
+	s->unconsumed += n;
+	h2_request_data(s, p, n);
+	if (s->refused)
+		h2s_consume(s, s->unconsumed);
 	return 0;
 }
 
@@ -762,6 +793,8 @@ h2_w_close_cb(nghttp2_session *sess, int32_t id, uint32_t code, void *arg)
 		c->h2->up_dirty = true;
 	if (s->resp_head && !s->refused)
 		h2s_audit(s);
+	if (s->unconsumed > 0)
+		(void)nghttp2_session_consume_connection(sess, s->unconsumed);
 	h2s_free(s);
 	return 0;
 }
@@ -801,8 +834,10 @@ h2_req_read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, size_t len, uint
 	n = evbuffer_get_length(s->req);
 	if (n > len)
 		n = len;
-	if (n > 0)
+	if (n > 0) {
 		evbuffer_remove(s->req, buf, n);
+		h2s_consume(s, n);
+	}
 	if (evbuffer_get_length(s->req) == 0 && s->req_end) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 		s->up = H2S_UP_DONE;
@@ -1131,6 +1166,7 @@ h2_h1_send(struct h2s *s)
 		} else {
 			icpt_to_upstream(c, s->req, n);
 		}
+		h2s_consume(s, n);
 	}
 	if (s->req_end) {
 		if (s->chunked) {
@@ -1348,6 +1384,17 @@ h2_up_pump(struct icpt_conn *c)
 	struct icpt_h2 *h = c->h2;
 	bool want = false;
 
+	if (c->up_failed) {
+		/* The upstream cannot be reached: every stream waiting for it gets 502. */
+		for (struct h2s *s = h->streams; s != NULL; s = s->next)
+			if (s->checked && !s->refused && !s->resp_end)
+				h2s_error(s, 502, "Bad Gateway", c->up_why);
+		return;
+	}
+	/* HTTP/1.1 upstream out of step (a refused or abandoned exchange): a new one. */
+	if (h->us == NULL && c->up_ready &&
+	    ((h->cur != NULL && h->cur->refused) || (h->cur == NULL && h->up_dirty)))
+		h2_h1_next(c, false);
 	for (struct h2s *s = h->streams; s != NULL; s = s->next)
 		if (s->checked && !s->refused && s->up != H2S_UP_DONE)
 			want = true;
@@ -1518,6 +1565,8 @@ h2_session_new(nghttp2_session **out, bool server, struct icpt_conn *c)
 	nghttp2_option_set_no_closed_streams(opt, 1);
 	if (server) {
 		nghttp2_option_set_stream_reset_rate_limit(opt, 2 * H2_RST_PER_S, H2_RST_PER_S);
+		/* The window opens as bytes go upstream (h2s_consume): back-pressure per stream. */
+		nghttp2_option_set_no_auto_window_update(opt, 1);
 		nghttp2_session_callbacks_set_on_begin_headers_callback(cb, h2_w_begin_headers_cb);
 		nghttp2_session_callbacks_set_on_header_callback(cb, h2_w_header_cb);
 		nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_w_data_cb);
@@ -1563,7 +1612,9 @@ icpt_h2_start(struct icpt_conn *c)
 	};
 
 	if ((c->h2 = calloc(1, sizeof(*c->h2))) == NULL || h2_session_new(&c->h2->ws, true, c) != 0 ||
-	    nghttp2_submit_settings(c->h2->ws, NGHTTP2_FLAG_NONE, set, 4) != 0) {
+	    nghttp2_submit_settings(c->h2->ws, NGHTTP2_FLAG_NONE, set, 4) != 0 ||
+	    nghttp2_session_set_local_window_size(
+	        c->h2->ws, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW) != 0) {
 		icpt_close(c, "oom");
 		return;
 	}
