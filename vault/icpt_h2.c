@@ -977,7 +977,7 @@ h2_response(struct h2s *s, int status, nghttp2_nv *nv, size_t nnv, struct httpwi
 	}
 	s->resp_head = true;
 	s->resp_end = end;
-	if (nghttp2_submit_response(c->h2->ws, s->id, nv, nnv, &dp) != 0)
+	if (nghttp2_submit_response(c->h2->ws, s->id, nv, nnv, end ? NULL : &dp) != 0)
 		(void)nghttp2_submit_rst_stream(
 		    c->h2->ws, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
 }
@@ -1467,6 +1467,33 @@ h2_flush(struct icpt_conn *c)
 		bufferevent_enable(c->cbev, EV_READ);
 }
 
+/*
+ * The connection's one deadline, which frames do not push back (pings or
+ * a header block sent a byte at a time): a header block must be whole
+ * within the head timeout, and a connection without a stream ends after
+ * the keep-alive timeout. With streams open, only the idle timeout.
+ */
+static void
+h2_deadline(struct icpt_conn *c)
+{
+	static const char head[] = "head_timeout", keep[] = "keepalive_timeout";
+	struct icpt_h2 *h = c->h2;
+	const char *want = h->nstreams == 0 ? keep : NULL;
+	bool pending = c->ev_deadline != NULL && evtimer_pending(c->ev_deadline, NULL);
+
+	for (struct h2s *s = h->streams; s != NULL; s = s->next)
+		if (!s->checked && !s->refused)
+			want = head; /* a header block is being received */
+	if (want == NULL) {
+		icpt_deadline_stop(c);
+		return;
+	}
+	if (pending && c->deadline_why == want)
+		return;
+	icpt_deadline_arm(c, want == head ? c->ic->cfg.head_timeout_s : c->ic->cfg.keepalive_timeout_s,
+	    want);
+}
+
 /* After any event: streams upstream, frames out, and the end of the connection. */
 static void
 h2_pump(struct icpt_conn *c)
@@ -1487,10 +1514,7 @@ h2_pump(struct icpt_conn *c)
 		icpt_drain(c);
 		return;
 	}
-	/* Waiting for a request: the keep-alive timeout; a stream open: the idle one. */
-	icpt_timeouts(c->cbev, h->nstreams == 0 ? c->ic->cfg.keepalive_timeout_s
-	                                        : c->ic->cfg.idle_timeout_s,
-	    c->ic->cfg.idle_timeout_s);
+	h2_deadline(c);
 }
 
 /* ---------------------------------------------------------------- entry points */
@@ -1512,7 +1536,8 @@ h2_c_read_cb(struct bufferevent *bev, void *arg)
 		if (c->state != ICPT_S_HTTP)
 			return;
 		if (r < 0) {
-			icpt_log(c, INTERCEPT_L_INFO, "conn_close", nghttp2_strerror((int)r), 0);
+			/* A connection error (RFC 9113 5.4.1): GOAWAY, and the connection ends. */
+			icpt_log(c, INTERCEPT_L_INFO, "conn_close", "h2_protocol_error", 0);
 			h2_flush(c); /* nghttp2 queued its GOAWAY */
 			icpt_drain(c);
 			return;
@@ -1620,6 +1645,7 @@ icpt_h2_start(struct icpt_conn *c)
 	}
 	icpt_count(c->ic, INTERCEPT_M_H2, 1);
 	icpt_deadline_stop(c);
+	icpt_timeouts(c->cbev, c->ic->cfg.idle_timeout_s, c->ic->cfg.idle_timeout_s);
 	bufferevent_setcb(c->cbev, h2_c_read_cb, h2_c_write_cb, h2_c_event_cb, c);
 	bufferevent_enable(c->cbev, EV_READ | EV_WRITE);
 	/* An upstream that connected during the handshake. */

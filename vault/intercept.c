@@ -310,6 +310,10 @@ icpt_deadline_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (c->state == ICPT_S_CLOSED)
 		return;
+	if (strcmp(c->deadline_why, "keepalive_timeout") == 0) {
+		icpt_close(c, c->deadline_why); /* an idle HTTP/2 connection: no refusal */
+		return;
+	}
 	if (c->state != ICPT_S_DRAIN) /* a draining connection was already refused */
 		icpt_reject(c, c->deadline_why);
 	icpt_close(c, NULL);
