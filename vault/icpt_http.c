@@ -428,11 +428,39 @@ out:
 	return rc;
 }
 
+/*
+ * Whether the HTTP/1.1 relay must leave the workload's bytes alone: the
+ * HTTP/2 relay has them, or the hello offered h2 and the handshake that
+ * decides is not finished (the upstream may connect first). Once it is,
+ * a connection that chose h2 becomes an HTTP/2 one here.
+ */
+static bool
+icpt_h2_switch(struct icpt_conn *c)
+{
+	SSL *ssl;
+
+	if (c->h2 != NULL)
+		return true;
+	if (c->h2_checked || !c->want_h2)
+		return false;
+	ssl = c->cbev != NULL ? bufferevent_openssl_get_ssl(c->cbev) : NULL;
+	if (ssl == NULL || !SSL_is_init_finished(ssl))
+		return true;
+	c->h2_checked = true;
+	if (!icpt_h2_negotiated(c))
+		return false;
+	icpt_h2_start(c);
+	return true;
+}
+
 /* Workload -> upstream, per the request state. */
 void
 icpt_http_client(struct icpt_conn *c)
 {
 	struct intercept *ic = c->ic;
+
+	if (icpt_h2_switch(c))
+		return;
 
 	while (c->state == ICPT_S_HTTP) {
 		struct evbuffer *in = bufferevent_get_input(c->cbev);
@@ -921,30 +949,12 @@ icpt_http_upstream(struct icpt_conn *c)
 	}
 }
 
-/*
- * Once the workload's handshake is done: when it chose h2, the relay
- * becomes the HTTP/2 one (true: c is in its hands now).
- */
-static bool
-icpt_h2_switch(struct icpt_conn *c)
-{
-	if (c->h2_checked || !c->terminated)
-		return false;
-	c->h2_checked = true;
-	if (!c->want_h2 || !icpt_h2_negotiated(c))
-		return false;
-	icpt_h2_start(c);
-	return true;
-}
-
 /* Request bytes from the workload. */
 static void
 icpt_c_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct icpt_conn *c = arg;
 
-	if (icpt_h2_switch(c))
-		return;
 	icpt_http_client(c);
 }
 
