@@ -80,6 +80,7 @@ struct h2s {
 	bool trailers_out; /* response trailers submitted */
 	bool up_reset;     /* the upstream exchange failed after the head went */
 	bool chunked;      /* HTTP/1.1 upstream: the body goes chunked */
+	bool len_pending;  /* a substituted Content-Length body: framed when it goes */
 	bool is_head;      /* HEAD: no body in the answer */
 	enum h2s_up up;
 	size_t unconsumed; /* DATA bytes received and not yet given back to the window */
@@ -611,13 +612,13 @@ h2_request(struct h2s *s)
 	s->bound = v.bound;
 	snprintf(s->binding, sizeof(s->binding), "%s", v.binding);
 	s->is_head = strcmp(s->method, "HEAD") == 0;
-	/* HTTP/1.1 upstream: a body of unknown length, or a substituted one, goes chunked. */
-	s->chunked = req.framing == HTTPWIRE_FRAME_CHUNKED || (s->subst != NULL && !s->req_end);
-	if (s->subst != NULL && req.framing == HTTPWIRE_FRAME_LENGTH &&
-	    icpt_head_frame(s->head, "Transfer-Encoding: chunked\r\n") != 0) {
-		h2s_error(s, 500, "Internal Server Error", "oom");
-		goto out;
-	}
+	/*
+	 * HTTP/1.1 upstream: a body of unknown length goes chunked; a
+	 * substituted one with a Content-Length gets its new length when it
+	 * is all in at the first send (within the hold), else goes chunked.
+	 */
+	s->chunked = req.framing == HTTPWIRE_FRAME_CHUNKED;
+	s->len_pending = s->subst != NULL && req.framing == HTTPWIRE_FRAME_LENGTH;
 	s->checked = true;
 	if (!c->up_asked && !c->up_ready && icpt_up_start(c) != 0)
 		h2s_error(s, 502, "Bad Gateway", "upstream_socket_unavailable");
@@ -1055,8 +1056,8 @@ h2_u_frame_cb(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
 	bool end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
 
 	(void)arg;
-	if (s == NULL)
-		return 0;
+	if (s == NULL || s->refused)
+		return 0; /* answered by us already: the upstream's rest is not relayed */
 	if (f->hd.type == NGHTTP2_HEADERS) {
 		const uint8_t *st;
 		size_t sl;
@@ -1145,6 +1146,20 @@ h2_h1_send(struct h2s *s)
 	size_t n = evbuffer_get_length(s->req);
 
 	if (s->up == H2S_UP_WAIT) {
+		if (s->len_pending) {
+			char field[64];
+
+			if (s->req_end)
+				snprintf(field, sizeof(field), "Content-Length: %zu\r\n", n);
+			else
+				snprintf(field, sizeof(field), "Transfer-Encoding: chunked\r\n");
+			s->chunked = !s->req_end;
+			s->len_pending = false;
+			if (icpt_head_frame(s->head, field) != 0) {
+				icpt_close(c, "oom");
+				return;
+			}
+		}
 		icpt_to_upstream(c, s->head, evbuffer_get_length(s->head));
 		s->up = H2S_UP_SENT;
 	}
