@@ -35,7 +35,7 @@ says, reading the server's frames between writes:
                               request is out)
 
 Output, one fact a line: "status=N" / "status <sid>=N", "data <sid> <len>
-<first bytes, escaped>", "reset <sid>=<code>" (the first reset also as
+<first bytes, escaped>", "dataframes <sid> <length of each DATA frame,...>", "reset <sid>=<code>" (the first reset also as
 "reset=<code>"), "goaway=<code> last=<stream id>", "closed" (EOF),
 "timeout", and per mode counters ("pairs_sent N", "frames_sent N",
 "refused N", "open_max N", ...). Error codes are numbers (1 PROTOCOL_ERROR,
@@ -134,6 +134,7 @@ class Conn:
         self.dec.max_header_list_size = 1 << 20
         self.hblock = None  # (sid, bytes) of a HEADERS awaiting CONTINUATION
         self.status, self.resets, self.data, self.data_len = {}, {}, {}, {}
+        self.frames = {}  # stream id: the length of each DATA frame
         self.trailers = {}
         self.goaway = None
         self.closed = False
@@ -169,6 +170,7 @@ class Conn:
                 p = p[1:len(p) - p[0]]
             self.data[sid] = self.data.get(sid, b"") + p[:4096 - len(self.data.get(sid, b""))]
             self.data_len[sid] = self.data_len.get(sid, 0) + len(p)
+            self.frames.setdefault(sid, []).append(len(p))
             if self.window_updates and len(p):
                 self.send(frame(WINDOW, 0, 0, struct.pack(">I", len(p))) +
                           frame(WINDOW, 0, sid, struct.pack(">I", len(p))))
@@ -241,6 +243,7 @@ class Conn:
                 print("status %d=%s" % (sid, self.status[sid]))
             if sid in self.data:
                 print("data %d %d %r" % (sid, self.data_len[sid], self.data[sid][:2000]))
+                print("dataframes %d %s" % (sid, ",".join(map(str, self.frames[sid][:200]))))
             for k, v in self.trailers.get(sid, []):
                 print("trailer %d %s: %s" % (sid, k.decode("latin-1"), v.decode("latin-1")))
         for sid in sorted(self.resets if sids is None else sids):
