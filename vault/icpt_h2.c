@@ -633,7 +633,7 @@ h2_request_data(struct h2s *s, const uint8_t *p, size_t n)
 {
 	if (s->refused || !s->checked)
 		return;
-	if (s->resp_end && s->c->h2->cur != s && s->up != H2S_UP_SENT) {
+	if (s->resp_end && s->c->h2->cur != s && s->uid <= 0) {
 		/* Answered already, not on the wire: nobody reads the rest. */
 		h2s_consume(s, s->unconsumed);
 		return;
