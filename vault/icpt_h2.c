@@ -37,14 +37,14 @@
 #include "vault/subst.h"
 #include "vault/icpt_internal.h"
 
-#define H2_MAX_STREAMS 100         /* SETTINGS_MAX_CONCURRENT_STREAMS toward the workload */
-#define H2_MAX_HEADER_LIST 65536   /* SETTINGS_MAX_HEADER_LIST_SIZE; decoded, RFC 9113 6.5.2 */
-#define H2_MAX_FIELDS 128          /* fields of one header block */
-#define H2_HOLD (32 * 1024)        /* request body held before anything of it goes upstream */
-#define H2_RST_PER_S 100           /* RST_STREAM from the workload within one second */
-#define H2_CTL_PER_S 1000          /* control or empty frames within one second */
-#define H2_MAX_CONTINUATIONS 8     /* CONTINUATION frames after one HEADERS */
-#define H2_WINDOW 65535            /* stream window toward the workload (the default) */
+#define H2_MAX_STREAMS 100           /* SETTINGS_MAX_CONCURRENT_STREAMS toward the workload */
+#define H2_MAX_HEADER_LIST 65536     /* SETTINGS_MAX_HEADER_LIST_SIZE; decoded, RFC 9113 6.5.2 */
+#define H2_MAX_FIELDS 128            /* fields of one header block */
+#define H2_HOLD (32 * 1024)          /* request body held before anything of it goes upstream */
+#define H2_RST_PER_S 100             /* RST_STREAM from the workload within one second */
+#define H2_CTL_PER_S 1000            /* control or empty frames within one second */
+#define H2_MAX_CONTINUATIONS 8       /* CONTINUATION frames after one HEADERS */
+#define H2_WINDOW 65535              /* stream window toward the workload (the default) */
 #define H2_CONN_WINDOW (1024 * 1024) /* connection window toward the workload */
 
 /* A header block as received: "name: value\r\n" lines, and where each field is. */
@@ -709,8 +709,8 @@ h2_w_header_cb(nghttp2_session *sess, const nghttp2_frame *f, const uint8_t *n, 
 }
 
 static int
-h2_w_data_cb(nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *p, size_t n,
-    void *arg)
+h2_w_data_cb(
+    nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *p, size_t n, void *arg)
 {
 	struct h2s *s = nghttp2_session_get_stream_user_data(sess, id);
 
@@ -864,15 +864,11 @@ h2_up_submit(struct h2s *s)
 	nghttp2_data_provider dp = {.source.ptr = s, .read_callback = h2_req_read_cb};
 	int32_t id;
 
-	if (data == NULL ||
-	    httpwire_parse_request(data, len, &req, ic->hdrs, HTTPWIRE_MAX_HEADERS, &consumed) !=
-	        HTTPWIRE_OK)
+	if (data == NULL || httpwire_parse_request(data, len, &req, ic->hdrs, HTTPWIRE_MAX_HEADERS,
+	                        &consumed) != HTTPWIRE_OK)
 		return -1;
-#define NV(a, al, b, bl)                                                                 \
-	nv[n++] = (nghttp2_nv)                                                           \
-	{                                                                                \
-		(uint8_t *)(a), (uint8_t *)(b), (al), (bl), NGHTTP2_NV_FLAG_NONE         \
-	}
+#define NV(a, al, b, bl)                                                                           \
+	nv[n++] = (nghttp2_nv){(uint8_t *)(a), (uint8_t *)(b), (al), (bl), NGHTTP2_NV_FLAG_NONE}
 	NV(":method", 7, req.method.ptr, req.method.len);
 	NV(":scheme", 7, "https", 5);
 	NV(":authority", 10, req.host.ptr, req.host.len);
@@ -930,8 +926,8 @@ h2_block_nv(struct h2_block *b, nghttp2_nv *nv, size_t cap, bool skip_hop)
 
 		if (skip_hop && h2_hop_field(name, b->f[i].nl))
 			continue;
-		nv[n++] = (nghttp2_nv){name, b->buf + b->f[i].vo, b->f[i].nl, b->f[i].vl,
-		    NGHTTP2_NV_FLAG_NONE};
+		nv[n++] = (nghttp2_nv){
+		    name, b->buf + b->f[i].vo, b->f[i].nl, b->f[i].vl, NGHTTP2_NV_FLAG_NONE};
 	}
 	return n;
 }
@@ -1104,8 +1100,8 @@ h2_u_frame_cb(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
 }
 
 static int
-h2_u_data_cb(nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *p, size_t n,
-    void *arg)
+h2_u_data_cb(
+    nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *p, size_t n, void *arg)
 {
 	struct h2s *s = nghttp2_session_get_stream_user_data(sess, id);
 
@@ -1170,7 +1166,8 @@ h2_h1_send(struct h2s *s)
 			struct evbuffer *f = evbuffer_new();
 
 			if (f == NULL || evbuffer_add_printf(f, "%zx\r\n", n) < 0 ||
-			    evbuffer_add_buffer(f, s->req) != 0 || evbuffer_add(f, "\r\n", 2) != 0) {
+			    evbuffer_add_buffer(f, s->req) != 0 ||
+			    evbuffer_add(f, "\r\n", 2) != 0) {
 				if (f != NULL)
 					evbuffer_free(f);
 				icpt_close(c, "oom");
@@ -1351,8 +1348,8 @@ h2_h1_upstream(struct icpt_conn *c)
 			for (int i = 0; i < nv && i < 8; i++) {
 				size_t used = 0;
 
-				st = httpwire_body_feed(&s->body, v[i].iov_base, v[i].iov_len, &used,
-				    h2_h1_span_cb, s);
+				st = httpwire_body_feed(
+				    &s->body, v[i].iov_base, v[i].iov_len, &used, h2_h1_span_cb, s);
 				take += used;
 				if (st != HTTPWIRE_NEED_MORE)
 					break;
@@ -1417,7 +1414,8 @@ h2_up_pump(struct icpt_conn *c)
 		if (want && !c->up_asked && !c->up_failed && icpt_up_start(c) != 0)
 			for (struct h2s *s = h->streams; s != NULL; s = s->next)
 				if (s->checked && !s->refused)
-					h2s_error(s, 502, "Bad Gateway", "upstream_socket_unavailable");
+					h2s_error(
+					    s, 502, "Bad Gateway", "upstream_socket_unavailable");
 		return;
 	}
 	if (h->up_h2) {
@@ -1505,8 +1503,8 @@ h2_deadline(struct icpt_conn *c)
 	}
 	if (pending && c->deadline_why == want)
 		return;
-	icpt_deadline_arm(c, want == head ? c->ic->cfg.head_timeout_s : c->ic->cfg.keepalive_timeout_s,
-	    want);
+	icpt_deadline_arm(
+	    c, want == head ? c->ic->cfg.head_timeout_s : c->ic->cfg.keepalive_timeout_s, want);
 }
 
 /* After any event: streams upstream, frames out, and the end of the connection. */
@@ -1524,7 +1522,8 @@ h2_pump(struct icpt_conn *c)
 	h2_flush(c);
 	if (c->state != ICPT_S_HTTP)
 		return;
-	if (h->us != NULL && !nghttp2_session_want_read(h->us) && !nghttp2_session_want_write(h->us)) {
+	if (h->us != NULL && !nghttp2_session_want_read(h->us) &&
+	    !nghttp2_session_want_write(h->us)) {
 		/* The upstream session ended (its GOAWAY, or ours after its protocol error). */
 		icpt_count(c->ic, INTERCEPT_M_UPSTREAM_ERR, 1);
 		icpt_log(c, INTERCEPT_L_WARN, "upstream_error", "upstream_h2_closed", 0);
@@ -1665,7 +1664,8 @@ icpt_h2_start(struct icpt_conn *c)
 	    {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
 	};
 
-	if ((c->h2 = calloc(1, sizeof(*c->h2))) == NULL || h2_session_new(&c->h2->ws, true, c) != 0 ||
+	if ((c->h2 = calloc(1, sizeof(*c->h2))) == NULL ||
+	    h2_session_new(&c->h2->ws, true, c) != 0 ||
 	    nghttp2_submit_settings(c->h2->ws, NGHTTP2_FLAG_NONE, set, 4) != 0 ||
 	    nghttp2_session_set_local_window_size(
 	        c->h2->ws, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW) != 0) {
@@ -1744,8 +1744,8 @@ icpt_h2_upstream(struct icpt_conn *c)
 			evbuffer_drain(in, (size_t)r);
 		}
 		if (c->state == ICPT_S_HTTP && h->us != NULL &&
-		    (c->u_eof ||
-		        (!nghttp2_session_want_read(h->us) && !nghttp2_session_want_write(h->us)))) {
+		    (c->u_eof || (!nghttp2_session_want_read(h->us) &&
+		                     !nghttp2_session_want_write(h->us)))) {
 			icpt_h2_up_lost(c, "upstream_closed");
 			return;
 		}
@@ -1769,7 +1769,8 @@ icpt_h2_up_lost(struct icpt_conn *c, const char *why)
 		if (s->refused || s->up == H2S_UP_WAIT)
 			continue;
 		if (!s->resp_end) {
-			if (s->resp_head && h->us == NULL && httpwire_body_eof(&s->body) == HTTPWIRE_OK)
+			if (s->resp_head && h->us == NULL &&
+			    httpwire_body_eof(&s->body) == HTTPWIRE_OK)
 				h2_response_end(s);
 			else
 				h2s_error(s, 502, "Bad Gateway", why);

@@ -197,7 +197,8 @@ icpt_request_verdict(struct icpt_conn *c, const struct httpwire_request *req, si
 			v->text = "credential binding ambiguous";
 			return "binding_ambiguous";
 		}
-		v->inject = mr == BINDING_MATCH_ONE && !c->peek; /* never on a port not intercepted */
+		v->inject =
+		    mr == BINDING_MATCH_ONE && !c->peek; /* never on a port not intercepted */
 		if (!v->inject)
 			intercept_request_decodable(req->headers, req->nheaders);
 	}
@@ -765,9 +766,9 @@ icpt_http_response(
 		icpt_http_error(c, 502, "Bad Gateway", why);
 		return false;
 	}
-	if (!r->interim && (why = icpt_response_refusal(c->credentialed,
-	                        vault_snap_host_bound(c->snap, c->host), r->status,
-	                        r->headers, r->nheaders)) != NULL) {
+	if (!r->interim &&
+	    (why = icpt_response_refusal(c->credentialed, vault_snap_host_bound(c->snap, c->host),
+	         r->status, r->headers, r->nheaders)) != NULL) {
 		icpt_http_error(c, 502, "Bad Gateway", why);
 		return false;
 	}

@@ -958,7 +958,9 @@ parent_nflog_record(const struct chan_nflog *r, void *arg)
 	if (p->nflog_dropped++ % 1000 == 0)
 		log_msg(LOG_WARN, "nft", "conn_reject_dropped",
 		    "the dns process is %s: %llu kernel refusal record(s) dropped so far",
-		    d->pid <= 0 ? "not running" : d->ready ? "behind" : "not ready",
+		    d->pid <= 0 ? "not running"
+		    : d->ready  ? "behind"
+		                : "not ready",
 		    (unsigned long long)p->nflog_dropped);
 }
 
