@@ -253,37 +253,6 @@ h2s_new(struct icpt_conn *c, int32_t id)
 	return s;
 }
 
-/* The audit lines of a finished stream: redactions, and the injection. */
-static void
-h2s_audit(struct h2s *s)
-{
-	struct icpt_conn *c = s->c;
-	struct intercept *ic = c->ic;
-
-	if (s->matches > 0) {
-		struct intercept_event ev = {.level = INTERCEPT_L_INFO,
-		    .event = "redact",
-		    .conn = c->id,
-		    .host = c->host,
-		    .method = s->method,
-		    .status = s->status,
-		    .count = s->matches};
-		ic->ops->log(ic->arg, &ev);
-	}
-	if (s->credentialed) {
-		struct intercept_event ev = {.level = INTERCEPT_L_INFO,
-		    .event = "inject",
-		    .conn = c->id,
-		    .host = c->host,
-		    .method = s->method,
-		    .binding = s->binding,
-		    .status = s->status,
-		    .bytes = s->resp_bytes,
-		    .count = s->matches};
-		ic->ops->log(ic->arg, &ev);
-	}
-}
-
 static void
 h2s_free(struct h2s *s)
 {
@@ -693,19 +662,26 @@ h2_w_begin_headers_cb(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
 	return 0;
 }
 
+/*
+ * One decoded field, of either session: a request's head (the workload's
+ * trailers are dropped: never merged, never routed on), or an upstream
+ * answer's head or trailers.
+ */
 static int
-h2_w_header_cb(nghttp2_session *sess, const nghttp2_frame *f, const uint8_t *n, size_t nl,
+h2_header_cb(nghttp2_session *sess, const nghttp2_frame *f, const uint8_t *n, size_t nl,
     const uint8_t *v, size_t vl, uint8_t flags, void *arg)
 {
+	struct icpt_conn *c = arg;
 	struct h2s *s = nghttp2_session_get_stream_user_data(sess, f->hd.stream_id);
+	bool ws = sess == c->h2->ws;
 
 	(void)flags;
-	(void)arg;
-	if (s == NULL || f->hd.type != NGHTTP2_HEADERS)
+	if (s == NULL || f->hd.type != NGHTTP2_HEADERS ||
+	    (ws && f->headers.cat != NGHTTP2_HCAT_REQUEST))
 		return 0;
-	if (f->headers.cat != NGHTTP2_HCAT_REQUEST)
-		return 0; /* trailers: never merged, never routed on; dropped */
-	return h2_block_add(&s->hb, n, nl, v, vl) == 0 ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	return h2_block_add(ws ? &s->hb : &s->rh, n, nl, v, vl) == 0
+	           ? 0
+	           : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 }
 
 static int
@@ -793,7 +769,8 @@ h2_w_close_cb(nghttp2_session *sess, int32_t id, uint32_t code, void *arg)
 	if (c->h2->us == NULL && c->h2->cur == s && (!s->resp_end || s->up != H2S_UP_DONE))
 		c->h2->up_dirty = true;
 	if (s->resp_head && !s->refused)
-		h2s_audit(s);
+		icpt_audit(c, s->method, s->credentialed ? s->binding : NULL, s->status,
+		    s->resp_bytes, s->matches);
 	if (s->unconsumed > 0)
 		(void)nghttp2_session_consume_connection(sess, s->unconsumed);
 	h2s_free(s);
@@ -900,19 +877,6 @@ h2_up_submit(struct h2s *s)
 	s->uid = id;
 	s->up = (s->req_end && evbuffer_get_length(s->req) == 0) ? H2S_UP_DONE : H2S_UP_SENT;
 	return 0;
-}
-
-static int
-h2_u_header_cb(nghttp2_session *sess, const nghttp2_frame *f, const uint8_t *n, size_t nl,
-    const uint8_t *v, size_t vl, uint8_t flags, void *arg)
-{
-	struct h2s *s = nghttp2_session_get_stream_user_data(sess, f->hd.stream_id);
-
-	(void)flags;
-	(void)arg;
-	if (s == NULL || f->hd.type != NGHTTP2_HEADERS)
-		return 0;
-	return h2_block_add(&s->rh, n, nl, v, vl) == 0 ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 }
 
 /* nv of a redacted block (names and values point into b->buf, which must stay). */
@@ -1621,14 +1585,14 @@ h2_session_new(nghttp2_session **out, bool server, struct icpt_conn *c)
 		/* The window opens as bytes go upstream (h2s_consume): back-pressure per stream. */
 		nghttp2_option_set_no_auto_window_update(opt, 1);
 		nghttp2_session_callbacks_set_on_begin_headers_callback(cb, h2_w_begin_headers_cb);
-		nghttp2_session_callbacks_set_on_header_callback(cb, h2_w_header_cb);
+		nghttp2_session_callbacks_set_on_header_callback(cb, h2_header_cb);
 		nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_w_data_cb);
 		nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_w_frame_cb);
 		nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_w_close_cb);
 		nghttp2_session_callbacks_set_on_frame_send_callback(cb, h2_w_sent_cb);
 		rc = nghttp2_session_server_new2(out, cb, c, opt);
 	} else {
-		nghttp2_session_callbacks_set_on_header_callback(cb, h2_u_header_cb);
+		nghttp2_session_callbacks_set_on_header_callback(cb, h2_header_cb);
 		nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_u_data_cb);
 		nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_u_frame_cb);
 		nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_u_close_cb);

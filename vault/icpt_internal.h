@@ -256,6 +256,10 @@ const char *icpt_response_refusal(
 /* The redaction mode of a body with fields h[0..n): SSE or plain body. */
 enum redact_mode icpt_redact_mode_of(const struct httpwire_header *h, size_t n);
 
+/* The redact and inject audit lines of one answered request (binding NULL: not credentialed). */
+void icpt_audit(struct icpt_conn *c, const char *method, const char *binding, int status,
+    uint64_t bytes, uint64_t matches);
+
 /* The HTTP/2 relay (icpt_h2.c). */
 bool icpt_h2_negotiated(struct icpt_conn *c);
 void icpt_h2_start(struct icpt_conn *c);
