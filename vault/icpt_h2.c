@@ -37,14 +37,14 @@
 #include "vault/subst.h"
 #include "vault/icpt_internal.h"
 
-#define H2_MAX_STREAMS 100           /* SETTINGS_MAX_CONCURRENT_STREAMS toward the workload */
-#define H2_MAX_HEADER_LIST 65536     /* SETTINGS_MAX_HEADER_LIST_SIZE; decoded, RFC 9113 6.5.2 */
-#define H2_MAX_FIELDS 128            /* fields of one header block */
-#define H2_HOLD (32 * 1024)          /* request body held before anything of it goes upstream */
-#define H2_RST_PER_S 100             /* RST_STREAM from the workload within one second */
-#define H2_CTL_PER_S 1000            /* control or empty frames within one second */
-#define H2_MAX_CONTINUATIONS 8       /* CONTINUATION frames after one HEADERS */
-#define H2_WINDOW 65535              /* stream window toward the workload (the default) */
+#define H2_MAX_STREAMS 100       /* SETTINGS_MAX_CONCURRENT_STREAMS toward the workload */
+#define H2_MAX_HEADER_LIST 65536 /* SETTINGS_MAX_HEADER_LIST_SIZE; decoded, RFC 9113 6.5.2 */
+#define H2_MAX_FIELDS 128        /* fields of one header block */
+#define H2_HOLD (32 * 1024)    /* a content-length body held before anything of it goes upstream */
+#define H2_RST_PER_S 100       /* RST_STREAM from the workload within one second */
+#define H2_CTL_PER_S 1000      /* control or empty frames within one second */
+#define H2_MAX_CONTINUATIONS 8 /* CONTINUATION frames after one HEADERS */
+#define H2_WINDOW 65535        /* stream window toward the workload (the default) */
 #define H2_CONN_WINDOW (1024 * 1024) /* connection window toward the workload */
 
 /* A header block as received: "name: value\r\n" lines, and where each field is. */
@@ -81,6 +81,7 @@ struct h2s {
 	bool up_reset;     /* the upstream exchange failed after the head went */
 	bool chunked;      /* HTTP/1.1 upstream: the body goes chunked */
 	bool len_pending;  /* a substituted Content-Length body: framed when it goes */
+	bool hold;         /* a content-length body: held until END_STREAM or H2_HOLD */
 	bool is_head;      /* HEAD: no body in the answer */
 	enum h2s_up up;
 	size_t unconsumed; /* DATA bytes received and not yet given back to the window */
@@ -587,6 +588,13 @@ h2_request(struct h2s *s)
 	 * is all in at the first send (within the hold), else goes chunked.
 	 */
 	s->chunked = req.framing == HTTPWIRE_FRAME_CHUNKED;
+	/*
+	 * A declared length can turn out false at END_STREAM (H2.CL): such a
+	 * body is held, so that a short one never reaches an HTTP/1.1 server
+	 * framed by its lie. A body of no declared length is framed by us and
+	 * goes at once (gRPC streams a message and waits for the answer).
+	 */
+	s->hold = req.framing == HTTPWIRE_FRAME_LENGTH;
 	s->len_pending = s->subst != NULL && req.framing == HTTPWIRE_FRAME_LENGTH;
 	s->checked = true;
 	if (!c->up_asked && !c->up_ready && icpt_up_start(c) != 0)
@@ -1345,12 +1353,15 @@ h2_h1_upstream(struct icpt_conn *c)
 
 /* ---------------------------------------------------------------- pumps */
 
-/* Whether stream s may go upstream: its request ended, or its body passed the hold. */
+/*
+ * Whether stream s may go upstream: its request ended, it declared no
+ * length, or its body passed the hold.
+ */
 static bool
 h2s_ready(const struct h2s *s)
 {
 	return s->checked && !s->refused && s->up == H2S_UP_WAIT &&
-	       (s->req_end || evbuffer_get_length(s->req) > H2_HOLD);
+	       (s->req_end || !s->hold || evbuffer_get_length(s->req) > H2_HOLD);
 }
 
 /* Hand streams to the upstream as it can take them. */
