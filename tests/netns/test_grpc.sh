@@ -208,11 +208,37 @@ fx_ws "${C[@]}" "http://$HOST/h1-plain" >"$(out h1plain)" 2>&1
 check "a plain HTTP/1.1 request to the same host is relayed" grep -q '"requestline": "GET /h1-plain HTTP/1.1"' "$(out h1plain)"
 refute "no log line carries the secret" grep -q "$S1" "$LOG"
 
+sanitizer() {
+	if grep -q -E 'ERROR: AddressSanitizer|runtime error:' "$LOG" 2>/dev/null; then
+		not_ok "sanitizer report in egressd log"
+		grep -E -A30 'AddressSanitizer|runtime error:' "$LOG" | head -60
+	fi
+}
 fx_egressd_stop
-if grep -q -E 'ERROR: AddressSanitizer|runtime error:' "$LOG" 2>/dev/null; then
-	not_ok "sanitizer report in egressd log"
-	grep -E -A30 'AddressSanitizer|runtime error:' "$LOG" | head -60
-fi
+sanitizer
+cp "$LOG" "$FX_DIR/egressd.h2on.log"
+
+# ---- EGRESSD_HTTP2=false: ALPN back to http/1.1 only, an h2-only client refused.
+fx_egressd_start "$POLICY" OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=true \
+    EGRESSD_CA_EXPORT="$FX_DIR/sandbox/ca.pem" EGRESSD_UPSTREAM_CA="$G/pki/ca.pem" EGRESSD_HTTP2=false ||
+    { cat "$FX_DIR/egressd.log"; exit 1; }
+code=$(fx_api POST /credential-vault -H 'Content-Type: application/json' \
+    --data-binary @"$FX_DIR/private/vault.json" -o "$FX_DIR/out/vault_post2" -w '%{http_code}')
+check "EGRESSD_HTTP2=false: the vault is accepted (got $code)" test "$code" = 200 -o "$code" = 201
+fx_ws sh -c "openssl s_client -connect $HOST:443 -servername $HOST -CAfile '$SBXCA' \
+    -alpn h2,http/1.1 </dev/null 2>/dev/null" >"$(out alpn_off)"
+check "  h2,http/1.1 offered: http/1.1 is chosen" grep -q 'ALPN protocol: http/1.1' "$(out alpn_off)"
+gcall off /echo.Echo/Unary unary off-1 "authorization=Bearer $FAKE"
+check "  a gRPC (h2-only) call fails" jtrue "$(out off)" 'o["code"] == "UNAVAILABLE"'
+check "  refused at the handshake (alpn_unsupported)" logged conn_reject '"reason":"alpn_unsupported"'
+check "  and nothing reached upstream" test "$(ncalls off-1)" = 0
+fx_ws "${C[@]}" --http1.1 --cacert "$SBXCA" -H "Authorization: Bearer $FAKE" \
+    --data-binary h1-off "https://$HOST/echo.Echo/Unary" >"$(out h1off)" 2>&1
+check "  HTTP/1.1 to the bound path still gets the real secret once" test "$(h1auths h1-off)" = "Bearer $S1"
+refute "  and its echo carries no secret" grep -q "$S1" "$(out h1off)"
+refute "no log line carries the secret" grep -q "$S1" "$LOG"
+fx_egressd_stop
+sanitizer
 echo "$PASS passed, $FAIL failed"
 if [ "$FAIL" -ne 0 ]; then
 	echo "--- egressd log (tail) ---"
