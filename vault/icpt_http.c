@@ -75,15 +75,16 @@ icpt_body_begin(
  * request, from the head (the body is not searched).
  */
 static void
-icpt_stray(struct icpt_conn *c, const struct httpwire_request *req, size_t headlen, size_t idx)
+icpt_stray(struct icpt_conn *c, const struct vault_snap *snap, const struct httpwire_request *req,
+    size_t headlen, size_t idx)
 {
 	const struct binding_set *bs;
 	struct binding_credential_info ci;
 	size_t cred;
 
-	if (c->snap == NULL) /* no vault */
+	if (snap == NULL) /* no vault */
 		return;
-	bs = vault_snap_bindings(c->snap);
+	bs = vault_snap_bindings(snap);
 	cred = subst_find_stray(bs, idx, req->start_line.ptr, headlen);
 	if (cred == SIZE_MAX || binding_credential_get(bs, cred, &ci) != 0)
 		return;
@@ -105,11 +106,13 @@ icpt_stray(struct icpt_conn *c, const struct httpwire_request *req, size_t headl
 /*
  * A body substitution for binding idx: a body of a kind that can hold a
  * placeholder (not multipart, not compressed), on HTTP/1.1 (past the hold
- * bound it is re-framed chunked, which HTTP/1.0 has not). c->subst stays
- * NULL when there is none. 0 or -1.
+ * bound it is re-framed chunked, which HTTP/1.0 has not). *out stays
+ * NULL when there is none; its output goes to *sbuf (made here). 0 or -1.
  */
 static int
-icpt_body_subst(struct icpt_conn *c, const struct httpwire_request *req, size_t idx)
+icpt_body_subst(struct icpt_conn *c, const struct vault_snap *snap,
+    const struct httpwire_request *req, size_t idx, struct evbuffer **sbuf,
+    struct subst_stream **out)
 {
 	static const enum subst_enc enc[] = {[SUBST_BODY_RAW] = SUBST_RAW,
 	    [SUBST_BODY_JSON] = SUBST_JSON,
@@ -117,21 +120,23 @@ icpt_body_subst(struct icpt_conn *c, const struct httpwire_request *req, size_t 
 	struct subst_rules rules;
 	enum subst_body kind;
 
+	(void)c;
+	*out = NULL;
 	if (req->version_minor != 1 ||
 	    !(req->framing == HTTPWIRE_FRAME_CHUNKED ||
 	        (req->framing == HTTPWIRE_FRAME_LENGTH && req->content_length > 0)))
 		return 0;
 	if ((kind = subst_body_kind(req->headers, req->nheaders)) == SUBST_BODY_SKIP)
 		return 0;
-	if (subst_rules_build(c->snap, idx, BINDING_IN_BODY, enc[kind], &rules) != 0)
+	if (subst_rules_build(snap, idx, BINDING_IN_BODY, enc[kind], &rules) != 0)
 		return -1;
 	if (rules.n == 0)
 		return 0;
-	if (c->sbuf == NULL && (c->sbuf = evbuffer_new()) == NULL) {
+	if (*sbuf == NULL && (*sbuf = evbuffer_new()) == NULL) {
 		subst_rules_clear(&rules);
 		return -1;
 	}
-	return (c->subst = subst_stream_new(&rules)) == NULL ? -1 : 0;
+	return (*out = subst_stream_new(&rules)) == NULL ? -1 : 0;
 }
 
 /*
@@ -155,20 +160,90 @@ icpt_head_frame(struct evbuffer *head, const char *field)
 	return rc;
 }
 
+/*
+ * The checks of a request head, the same for the HTTP/1.1 and the HTTP/2
+ * relays (see icpt_internal.h). host is the request's canonical host,
+ * already found to be the connection's.
+ */
+const char *
+icpt_request_verdict(struct icpt_conn *c, const struct httpwire_request *req, size_t headlen,
+    const char *host, struct evbuffer **sbuf, struct evbuffer *head, struct icpt_verdict *v)
+{
+	struct intercept *ic = c->ic;
+	char path[HTTPWIRE_MAX_PATH + 1];
+	const char *scheme = c->tls ? "https" : "http";
+	const char *why;
+	enum binding_match_result mr = BINDING_MATCH_NONE;
+
+	memset(v, 0, sizeof(*v));
+	v->status = 403;
+	v->text = "Forbidden";
+	if (intercept_upgrade_refused(req)) {
+		v->text = "upgrade refused";
+		return "upgrade_refused";
+	}
+	v->snap = ic->ops->snapshot(ic->arg);
+	v->bound = vault_snap_host_bound(v->snap, host);
+	if (v->bound) {
+		/* Bindings match on the raw path: refuse paths that read two ways. */
+		if (req->path.len > HTTPWIRE_MAX_PATH ||
+		    httpwire_path_is_ambiguous(req->path.ptr, req->path.len))
+			return "path_ambiguous";
+		memcpy(path, req->path.ptr, req->path.len);
+		path[req->path.len] = '\0';
+		mr = binding_match(
+		    vault_snap_bindings(v->snap), scheme, host, c->port, c->method, path, &v->idx);
+		if (mr == BINDING_MATCH_AMBIGUOUS) {
+			v->text = "credential binding ambiguous";
+			return "binding_ambiguous";
+		}
+		v->inject = mr == BINDING_MATCH_ONE && !c->peek; /* never on a port not intercepted */
+		if (!v->inject)
+			intercept_request_decodable(req->headers, req->nheaders);
+	}
+	icpt_stray(c, v->snap, req, headlen, v->inject ? v->idx : SIZE_MAX);
+	if (v->inject && icpt_body_subst(c, v->snap, req, v->idx, sbuf, &v->subst) != 0) {
+		v->status = 500;
+		v->text = "Internal Server Error";
+		return "oom";
+	}
+	if (intercept_request_head(req, req->headers, v->snap, v->idx, v->inject, v->subst != NULL,
+	        ic->scratch, sizeof(ic->scratch), head) != 0) {
+		v->status = 400;
+		v->text = "Bad Request";
+		return "head_rewrite";
+	}
+	/* Only what the binding allowed is credentialed (docs/vault-requests.md). */
+	if (v->inject && (why = intercept_request_refusal(req, &v->text)) != NULL)
+		return why;
+	if (v->inject) {
+		snprintf(v->binding, sizeof(v->binding), "%s",
+		    binding_name(vault_snap_bindings(v->snap), v->idx));
+		icpt_count(ic, INTERCEPT_M_INJECTED, 1);
+	}
+	icpt_count(ic, INTERCEPT_M_REQUESTS, 1);
+	return NULL;
+}
+
+/* Release what a refused verdict holds. */
+void
+icpt_verdict_clear(struct icpt_verdict *v)
+{
+	vault_snap_unref(v->snap);
+	subst_stream_free(v->subst);
+	memset(v, 0, sizeof(*v));
+}
+
 /* Returns false when the request was refused (the connection is draining). */
 static bool
 icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_t headlen)
 {
 	struct intercept *ic = c->ic;
 	char host[POLICY_NAME_MAX + 1];
-	char path[HTTPWIRE_MAX_PATH + 1];
-	const char *scheme = c->tls ? "https" : "http";
 	struct evbuffer *in = bufferevent_get_input(c->cbev);
 	struct evbuffer *head;
-	const char *why, *text;
-	size_t idx = 0;
-	bool inject = false, bound;
-	enum binding_match_result mr = BINDING_MATCH_NONE;
+	struct icpt_verdict v;
+	const char *why;
 
 	snprintf(c->method, sizeof(c->method), "%.*s",
 	    (int)(req->method.len > ICPT_MAX_METHOD ? ICPT_MAX_METHOD : req->method.len),
@@ -204,60 +279,31 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 		return false;
 	}
 	vault_snap_unref(c->snap);
-	c->snap = ic->ops->snapshot(ic->arg);
-	bound = vault_snap_host_bound(c->snap, host);
-	if (bound) {
-		/* Bindings match on the raw path: refuse paths that read two ways. */
-		if (req->path.len > HTTPWIRE_MAX_PATH ||
-		    httpwire_path_is_ambiguous(req->path.ptr, req->path.len)) {
-			icpt_http_error(c, 403, "Forbidden", "path_ambiguous");
-			return false;
-		}
-		memcpy(path, req->path.ptr, req->path.len);
-		path[req->path.len] = '\0';
-		mr = binding_match(
-		    vault_snap_bindings(c->snap), scheme, host, c->port, c->method, path, &idx);
-		if (mr == BINDING_MATCH_AMBIGUOUS) {
-			icpt_http_error(
-			    c, 403, "credential binding ambiguous", "binding_ambiguous");
-			return false;
-		}
-		inject = mr == BINDING_MATCH_ONE && !c->peek; /* never on a port not intercepted */
-		if (!inject)
-			intercept_request_decodable(ic->hdrs, req->nheaders);
-	}
-	icpt_stray(c, req, headlen, inject ? idx : SIZE_MAX);
+	c->snap = NULL;
 	subst_stream_free(c->subst);
 	c->subst = NULL;
 	if (c->shead != NULL) /* never left by a finished request; defensive */
 		evbuffer_free(c->shead);
 	c->shead = NULL;
-	if (inject && icpt_body_subst(c, req, idx) != 0) {
+	head = evbuffer_new();
+	if (head == NULL) {
 		icpt_http_error(c, 500, "Internal Server Error", "oom");
 		return false;
 	}
-	head = evbuffer_new();
-	if (head == NULL || intercept_request_head(req, ic->hdrs, c->snap, idx, inject,
-	                        c->subst != NULL, ic->scratch, sizeof(ic->scratch), head) != 0) {
+	if ((why = icpt_request_verdict(c, req, headlen, host, &c->sbuf, head, &v)) != NULL) {
+		int status = v.status;
+		const char *text = v.text;
+
 		evbuffer_free(head);
-		icpt_http_error(c, 400, "Bad Request", "head_rewrite");
+		icpt_verdict_clear(&v);
+		icpt_http_error(c, status, text, why);
 		return false;
 	}
-	if (inject && (why = intercept_request_refusal(req, &text)) != NULL) {
-		/* Only what the binding allowed is credentialed (docs/vault-requests.md). */
-		evbuffer_free(head);
-		icpt_http_error(c, 403, text, why);
-		return false;
-	}
-	c->credentialed = inject;
+	c->snap = v.snap;
+	c->subst = v.subst;
+	c->credentialed = v.inject;
 	memset(&c->reqscan, 0, sizeof(c->reqscan));
-	c->binding[0] = '\0';
-	if (inject) {
-		snprintf(c->binding, sizeof(c->binding), "%s",
-		    binding_name(vault_snap_bindings(c->snap), idx));
-		icpt_count(ic, INTERCEPT_M_INJECTED, 1);
-	}
-	icpt_count(ic, INTERCEPT_M_REQUESTS, 1);
+	snprintf(c->binding, sizeof(c->binding), "%s", v.binding);
 	c->req_is_head = req->method.len == 4 && memcmp(req->method.ptr, "HEAD", 4) == 0;
 	c->req_upgrade = req->upgrade;
 	c->req_keep = req->keep_alive;
@@ -285,7 +331,7 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	 * could carry the workload's own Authorization or Host. Refused there.
 	 */
 	c->req = icpt_body_begin(&c->reqbody, req->framing, req->content_length,
-	             bound ? HTTPWIRE_BODY_NO_TRAILERS : 0)
+	             v.bound ? HTTPWIRE_BODY_NO_TRAILERS : 0)
 	             ? ICPT_REQ_BODY
 	             : ICPT_REQ_DONE;
 	c->resp = ICPT_RESP_HEAD;
@@ -615,10 +661,10 @@ icpt_resp_finish(struct icpt_conn *c, bool eof)
 
 /* Whether the response declares a content coding other than identity. */
 static bool
-icpt_encoded(const struct httpwire_response *r)
+icpt_encoded(const struct httpwire_header *hs, size_t n)
 {
-	for (size_t i = 0; i < r->nheaders; i++) {
-		const struct httpwire_header *h = &r->headers[i];
+	for (size_t i = 0; i < n; i++) {
+		const struct httpwire_header *h = &hs[i];
 
 		if (!httpwire_name_eq(h->name, "content-encoding"))
 			continue;
@@ -629,14 +675,26 @@ icpt_encoded(const struct httpwire_response *r)
 	return false;
 }
 
-/* How the workload reassembles this body, for the redactor's cuts. */
-static enum redact_mode
-icpt_redact_mode(const struct httpwire_response *r)
+/* Why a final response is not relayed (see icpt_internal.h). */
+const char *
+icpt_response_refusal(
+    bool credentialed, bool bound, int status, const struct httpwire_header *h, size_t n)
 {
-	if (r->framing == HTTPWIRE_FRAME_TUNNEL)
-		return REDACT_MODE_WEBSOCKET;
-	for (size_t i = 0; i < r->nheaders; i++) {
-		const struct httpwire_header *h = &r->headers[i];
+	/* We asked for identity; an encoded body cannot be scanned. */
+	if (credentialed && icpt_encoded(h, n))
+		return "encoded_credentialed_response";
+	/* A bound host may return a stored secret: only in a form we can read. */
+	if ((credentialed || bound) && (icpt_encoded(h, n) || status == 206))
+		return "undecodable_response_from_bound_host";
+	return NULL;
+}
+
+/* The redaction mode for a body with these fields (not a tunnel). */
+enum redact_mode
+icpt_redact_mode_of(const struct httpwire_header *hs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct httpwire_header *h = &hs[i];
 
 		if (!httpwire_name_eq(h->name, "content-type") || h->value.len < 17 ||
 		    strncasecmp((const char *)h->value.ptr, "text/event-stream", 17) != 0)
@@ -646,6 +704,15 @@ icpt_redact_mode(const struct httpwire_response *r)
 			return REDACT_MODE_SSE;
 	}
 	return REDACT_MODE_BODY;
+}
+
+/* How the workload reassembles this body, for the redactor's cuts. */
+static enum redact_mode
+icpt_redact_mode(const struct httpwire_response *r)
+{
+	if (r->framing == HTTPWIRE_FRAME_TUNNEL)
+		return REDACT_MODE_WEBSOCKET;
+	return icpt_redact_mode_of(r->headers, r->nheaders);
 }
 
 /* A complete response head: check it, redact it, send it on. */
@@ -670,15 +737,10 @@ icpt_http_response(
 		icpt_http_error(c, 502, "Bad Gateway", why);
 		return false;
 	}
-	if (c->credentialed && !r->interim && icpt_encoded(r)) {
-		/* We asked for identity; an encoded body cannot be scanned. */
-		icpt_http_error(c, 502, "Bad Gateway", "encoded_credentialed_response");
-		return false;
-	}
-	if (!r->interim && (icpt_encoded(r) || r->status == 206) &&
-	    (c->credentialed || vault_snap_host_bound(c->snap, c->host))) {
-		/* A bound host may return a stored secret: only in a form we can read. */
-		icpt_http_error(c, 502, "Bad Gateway", "undecodable_response_from_bound_host");
+	if (!r->interim && (why = icpt_response_refusal(c->credentialed,
+	                        vault_snap_host_bound(c->snap, c->host), r->status,
+	                        r->headers, r->nheaders)) != NULL) {
+		icpt_http_error(c, 502, "Bad Gateway", why);
 		return false;
 	}
 	if (r->interim && ++c->interim > HTTPWIRE_MAX_INTERIM) {

@@ -21,6 +21,7 @@
 #include "vault/httpwire.h"
 #include "vault/intercept.h"
 #include "vault/intercept_internal.h"
+#include "vault/redact.h"
 #include "vault/tlspeek.h"
 
 /* linux/netfilter_ipv4.h and linux/netfilter_ipv6/ip6_tables.h. */
@@ -213,6 +214,44 @@ struct icpt_conn {
 	struct event *ev_probe; /* peek: silence timer */
 	int drain_polls;
 };
+
+/* The outcome of the checks of one request head (icpt_request_verdict). */
+struct icpt_verdict {
+	struct vault_snap *snap;    /* the revision the request is checked under (a reference) */
+	size_t idx;                 /* the binding, when inject */
+	bool inject;                /* exactly one binding matched: credentialed */
+	bool bound;                 /* the host has a binding */
+	struct subst_stream *subst; /* a body substitution, or NULL */
+	int status;                 /* of a refusal */
+	const char *text;           /* its reason phrase */
+	char binding[BINDING_MAX_NAME + 1];
+};
+
+/*
+ * The checks every relayed request head passes, for the HTTP/1.1 and the
+ * HTTP/2 relays alike, host (canonical) already found to be the
+ * connection's and c->method set: an Upgrade other than WebSocket, a
+ * snapshot, the ambiguous path, exactly one binding or none, the stray
+ * placeholders, the rewritten head to send upstream (HTTP/1.1 text) into
+ * head, a body substitution (its output into *sbuf, made when needed), the
+ * refusals of a credentialed request; counted. NULL, or the refusal reason
+ * with v->status and v->text (icpt_verdict_clear then, which zeroes them).
+ */
+const char *icpt_request_verdict(struct icpt_conn *c, const struct httpwire_request *req,
+    size_t headlen, const char *host, struct evbuffer **sbuf, struct evbuffer *head,
+    struct icpt_verdict *v) __attribute__((warn_unused_result));
+void icpt_verdict_clear(struct icpt_verdict *v);
+
+/*
+ * Why a final response (status, fields h[0..n)) is not relayed, NULL when
+ * it may be: a content coding on a credentialed request's answer, or from
+ * a bound host a coding or a 206 (a stored secret only in a form the
+ * redactor reads).
+ */
+const char *icpt_response_refusal(
+    bool credentialed, bool bound, int status, const struct httpwire_header *h, size_t n);
+/* The redaction mode of a body with fields h[0..n): SSE or plain body. */
+enum redact_mode icpt_redact_mode_of(const struct httpwire_header *h, size_t n);
 
 /* Defined in one module, called from another. */
 void icpt_accept_cb(

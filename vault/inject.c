@@ -322,8 +322,6 @@ const char *
 intercept_request_refusal(const struct httpwire_request *req, const char **text)
 {
 	struct intercept_ovr_scan scan;
-	size_t upgrades = 0;
-	bool websocket = false;
 
 	for (size_t i = 0; i < req->nheaders; i++) {
 		const struct httpwire_header *h = &req->headers[i];
@@ -344,10 +342,6 @@ intercept_request_refusal(const struct httpwire_request *req, const char **text)
 			*text = "encoded request body refused on a credentialed request";
 			return "request_body_encoded";
 		}
-		if (httpwire_name_eq(h->name, "upgrade")) {
-			upgrades++;
-			websocket = value_is(h->value, "websocket");
-		}
 	}
 	/* Rails, Laravel, Symfony and method-override read _method from the query too. */
 	memset(&scan, 0, sizeof(scan));
@@ -359,16 +353,36 @@ intercept_request_refusal(const struct httpwire_request *req, const char **text)
 			return "method_override";
 		}
 	}
-	/*
-	 * One upgrade only, to WebSocket (RFC 6455: GET): h2c, TLS and the rest
-	 * would carry the connection into a protocol the relay does not read.
-	 */
-	if (req->upgrade && (upgrades != 1 || !websocket || req->method.len != 3 ||
-	                        memcmp(req->method.ptr, "GET", 3) != 0)) {
+	if (intercept_upgrade_refused(req)) {
 		*text = "upgrade refused on a credentialed request";
 		return "upgrade_refused";
 	}
 	return NULL;
+}
+
+/*
+ * One upgrade only, to WebSocket (RFC 6455: GET), on every relayed request:
+ * h2c, TLS and the rest would carry the connection into a protocol the
+ * relay does not read (an h2c connection's streams would pass no check).
+ */
+bool
+intercept_upgrade_refused(const struct httpwire_request *req)
+{
+	size_t upgrades = 0;
+	bool websocket = false;
+
+	if (!req->upgrade)
+		return false;
+	for (size_t i = 0; i < req->nheaders; i++) {
+		const struct httpwire_header *h = &req->headers[i];
+
+		if (h->name.ptr != NULL && httpwire_name_eq(h->name, "upgrade")) {
+			upgrades++;
+			websocket = value_is(h->value, "websocket");
+		}
+	}
+	return upgrades != 1 || !websocket || req->method.len != 3 ||
+	       memcmp(req->method.ptr, "GET", 3) != 0;
 }
 
 /* Why a 101 to a credentialed WebSocket request is not relayed. */

@@ -49,6 +49,9 @@ bool intercept_ovr_scan_feed(struct intercept_ovr_scan *s, const uint8_t *p, siz
 const char *intercept_request_refusal(const struct httpwire_request *req, const char **text)
     __attribute__((warn_unused_result));
 
+/* Whether a request's Upgrade is anything but one "websocket" on GET. */
+bool intercept_upgrade_refused(const struct httpwire_request *req);
+
 /*
  * Why the 101 answering a credentialed WebSocket request is not relayed
  * (NULL: it may be): it switches to something else than websocket, or it
