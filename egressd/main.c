@@ -22,7 +22,7 @@
 #define EGRESSD_FEATURES                                                                           \
 	"dns nft api intercept vault dnsratelimit watchdog embedded4 hrrsni alpnalert "            \
 	"clientcalog "                                                                             \
-	"policyhmac capcheck placeholders"
+	"policyhmac capcheck placeholders h2"
 
 /* A variable that is set but not implemented: said at every start. */
 static void

@@ -68,6 +68,7 @@ icpt_terminate_with(struct icpt_conn *c, X509 *leaf, EVP_PKEY *key)
 	/* For the ClientHello and ALPN callbacks; cleared before the SSL goes. */
 	SSL_set_app_data(ssl, c);
 	c->terminated = true;
+	c->want_h2 = !ic->cfg.no_http2 && tlspeek_offers_alpn(c->hello, "h2");
 	free(c->hello);
 	c->hello = NULL;
 	/* The ClientHello is still in craw's input: the filter reads it from there. */

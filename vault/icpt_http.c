@@ -144,7 +144,7 @@ icpt_body_subst(struct icpt_conn *c, const struct vault_snap *snap,
  * Transfer-Encoding: chunked) into a head that ends with its blank line.
  * 0 or -1.
  */
-static int
+int
 icpt_head_frame(struct evbuffer *head, const char *field)
 {
 	struct evbuffer *t = evbuffer_new();
@@ -428,11 +428,39 @@ out:
 	return rc;
 }
 
+/*
+ * Whether the HTTP/1.1 relay must leave the workload's bytes alone: the
+ * HTTP/2 relay has them, or the hello offered h2 and the handshake that
+ * decides is not finished (the upstream may connect first). Once it is,
+ * a connection that chose h2 becomes an HTTP/2 one here.
+ */
+static bool
+icpt_h2_switch(struct icpt_conn *c)
+{
+	SSL *ssl;
+
+	if (c->h2 != NULL)
+		return true;
+	if (c->h2_checked || !c->want_h2)
+		return false;
+	ssl = c->cbev != NULL ? bufferevent_openssl_get_ssl(c->cbev) : NULL;
+	if (ssl == NULL || !SSL_is_init_finished(ssl))
+		return true;
+	c->h2_checked = true;
+	if (!icpt_h2_negotiated(c))
+		return false;
+	icpt_h2_start(c);
+	return true;
+}
+
 /* Workload -> upstream, per the request state. */
 void
 icpt_http_client(struct icpt_conn *c)
 {
 	struct intercept *ic = c->ic;
+
+	if (icpt_h2_switch(c))
+		return;
 
 	while (c->state == ICPT_S_HTTP) {
 		struct evbuffer *in = bufferevent_get_input(c->cbev);
@@ -985,8 +1013,10 @@ icpt_c_event_cb(struct bufferevent *bev, short what, void *arg)
 	struct icpt_conn *c = arg;
 	SSL *ssl;
 
-	if (what & BEV_EVENT_CONNECTED)
-		return; /* TLS handshake with the workload done */
+	if (what & BEV_EVENT_CONNECTED) {
+		(void)icpt_h2_switch(c); /* TLS handshake with the workload done */
+		return;
+	}
 	if (what & BEV_EVENT_EOF) {
 		c->c_eof = true;
 		bufferevent_disable(bev, EV_READ);

@@ -162,6 +162,9 @@ struct icpt_conn {
 	bool c_eof, u_eof;
 	bool shut_sent;
 	bool oom; /* the redactor failed: the connection must end */
+	bool want_h2;              /* the hello offered h2 (and it is on): ALPN h2 both ways */
+	bool h2_checked;           /* the workload's ALPN was looked at */
+	struct icpt_h2 *h2;        /* the HTTP/2 relay (icpt_h2.c), or NULL: HTTP/1.1 */
 
 	struct sockaddr_storage dst;
 	socklen_t dstlen;
@@ -252,6 +255,18 @@ const char *icpt_response_refusal(
     bool credentialed, bool bound, int status, const struct httpwire_header *h, size_t n);
 /* The redaction mode of a body with fields h[0..n): SSE or plain body. */
 enum redact_mode icpt_redact_mode_of(const struct httpwire_header *h, size_t n);
+
+/* The HTTP/2 relay (icpt_h2.c). */
+bool icpt_h2_negotiated(struct icpt_conn *c);
+void icpt_h2_start(struct icpt_conn *c);
+void icpt_h2_up_ready(struct icpt_conn *c);
+void icpt_h2_upstream(struct icpt_conn *c);
+/* The upstream connection is gone: streams on it fail, the rest wait for a new one. */
+void icpt_h2_up_lost(struct icpt_conn *c, const char *why);
+void icpt_h2_pump(struct icpt_conn *c);
+void icpt_h2_free(struct icpt_conn *c);
+/* A framing field (e.g. "Transfer-Encoding: chunked\r\n") into a head before its blank line. */
+int icpt_head_frame(struct evbuffer *head, const char *field);
 
 /* Defined in one module, called from another. */
 void icpt_accept_cb(

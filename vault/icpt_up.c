@@ -82,6 +82,10 @@ icpt_up_fail(struct icpt_conn *c, const char *why)
 	}
 	c->up_failed = true;
 	c->up_why = why;
+	if (c->h2 != NULL) {
+		icpt_h2_up_lost(c, why);
+		return;
+	}
 	icpt_up_free(c);
 	/* A request already waiting gets 502; nothing of it was sent. */
 	if (c->state == ICPT_S_HTTP && c->req != ICPT_REQ_HEAD)
@@ -101,7 +105,9 @@ icpt_up_ready(struct icpt_conn *c)
 	if (evbuffer_get_length(c->toup) > 0)
 		evbuffer_add_buffer(bufferevent_get_output(c->ubev), c->toup);
 	bufferevent_enable(c->ubev, EV_READ | EV_WRITE);
-	if (c->state == ICPT_S_HTTP)
+	if (c->h2 != NULL)
+		icpt_h2_up_ready(c);
+	else if (c->state == ICPT_S_HTTP)
 		icpt_http_client(c);
 }
 
@@ -111,7 +117,9 @@ icpt_up_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct icpt_conn *c = arg;
 
-	if (c->state == ICPT_S_HTTP || c->state == ICPT_S_TUNNEL)
+	if (c->h2 != NULL)
+		icpt_h2_upstream(c);
+	else if (c->state == ICPT_S_HTTP || c->state == ICPT_S_TUNNEL)
 		icpt_http_upstream(c);
 }
 
@@ -121,6 +129,10 @@ icpt_up_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct icpt_conn *c = arg;
 
+	if (c->h2 != NULL) {
+		icpt_h2_pump(c);
+		return;
+	}
 	/* Upstream caught up: read the workload again. */
 	if ((c->state == ICPT_S_HTTP || c->state == ICPT_S_TUNNEL) && !c->c_eof) {
 		bufferevent_enable(c->cbev, EV_READ);
@@ -169,11 +181,18 @@ icpt_up_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	if (what & BEV_EVENT_EOF) {
 		c->u_eof = true;
-		if (c->state == ICPT_S_HTTP || c->state == ICPT_S_TUNNEL)
+		if (c->h2 != NULL)
+			icpt_h2_upstream(c);
+		else if (c->state == ICPT_S_HTTP || c->state == ICPT_S_TUNNEL)
 			icpt_http_upstream(c);
 		return;
 	}
 	icpt_count(c->ic, INTERCEPT_M_UPSTREAM_ERR, 1);
+	if (c->h2 != NULL) {
+		/* Streams on it fail; the connection to the workload stays. */
+		icpt_h2_up_lost(c, (what & BEV_EVENT_TIMEOUT) ? "upstream_idle_timeout" : "upstream_error");
+		return;
+	}
 	icpt_close(c, (what & BEV_EVENT_TIMEOUT) ? "upstream_idle_timeout" : "upstream_error");
 }
 
@@ -260,6 +279,12 @@ icpt_usock_event_cb(struct bufferevent *bev, short what, void *arg)
 		    X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS | X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
 	if (ssl == NULL || SSL_set_tlsext_host_name(ssl, c->host) != 1 ||
 	    SSL_set1_host(ssl, c->host) != 1) {
+		SSL_free(ssl);
+		icpt_up_fail(c, "upstream_tls_setup");
+		return;
+	}
+	if (c->want_h2 &&
+	    SSL_set_alpn_protos(ssl, (const unsigned char *)"\x02h2\x08http/1.1", 12) != 0) {
 		SSL_free(ssl);
 		icpt_up_fail(c, "upstream_tls_setup");
 		return;

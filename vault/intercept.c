@@ -159,6 +159,7 @@ icpt_release(struct icpt_conn *c)
 		c->next->prev = c->prev;
 	c->prev = c->next = NULL;
 	ic->nconns--;
+	icpt_h2_free(c);
 	icpt_up_free(c);
 	if (c->cbev != NULL && c->cbev != c->craw) {
 		SSL *ssl = bufferevent_openssl_get_ssl(c->cbev);
@@ -309,6 +310,10 @@ icpt_deadline_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (c->state == ICPT_S_CLOSED)
 		return;
+	if (strcmp(c->deadline_why, "keepalive_timeout") == 0) {
+		icpt_close(c, c->deadline_why); /* an idle HTTP/2 connection: no refusal */
+		return;
+	}
 	if (c->state != ICPT_S_DRAIN) /* a draining connection was already refused */
 		icpt_reject(c, c->deadline_why);
 	icpt_close(c, NULL);
@@ -376,21 +381,24 @@ icpt_timeouts(struct bufferevent *bev, unsigned rd_s, unsigned wr_s)
 /* ---------------------------------------------------------------- setup */
 
 /*
- * ALPN on terminated connections: http/1.1 is the one protocol spoken
- * here (h2 waits for issue 18). An offer without it is refused with a
- * fatal no_application_protocol alert (RFC 7301 3.2), so that a client
- * never goes on speaking what it offered; a hello without ALPN never gets
- * here and is served HTTP/1.1.
+ * ALPN on terminated connections: h2 when the peeked hello offered it
+ * (c->want_h2, also what the upstream is offered), else http/1.1. An
+ * offer of neither is refused with a fatal no_application_protocol alert
+ * (RFC 7301 3.2), so that a client never goes on speaking what it offered;
+ * a hello without ALPN never gets here and is served HTTP/1.1.
  */
 static int
 icpt_alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
     unsigned int inlen, void *arg)
 {
 	static const unsigned char h11[] = "\x08http/1.1";
+	static const unsigned char both[] = "\x02h2\x08http/1.1";
 	struct icpt_conn *c = SSL_get_app_data(ssl);
 	unsigned char *sel = NULL;
+	bool h2 = c != NULL && c->want_h2;
 
-	if (SSL_select_next_proto(&sel, outlen, h11, sizeof(h11) - 1, in, inlen) !=
+	if (SSL_select_next_proto(&sel, outlen, h2 ? both : h11,
+	        h2 ? sizeof(both) - 1 : sizeof(h11) - 1, in, inlen) !=
 	    OPENSSL_NPN_NEGOTIATED) {
 		if (c != NULL)
 			icpt_reject(c, "alpn_unsupported");
@@ -653,6 +661,8 @@ intercept_metric_name(enum intercept_metric m)
 	    [INTERCEPT_M_TICKET_REFUSED] = "client_ticket_refused",
 	    [INTERCEPT_M_UPSTREAM_TLS] = "upstream_tls",
 	    [INTERCEPT_M_UPSTREAM_RESUMED] = "upstream_tls_resumed",
+	    [INTERCEPT_M_H2] = "h2_connections",
+	    [INTERCEPT_M_H2_CALM] = "h2_calm",
 	};
 
 	return (unsigned)m < INTERCEPT_M_COUNT ? names[m] : "unknown";

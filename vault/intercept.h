@@ -45,6 +45,8 @@ enum intercept_metric {
 	INTERCEPT_M_TICKET_REFUSED,   /* tickets presented for another host: full handshake */
 	INTERCEPT_M_UPSTREAM_TLS,     /* verified upstream TLS handshakes (terminated) */
 	INTERCEPT_M_UPSTREAM_RESUMED, /* of those, sessions resumed */
+	INTERCEPT_M_H2,               /* terminated connections speaking HTTP/2 */
+	INTERCEPT_M_H2_CALM,          /* HTTP/2 connections ended for abuse (ENHANCE_YOUR_CALM) */
 	INTERCEPT_M_COUNT,
 };
 
@@ -153,6 +155,7 @@ struct intercept_config {
 	 * loopback itself.
 	 */
 	const int *listen_fds;
+	bool no_http2; /* ALPN offers http/1.1 only toward the workload */
 };
 
 /*

@@ -116,6 +116,8 @@ static const struct config_opt config_opts[] = {
         "seconds an idle keep-alive connection waits for a request (default 60, at most 300)"},
     {"terminate-all", "EGRESSD_TERMINATE_ALL", NULL, CT_BOOL, O(terminate_all), false,
         "terminate every allowed TLS host, not only bound ones (Host must equal SNI)"},
+    {"http2", "EGRESSD_HTTP2", NULL, CT_BOOL, O(http2), false,
+        "speak HTTP/2 on terminated connections when the workload offers it (default true)"},
     {"ca-export", "EGRESSD_CA_EXPORT", NULL, CT_STR, O(ca_export), false,
         "where to write the sandbox CA certificate (PEM, 0644)"},
     {"ca-cert", "EGRESSD_CA_CERT", NULL, CT_STR, O(ca_cert), false,
@@ -199,6 +201,7 @@ config_defaults(struct config *c)
 	c->tls_port = 15443;
 	c->plain_port = 15080;
 	c->peek_port = 15444;
+	c->http2 = true;
 	snprintf(c->ca_export, sizeof(c->ca_export), "/run/egressd/ca.pem");
 	c->log_level = LOG_INFO;
 }

@@ -74,6 +74,7 @@ struct config {
 	uint32_t head_timeout;
 	uint32_t keepalive_timeout;
 	bool terminate_all; /* terminate every allowed TLS host */
+	bool http2;         /* HTTP/2 on terminated connections (default on) */
 	char ca_export[PATH_MAX];
 	char ca_cert[PATH_MAX];
 	char ca_key[PATH_MAX];

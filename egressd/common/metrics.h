@@ -49,6 +49,8 @@ struct metrics {
 	uint64_t client_ticket_refused; /* tickets for another host: full handshake */
 	uint64_t upstream_tls;          /* verified upstream TLS handshakes (terminated) */
 	uint64_t upstream_tls_resumed;  /* of those, sessions resumed */
+	uint64_t h2_conns;              /* terminated connections that speak HTTP/2 */
+	uint64_t h2_calm;               /* of those, ended with GOAWAY ENHANCE_YOUR_CALM */
 	/* The report process (egressd/report/) */
 	uint64_t events_delivered; /* deny webhook POSTs answered 2xx */
 	uint64_t events_dropped;   /* events dropped: the queue was full */

@@ -149,6 +149,12 @@ wintercept_count(void *arg, enum intercept_metric m, uint64_t n)
 	case INTERCEPT_M_UPSTREAM_RESUMED:
 		mt->upstream_tls_resumed += n;
 		break;
+	case INTERCEPT_M_H2:
+		mt->h2_conns += n;
+		break;
+	case INTERCEPT_M_H2_CALM:
+		mt->h2_calm += n;
+		break;
 	default:
 		break;
 	}
@@ -389,6 +395,7 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	icfg.hello_timeout_s = cfg->hello_timeout;
 	icfg.head_timeout_s = cfg->head_timeout;
 	icfg.keepalive_timeout_s = cfg->keepalive_timeout;
+	icfg.no_http2 = !cfg->http2;
 	icfg.leaves = w->leaves;
 	icfg.upstream_ca = cfg->upstream_ca;
 	/* The parent's sockets, in the order intercept_config wants (TLS, plain, peek). */

@@ -197,7 +197,10 @@ check "a bound host is terminated: the sandbox CA verifies the leaf" grep -q '"p
 fx_ws sh -c "openssl s_client -connect api.allowed.test:443 -servername api.allowed.test \
     -CAfile '$SBXCA' -alpn h2,http/1.1 </dev/null 2>/dev/null" >"$(out t_sclient)"
 check "the leaf verifies against the sandbox CA" grep -q 'Verify return code: 0' "$(out t_sclient)"
-check "ALPN negotiates http/1.1 only" grep -q 'ALPN protocol: http/1.1' "$(out t_sclient)"
+check "ALPN negotiates h2 when the client offers it" grep -q 'ALPN protocol: h2' "$(out t_sclient)"
+fx_ws sh -c "openssl s_client -connect api.allowed.test:443 -servername api.allowed.test \
+    -CAfile '$SBXCA' -alpn http/1.1 </dev/null 2>/dev/null" >"$(out t_sclient11)"
+check "ALPN negotiates http/1.1 when only it is offered" grep -q 'ALPN protocol: http/1.1' "$(out t_sclient11)"
 refute "the public CA does not verify the terminated leaf" \
     fx_ws "${C[@]}" --cacert "$PUBCA" https://api.allowed.test/v1/pubca
 check "the bound host received the secret" grep -q "Bearer $S1" "$FN/api.log"
@@ -272,12 +275,19 @@ code=$(fx_ws "${C[@]}" --cacert "$SBXCA" -I -o /dev/null -w '%{http_code}' https
 check "HEAD is relayed (no body expected)" test "$code" = 200
 head -c 1500000 /dev/zero | tr '\0' 'a' >"$FX_DIR/ws/big"
 chown "$FX_WS_UID" "$FX_DIR/ws/big"
-fx_ws "${C[@]}" -m 20 --cacert "$SBXCA" -H 'Expect: 100-continue' --data-binary @big \
+fx_ws "${C[@]}" -m 20 --http1.1 --cacert "$SBXCA" -H 'Expect: 100-continue' --data-binary @big \
     -D "$FX_DIR/ws/big.head" https://api.allowed.test/v1/big >"$(out big)" 2>&1
 check "a 1.5 MB body with Expect: 100-continue is streamed" grep -q '^HTTP/1.1 200' "$FX_DIR/ws/big.head"
 check "the 100 Continue interim response was relayed" grep -q '^HTTP/1.1 100' "$FX_DIR/ws/big.head"
 check "the server got the whole body and echoed it" bash -c \
     "[ \$(grep -o 'aaaaaaaaaa' '$(out big)' | wc -l) -ge 150000 ]"
+# The same over HTTP/2 toward an HTTP/1.1 server: the stream window and the
+# upstream's pace bound what is buffered, the whole body arrives (chunked).
+fx_ws "${C[@]}" -m 20 --http2 --cacert "$SBXCA" --data-binary @big \
+    -D "$FX_DIR/ws/big2.head" https://api.allowed.test/v1/big2 >"$(out big2)" 2>&1
+check "a 1.5 MB body over h2 is streamed to an HTTP/1.1 server" grep -q '^HTTP/2 200' "$FX_DIR/ws/big2.head"
+check "  the server got the whole body and echoed it" bash -c \
+    "[ \$(grep -o 'aaaaaaaaaa' '$(out big2)' | wc -l) -ge 150000 ]"
 
 # A close-delimited response is relayed to its end, redacted, with close_notify.
 fx_ws "${C[@]}" --cacert "$SBXCA" https://stream.wild.allowed.test/close >"$(out close)" 2>&1
