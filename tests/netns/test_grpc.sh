@@ -194,6 +194,11 @@ check "a gRPC channel with another :authority fails (HTTP 421)" \
     jtrue "$(out authority)" 'o["code"] != "OK" and "421" in (o["details"] or "")'
 check "  and nothing reached upstream" test "$(ncalls a-1)" = 0
 
+fx_api GET /metrics >"$(out metrics)" 2>&1
+h2c=$(awk '$1 == "egressd_intercept_h2_connections_total" {print $2}' "$(out metrics)")
+check "the h2 connections are counted (${h2c:-none}, at least the 6 gRPC/h2 clients)" test "${h2c:-0}" -ge 6
+check "  none was ended for a flood" grep -q '^egressd_intercept_h2_calm_total 0$' "$(out metrics)"
+
 # ---- HTTP/1.1 clients of the same host still work.
 C=(curl -sS -m 8)
 fx_ws "${C[@]}" --http1.1 --cacert "$SBXCA" -H "Authorization: Bearer $FAKE" -H 'Content-Type: application/grpc' \
