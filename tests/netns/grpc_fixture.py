@@ -9,16 +9,19 @@
       Methods (raw bytes, no protobuf): /echo.Echo/Unary answers
       "echo:<authorization>", /echo.Echo/Stream streams three messages (the
       second "auth:<authorization>"), /echo.Echo/Fail fails PERMISSION_DENIED
-      with the message "bad key: <authorization>", /other.Svc/Unary as Unary.
+      with the message "bad key: <authorization>", /echo.Echo/Bidi answers
+      each message "got:<message>" as it arrives, /other.Svc/Unary as Unary.
       Every gRPC call sets the trailing metadata x-echo-auth to the
       authorization it received. DIR/calls.log gets one JSON line per call
       (method, request body, metadata), DIR/h1.log one per HTTP/1.1 request;
       DIR/ready once listening. Upstream of the sidecar, so it may log the
       secret it receives: that is what the test checks.
 
-  call CA TARGET METHOD KIND BODY [key=value ...] [--authority NAME]
+  call CA TARGET METHOD KIND BODY [key=value ...] [--authority=NAME]
       (the workload) One gRPC call through a TLS channel trusting CA only,
-      KIND unary or stream, 8 s deadline; prints one JSON object: code,
+      KIND unary, stream (server streaming), bidi (three messages, then the
+      request's end) or pingpong (each message once the previous one is
+      answered), 8 s deadline; prints one JSON object: code,
       details, messages, initial and trailing metadata.
 
   h2raw CA HOST OTHER   (the workload)
@@ -85,6 +88,15 @@ def serve(addr, cert, key, d):
         yield b"auth:" + auth.encode()
         yield b"part-2"
 
+    def bidi(reqs, ctx):
+        """Each message answered as it arrives: "got:<message>"."""
+        first = True
+        for req in reqs:
+            if first:
+                record("/echo.Echo/Bidi", req, ctx)
+                first = False
+            yield b"got:" + req
+
     def fail(req, ctx):
         auth = record("/echo.Echo/Fail", req, ctx)
         ctx.abort(grpc.StatusCode.PERMISSION_DENIED, "bad key: " + auth)
@@ -94,7 +106,8 @@ def serve(addr, cert, key, d):
         grpc.method_handlers_generic_handler("echo.Echo", {
             "Unary": unary("/echo.Echo/Unary"),
             "Stream": grpc.unary_stream_rpc_method_handler(stream),
-            "Fail": grpc.unary_unary_rpc_method_handler(fail)}),
+            "Fail": grpc.unary_unary_rpc_method_handler(fail),
+            "Bidi": grpc.stream_stream_rpc_method_handler(bidi)}),
         grpc.method_handlers_generic_handler("other.Svc", {
             "Unary": unary("/other.Svc/Unary")}),
     ))
@@ -217,10 +230,25 @@ def call(ca, target, method, kind, body, args):
                 fn = ch.unary_unary(method)
                 resp, c = fn.with_call(body.encode(), metadata=md, timeout=8)
                 out["messages"].append(resp.decode("latin-1"))
-            else:
+            elif kind == "stream":
                 c = ch.unary_stream(method)(body.encode(), metadata=md, timeout=8)
                 for m in c:
                     out["messages"].append(m.decode("latin-1"))
+            else:
+                # bidi: three messages, then the end of the request stream;
+                # pingpong: each message only once the previous one's
+                # answer arrived (a conversation).
+                got = threading.Semaphore(0)
+
+                def reqs():
+                    for i in range(3):
+                        if kind == "pingpong" and i and not got.acquire(timeout=8):
+                            return
+                        yield ("%s-%d" % (body, i)).encode()
+                c = ch.stream_stream(method)(reqs(), metadata=md, timeout=8)
+                for m in c:
+                    out["messages"].append(m.decode("latin-1"))
+                    got.release()
             out["code"] = c.code().name
             out["details"] = c.details()
             out["initial"] = [list(x) for x in c.initial_metadata() or ()]

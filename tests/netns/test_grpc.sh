@@ -160,6 +160,14 @@ check "  the server got the real secret once" test "$(auths s-1)" = "Bearer $S1"
 check "  trailing metadata masked" jtrue "$(out stream)" "['x-echo-auth', 'Bearer $STARS'] in o['trailing']"
 refute "  the secret is nowhere in what the workload got" grep -q "$S1" "$(out stream)" "$(out stream.err)"
 
+# ---- bidirectional streaming, the request stream whole (three messages, then its end).
+gcall bidi /echo.Echo/Bidi bidi b-1 "authorization=Bearer $FAKE"
+check "bidi-streaming call: status OK" jtrue "$(out bidi)" 'o["code"] == "OK"'
+check "  each of the three messages answered" \
+    jtrue "$(out bidi)" "o['messages'] == ['got:b-1-0', 'got:b-1-1', 'got:b-1-2']"
+check "  the server got the real secret once" test "$(auths b-1-0)" = "Bearer $S1"
+check "  trailing metadata masked" jtrue "$(out bidi)" "['x-echo-auth', 'Bearer $STARS'] in o['trailing']"
+
 # ---- a status message (grpc-message, a trailer) quoting the secret.
 gcall fail /echo.Echo/Fail unary f-1 "authorization=Bearer $FAKE"
 check "a failing call keeps the server's status (PERMISSION_DENIED)" \
