@@ -5,6 +5,8 @@
 #
 #   scripts/fresh-check.sh [--reset] [REF]
 #
+# FRESH_CMDS (default "demo test") names which of the two run, e.g.
+# FRESH_CMDS=demo for the install steps and the build alone.
 # REF (default HEAD) of this repository is cloned into the chroot at
 # /root/src/egressd, ../shared beside it, and `./egress demo` then
 # `./egress test` run inside as root; the end prints how long each took and
@@ -114,7 +116,7 @@ cat >"$ROOT/root/fresh-run.sh" <<'RUN'
 # Run inside the chroot by scripts/fresh-check.sh: the README's two commands.
 cd /root/src/egressd || exit 2
 rc=0
-for c in demo test; do
+for c in @CMDS@; do
 	t0=$(date +%s)
 	r=0
 	./egress "$c" || r=$?
@@ -124,6 +126,7 @@ for c in demo test; do
 done
 exit $rc
 RUN
+sed -i "s/@CMDS@/${FRESH_CMDS:-demo test}/" "$ROOT/root/fresh-run.sh"
 inner='set -eu
 R=$1
 mount --bind "$R" "$R"

@@ -37,14 +37,14 @@
 #include "vault/subst.h"
 #include "vault/icpt_internal.h"
 
-#define H2_MAX_STREAMS 100         /* SETTINGS_MAX_CONCURRENT_STREAMS toward the workload */
-#define H2_MAX_HEADER_LIST 65536   /* SETTINGS_MAX_HEADER_LIST_SIZE; decoded, RFC 9113 6.5.2 */
-#define H2_MAX_FIELDS 128          /* fields of one header block */
-#define H2_HOLD (32 * 1024)        /* request body held before anything of it goes upstream */
-#define H2_RST_PER_S 100           /* RST_STREAM from the workload within one second */
-#define H2_CTL_PER_S 1000          /* control or empty frames within one second */
-#define H2_MAX_CONTINUATIONS 8     /* CONTINUATION frames after one HEADERS */
-#define H2_WINDOW 65535            /* stream window toward the workload (the default) */
+#define H2_MAX_STREAMS 100           /* SETTINGS_MAX_CONCURRENT_STREAMS toward the workload */
+#define H2_MAX_HEADER_LIST 65536     /* SETTINGS_MAX_HEADER_LIST_SIZE; decoded, RFC 9113 6.5.2 */
+#define H2_MAX_FIELDS 128            /* fields of one header block */
+#define H2_HOLD (32 * 1024)          /* request body held before anything of it goes upstream */
+#define H2_RST_PER_S 100             /* RST_STREAM from the workload within one second */
+#define H2_CTL_PER_S 1000            /* control or empty frames within one second */
+#define H2_MAX_CONTINUATIONS 8       /* CONTINUATION frames after one HEADERS */
+#define H2_WINDOW 65535              /* stream window toward the workload (the default) */
 #define H2_CONN_WINDOW (1024 * 1024) /* connection window toward the workload */
 
 /* A header block as received: "name: value\r\n" lines, and where each field is. */
@@ -80,6 +80,7 @@ struct h2s {
 	bool trailers_out; /* response trailers submitted */
 	bool up_reset;     /* the upstream exchange failed after the head went */
 	bool chunked;      /* HTTP/1.1 upstream: the body goes chunked */
+	bool len_pending;  /* a substituted Content-Length body: framed when it goes */
 	bool is_head;      /* HEAD: no body in the answer */
 	enum h2s_up up;
 	size_t unconsumed; /* DATA bytes received and not yet given back to the window */
@@ -250,37 +251,6 @@ h2s_new(struct icpt_conn *c, int32_t id)
 	*pp = s;
 	c->h2->nstreams++;
 	return s;
-}
-
-/* The audit lines of a finished stream: redactions, and the injection. */
-static void
-h2s_audit(struct h2s *s)
-{
-	struct icpt_conn *c = s->c;
-	struct intercept *ic = c->ic;
-
-	if (s->matches > 0) {
-		struct intercept_event ev = {.level = INTERCEPT_L_INFO,
-		    .event = "redact",
-		    .conn = c->id,
-		    .host = c->host,
-		    .method = s->method,
-		    .status = s->status,
-		    .count = s->matches};
-		ic->ops->log(ic->arg, &ev);
-	}
-	if (s->credentialed) {
-		struct intercept_event ev = {.level = INTERCEPT_L_INFO,
-		    .event = "inject",
-		    .conn = c->id,
-		    .host = c->host,
-		    .method = s->method,
-		    .binding = s->binding,
-		    .status = s->status,
-		    .bytes = s->resp_bytes,
-		    .count = s->matches};
-		ic->ops->log(ic->arg, &ev);
-	}
 }
 
 static void
@@ -611,13 +581,13 @@ h2_request(struct h2s *s)
 	s->bound = v.bound;
 	snprintf(s->binding, sizeof(s->binding), "%s", v.binding);
 	s->is_head = strcmp(s->method, "HEAD") == 0;
-	/* HTTP/1.1 upstream: a body of unknown length, or a substituted one, goes chunked. */
-	s->chunked = req.framing == HTTPWIRE_FRAME_CHUNKED || (s->subst != NULL && !s->req_end);
-	if (s->subst != NULL && req.framing == HTTPWIRE_FRAME_LENGTH &&
-	    icpt_head_frame(s->head, "Transfer-Encoding: chunked\r\n") != 0) {
-		h2s_error(s, 500, "Internal Server Error", "oom");
-		goto out;
-	}
+	/*
+	 * HTTP/1.1 upstream: a body of unknown length goes chunked; a
+	 * substituted one with a Content-Length gets its new length when it
+	 * is all in at the first send (within the hold), else goes chunked.
+	 */
+	s->chunked = req.framing == HTTPWIRE_FRAME_CHUNKED;
+	s->len_pending = s->subst != NULL && req.framing == HTTPWIRE_FRAME_LENGTH;
 	s->checked = true;
 	if (!c->up_asked && !c->up_ready && icpt_up_start(c) != 0)
 		h2s_error(s, 502, "Bad Gateway", "upstream_socket_unavailable");
@@ -632,7 +602,7 @@ h2_request_data(struct h2s *s, const uint8_t *p, size_t n)
 {
 	if (s->refused || !s->checked)
 		return;
-	if (s->resp_end && s->c->h2->cur != s && s->up != H2S_UP_SENT) {
+	if (s->resp_end && s->c->h2->cur != s && s->uid <= 0) {
 		/* Answered already, not on the wire: nobody reads the rest. */
 		h2s_consume(s, s->unconsumed);
 		return;
@@ -692,24 +662,31 @@ h2_w_begin_headers_cb(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
 	return 0;
 }
 
+/*
+ * One decoded field, of either session: a request's head (the workload's
+ * trailers are dropped: never merged, never routed on), or an upstream
+ * answer's head or trailers.
+ */
 static int
-h2_w_header_cb(nghttp2_session *sess, const nghttp2_frame *f, const uint8_t *n, size_t nl,
+h2_header_cb(nghttp2_session *sess, const nghttp2_frame *f, const uint8_t *n, size_t nl,
     const uint8_t *v, size_t vl, uint8_t flags, void *arg)
 {
+	struct icpt_conn *c = arg;
 	struct h2s *s = nghttp2_session_get_stream_user_data(sess, f->hd.stream_id);
+	bool ws = sess == c->h2->ws;
 
 	(void)flags;
-	(void)arg;
-	if (s == NULL || f->hd.type != NGHTTP2_HEADERS)
+	if (s == NULL || f->hd.type != NGHTTP2_HEADERS ||
+	    (ws && f->headers.cat != NGHTTP2_HCAT_REQUEST))
 		return 0;
-	if (f->headers.cat != NGHTTP2_HCAT_REQUEST)
-		return 0; /* trailers: never merged, never routed on; dropped */
-	return h2_block_add(&s->hb, n, nl, v, vl) == 0 ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	return h2_block_add(ws ? &s->hb : &s->rh, n, nl, v, vl) == 0
+	           ? 0
+	           : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 }
 
 static int
-h2_w_data_cb(nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *p, size_t n,
-    void *arg)
+h2_w_data_cb(
+    nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *p, size_t n, void *arg)
 {
 	struct h2s *s = nghttp2_session_get_stream_user_data(sess, id);
 
@@ -792,7 +769,8 @@ h2_w_close_cb(nghttp2_session *sess, int32_t id, uint32_t code, void *arg)
 	if (c->h2->us == NULL && c->h2->cur == s && (!s->resp_end || s->up != H2S_UP_DONE))
 		c->h2->up_dirty = true;
 	if (s->resp_head && !s->refused)
-		h2s_audit(s);
+		icpt_audit(c, s->method, s->credentialed ? s->binding : NULL, s->status,
+		    s->resp_bytes, s->matches);
 	if (s->unconsumed > 0)
 		(void)nghttp2_session_consume_connection(sess, s->unconsumed);
 	h2s_free(s);
@@ -863,15 +841,11 @@ h2_up_submit(struct h2s *s)
 	nghttp2_data_provider dp = {.source.ptr = s, .read_callback = h2_req_read_cb};
 	int32_t id;
 
-	if (data == NULL ||
-	    httpwire_parse_request(data, len, &req, ic->hdrs, HTTPWIRE_MAX_HEADERS, &consumed) !=
-	        HTTPWIRE_OK)
+	if (data == NULL || httpwire_parse_request(data, len, &req, ic->hdrs, HTTPWIRE_MAX_HEADERS,
+	                        &consumed) != HTTPWIRE_OK)
 		return -1;
-#define NV(a, al, b, bl)                                                                 \
-	nv[n++] = (nghttp2_nv)                                                           \
-	{                                                                                \
-		(uint8_t *)(a), (uint8_t *)(b), (al), (bl), NGHTTP2_NV_FLAG_NONE         \
-	}
+#define NV(a, al, b, bl)                                                                           \
+	nv[n++] = (nghttp2_nv){(uint8_t *)(a), (uint8_t *)(b), (al), (bl), NGHTTP2_NV_FLAG_NONE}
 	NV(":method", 7, req.method.ptr, req.method.len);
 	NV(":scheme", 7, "https", 5);
 	NV(":authority", 10, req.host.ptr, req.host.len);
@@ -905,19 +879,6 @@ h2_up_submit(struct h2s *s)
 	return 0;
 }
 
-static int
-h2_u_header_cb(nghttp2_session *sess, const nghttp2_frame *f, const uint8_t *n, size_t nl,
-    const uint8_t *v, size_t vl, uint8_t flags, void *arg)
-{
-	struct h2s *s = nghttp2_session_get_stream_user_data(sess, f->hd.stream_id);
-
-	(void)flags;
-	(void)arg;
-	if (s == NULL || f->hd.type != NGHTTP2_HEADERS)
-		return 0;
-	return h2_block_add(&s->rh, n, nl, v, vl) == 0 ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-}
-
 /* nv of a redacted block (names and values point into b->buf, which must stay). */
 static size_t
 h2_block_nv(struct h2_block *b, nghttp2_nv *nv, size_t cap, bool skip_hop)
@@ -929,8 +890,8 @@ h2_block_nv(struct h2_block *b, nghttp2_nv *nv, size_t cap, bool skip_hop)
 
 		if (skip_hop && h2_hop_field(name, b->f[i].nl))
 			continue;
-		nv[n++] = (nghttp2_nv){name, b->buf + b->f[i].vo, b->f[i].nl, b->f[i].vl,
-		    NGHTTP2_NV_FLAG_NONE};
+		nv[n++] = (nghttp2_nv){
+		    name, b->buf + b->f[i].vo, b->f[i].nl, b->f[i].vl, NGHTTP2_NV_FLAG_NONE};
 	}
 	return n;
 }
@@ -1055,8 +1016,8 @@ h2_u_frame_cb(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
 	bool end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
 
 	(void)arg;
-	if (s == NULL)
-		return 0;
+	if (s == NULL || s->refused)
+		return 0; /* answered by us already: the upstream's rest is not relayed */
 	if (f->hd.type == NGHTTP2_HEADERS) {
 		const uint8_t *st;
 		size_t sl;
@@ -1103,8 +1064,8 @@ h2_u_frame_cb(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
 }
 
 static int
-h2_u_data_cb(nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *p, size_t n,
-    void *arg)
+h2_u_data_cb(
+    nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *p, size_t n, void *arg)
 {
 	struct h2s *s = nghttp2_session_get_stream_user_data(sess, id);
 
@@ -1145,6 +1106,20 @@ h2_h1_send(struct h2s *s)
 	size_t n = evbuffer_get_length(s->req);
 
 	if (s->up == H2S_UP_WAIT) {
+		if (s->len_pending) {
+			char field[64];
+
+			if (s->req_end)
+				snprintf(field, sizeof(field), "Content-Length: %zu\r\n", n);
+			else
+				snprintf(field, sizeof(field), "Transfer-Encoding: chunked\r\n");
+			s->chunked = !s->req_end;
+			s->len_pending = false;
+			if (icpt_head_frame(s->head, field) != 0) {
+				icpt_close(c, "oom");
+				return;
+			}
+		}
 		icpt_to_upstream(c, s->head, evbuffer_get_length(s->head));
 		s->up = H2S_UP_SENT;
 	}
@@ -1155,7 +1130,8 @@ h2_h1_send(struct h2s *s)
 			struct evbuffer *f = evbuffer_new();
 
 			if (f == NULL || evbuffer_add_printf(f, "%zx\r\n", n) < 0 ||
-			    evbuffer_add_buffer(f, s->req) != 0 || evbuffer_add(f, "\r\n", 2) != 0) {
+			    evbuffer_add_buffer(f, s->req) != 0 ||
+			    evbuffer_add(f, "\r\n", 2) != 0) {
 				if (f != NULL)
 					evbuffer_free(f);
 				icpt_close(c, "oom");
@@ -1336,8 +1312,8 @@ h2_h1_upstream(struct icpt_conn *c)
 			for (int i = 0; i < nv && i < 8; i++) {
 				size_t used = 0;
 
-				st = httpwire_body_feed(&s->body, v[i].iov_base, v[i].iov_len, &used,
-				    h2_h1_span_cb, s);
+				st = httpwire_body_feed(
+				    &s->body, v[i].iov_base, v[i].iov_len, &used, h2_h1_span_cb, s);
 				take += used;
 				if (st != HTTPWIRE_NEED_MORE)
 					break;
@@ -1402,7 +1378,8 @@ h2_up_pump(struct icpt_conn *c)
 		if (want && !c->up_asked && !c->up_failed && icpt_up_start(c) != 0)
 			for (struct h2s *s = h->streams; s != NULL; s = s->next)
 				if (s->checked && !s->refused)
-					h2s_error(s, 502, "Bad Gateway", "upstream_socket_unavailable");
+					h2s_error(
+					    s, 502, "Bad Gateway", "upstream_socket_unavailable");
 		return;
 	}
 	if (h->up_h2) {
@@ -1490,8 +1467,8 @@ h2_deadline(struct icpt_conn *c)
 	}
 	if (pending && c->deadline_why == want)
 		return;
-	icpt_deadline_arm(c, want == head ? c->ic->cfg.head_timeout_s : c->ic->cfg.keepalive_timeout_s,
-	    want);
+	icpt_deadline_arm(
+	    c, want == head ? c->ic->cfg.head_timeout_s : c->ic->cfg.keepalive_timeout_s, want);
 }
 
 /* After any event: streams upstream, frames out, and the end of the connection. */
@@ -1509,6 +1486,14 @@ h2_pump(struct icpt_conn *c)
 	h2_flush(c);
 	if (c->state != ICPT_S_HTTP)
 		return;
+	if (h->us != NULL && !nghttp2_session_want_read(h->us) &&
+	    !nghttp2_session_want_write(h->us)) {
+		/* The upstream session ended (its GOAWAY, or ours after its protocol error). */
+		icpt_count(c->ic, INTERCEPT_M_UPSTREAM_ERR, 1);
+		icpt_log(c, INTERCEPT_L_WARN, "upstream_error", "upstream_h2_closed", 0);
+		icpt_h2_up_lost(c, "upstream_h2_closed");
+		return;
+	}
 	if (h->calm || (!nghttp2_session_want_read(h->ws) && !nghttp2_session_want_write(h->ws)) ||
 	    (c->c_eof && h->nstreams == 0)) {
 		icpt_drain(c);
@@ -1535,6 +1520,13 @@ h2_c_read_cb(struct bufferevent *bev, void *arg)
 		r = nghttp2_session_mem_recv(c->h2->ws, v.iov_base, v.iov_len);
 		if (c->state != ICPT_S_HTTP)
 			return;
+		if (r == NGHTTP2_ERR_FLOODED) {
+			/* SETTINGS or PING faster than their ACKs can leave: a flood. */
+			h2_calm(c, "h2_frame_flood");
+			h2_flush(c);
+			icpt_drain(c);
+			return;
+		}
 		if (r < 0) {
 			/* A connection error (RFC 9113 5.4.1): GOAWAY, and the connection ends. */
 			icpt_log(c, INTERCEPT_L_INFO, "conn_close", "h2_protocol_error", 0);
@@ -1593,14 +1585,14 @@ h2_session_new(nghttp2_session **out, bool server, struct icpt_conn *c)
 		/* The window opens as bytes go upstream (h2s_consume): back-pressure per stream. */
 		nghttp2_option_set_no_auto_window_update(opt, 1);
 		nghttp2_session_callbacks_set_on_begin_headers_callback(cb, h2_w_begin_headers_cb);
-		nghttp2_session_callbacks_set_on_header_callback(cb, h2_w_header_cb);
+		nghttp2_session_callbacks_set_on_header_callback(cb, h2_header_cb);
 		nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_w_data_cb);
 		nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_w_frame_cb);
 		nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_w_close_cb);
 		nghttp2_session_callbacks_set_on_frame_send_callback(cb, h2_w_sent_cb);
 		rc = nghttp2_session_server_new2(out, cb, c, opt);
 	} else {
-		nghttp2_session_callbacks_set_on_header_callback(cb, h2_u_header_cb);
+		nghttp2_session_callbacks_set_on_header_callback(cb, h2_header_cb);
 		nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_u_data_cb);
 		nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_u_frame_cb);
 		nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_u_close_cb);
@@ -1636,7 +1628,8 @@ icpt_h2_start(struct icpt_conn *c)
 	    {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
 	};
 
-	if ((c->h2 = calloc(1, sizeof(*c->h2))) == NULL || h2_session_new(&c->h2->ws, true, c) != 0 ||
+	if ((c->h2 = calloc(1, sizeof(*c->h2))) == NULL ||
+	    h2_session_new(&c->h2->ws, true, c) != 0 ||
 	    nghttp2_submit_settings(c->h2->ws, NGHTTP2_FLAG_NONE, set, 4) != 0 ||
 	    nghttp2_session_set_local_window_size(
 	        c->h2->ws, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW) != 0) {
@@ -1715,8 +1708,8 @@ icpt_h2_upstream(struct icpt_conn *c)
 			evbuffer_drain(in, (size_t)r);
 		}
 		if (c->state == ICPT_S_HTTP && h->us != NULL &&
-		    (c->u_eof ||
-		        (!nghttp2_session_want_read(h->us) && !nghttp2_session_want_write(h->us)))) {
+		    (c->u_eof || (!nghttp2_session_want_read(h->us) &&
+		                     !nghttp2_session_want_write(h->us)))) {
 			icpt_h2_up_lost(c, "upstream_closed");
 			return;
 		}
@@ -1740,7 +1733,8 @@ icpt_h2_up_lost(struct icpt_conn *c, const char *why)
 		if (s->refused || s->up == H2S_UP_WAIT)
 			continue;
 		if (!s->resp_end) {
-			if (s->resp_head && h->us == NULL && httpwire_body_eof(&s->body) == HTTPWIRE_OK)
+			if (s->resp_head && h->us == NULL &&
+			    httpwire_body_eof(&s->body) == HTTPWIRE_OK)
 				h2_response_end(s);
 			else
 				h2s_error(s, 502, "Bad Gateway", why);

@@ -197,7 +197,8 @@ icpt_request_verdict(struct icpt_conn *c, const struct httpwire_request *req, si
 			v->text = "credential binding ambiguous";
 			return "binding_ambiguous";
 		}
-		v->inject = mr == BINDING_MATCH_ONE && !c->peek; /* never on a port not intercepted */
+		v->inject =
+		    mr == BINDING_MATCH_ONE && !c->peek; /* never on a port not intercepted */
 		if (!v->inject)
 			intercept_request_decodable(req->headers, req->nheaders);
 	}
@@ -606,6 +607,41 @@ icpt_body_span_cb(const uint8_t *data, size_t off, size_t len, void *arg)
 	}
 }
 
+/*
+ * The audit lines of one answered request (HTTP/1.1 or an h2 stream): the
+ * redactions, and for a credentialed one (binding set) the injection with
+ * its binding, status and bytes; never a value.
+ */
+void
+icpt_audit(struct icpt_conn *c, const char *method, const char *binding, int status, uint64_t bytes,
+    uint64_t matches)
+{
+	struct intercept *ic = c->ic;
+
+	if (matches > 0) {
+		struct intercept_event ev = {.level = INTERCEPT_L_INFO,
+		    .event = "redact",
+		    .conn = c->id,
+		    .host = c->host,
+		    .method = method,
+		    .status = status,
+		    .count = matches};
+		ic->ops->log(ic->arg, &ev);
+	}
+	if (binding != NULL) {
+		struct intercept_event ev = {.level = INTERCEPT_L_INFO,
+		    .event = "inject",
+		    .conn = c->id,
+		    .host = c->host,
+		    .method = method,
+		    .binding = binding,
+		    .status = status,
+		    .bytes = bytes,
+		    .count = matches};
+		ic->ops->log(ic->arg, &ev);
+	}
+}
+
 /* The response ended: flush the redactor, audit, then next request or close. */
 static void
 icpt_resp_finish(struct icpt_conn *c, bool eof)
@@ -631,29 +667,7 @@ icpt_resp_finish(struct icpt_conn *c, bool eof)
 		bufferevent_write(c->cbev, "0\r\n\r\n", 5);
 	m += c->head_matches;
 	c->head_matches = 0;
-	if (m > 0) {
-		struct intercept_event ev = {.level = INTERCEPT_L_INFO,
-		    .event = "redact",
-		    .conn = c->id,
-		    .host = c->host,
-		    .method = c->method,
-		    .status = c->status,
-		    .count = m};
-		ic->ops->log(ic->arg, &ev);
-	}
-	if (c->credentialed) {
-		/* Audit: binding, host, method, status, bytes; never the value. */
-		struct intercept_event ev = {.level = INTERCEPT_L_INFO,
-		    .event = "inject",
-		    .conn = c->id,
-		    .host = c->host,
-		    .method = c->method,
-		    .binding = c->binding,
-		    .status = c->status,
-		    .bytes = c->resp_bytes,
-		    .count = m};
-		ic->ops->log(ic->arg, &ev);
-	}
+	icpt_audit(c, c->method, c->credentialed ? c->binding : NULL, c->status, c->resp_bytes, m);
 	vault_snap_unref(c->snap);
 	c->snap = NULL;
 	c->credentialed = false;
@@ -765,9 +779,9 @@ icpt_http_response(
 		icpt_http_error(c, 502, "Bad Gateway", why);
 		return false;
 	}
-	if (!r->interim && (why = icpt_response_refusal(c->credentialed,
-	                        vault_snap_host_bound(c->snap, c->host), r->status,
-	                        r->headers, r->nheaders)) != NULL) {
+	if (!r->interim &&
+	    (why = icpt_response_refusal(c->credentialed, vault_snap_host_bound(c->snap, c->host),
+	         r->status, r->headers, r->nheaders)) != NULL) {
 		icpt_http_error(c, 502, "Bad Gateway", why);
 		return false;
 	}

@@ -161,10 +161,10 @@ struct icpt_conn {
 	const char *up_why; /* reason of up_failed */
 	bool c_eof, u_eof;
 	bool shut_sent;
-	bool oom; /* the redactor failed: the connection must end */
-	bool want_h2;              /* the hello offered h2 (and it is on): ALPN h2 both ways */
-	bool h2_checked;           /* the workload's ALPN was looked at */
-	struct icpt_h2 *h2;        /* the HTTP/2 relay (icpt_h2.c), or NULL: HTTP/1.1 */
+	bool oom;           /* the redactor failed: the connection must end */
+	bool want_h2;       /* the hello offered h2 (and it is on): ALPN h2 both ways */
+	bool h2_checked;    /* the workload's ALPN was looked at */
+	struct icpt_h2 *h2; /* the HTTP/2 relay (icpt_h2.c), or NULL: HTTP/1.1 */
 
 	struct sockaddr_storage dst;
 	socklen_t dstlen;
@@ -255,6 +255,10 @@ const char *icpt_response_refusal(
     bool credentialed, bool bound, int status, const struct httpwire_header *h, size_t n);
 /* The redaction mode of a body with fields h[0..n): SSE or plain body. */
 enum redact_mode icpt_redact_mode_of(const struct httpwire_header *h, size_t n);
+
+/* The redact and inject audit lines of one answered request (binding NULL: not credentialed). */
+void icpt_audit(struct icpt_conn *c, const char *method, const char *binding, int status,
+    uint64_t bytes, uint64_t matches);
 
 /* The HTTP/2 relay (icpt_h2.c). */
 bool icpt_h2_negotiated(struct icpt_conn *c);

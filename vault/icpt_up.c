@@ -190,7 +190,8 @@ icpt_up_event_cb(struct bufferevent *bev, short what, void *arg)
 	icpt_count(c->ic, INTERCEPT_M_UPSTREAM_ERR, 1);
 	if (c->h2 != NULL) {
 		/* Streams on it fail; the connection to the workload stays. */
-		icpt_h2_up_lost(c, (what & BEV_EVENT_TIMEOUT) ? "upstream_idle_timeout" : "upstream_error");
+		icpt_h2_up_lost(
+		    c, (what & BEV_EVENT_TIMEOUT) ? "upstream_idle_timeout" : "upstream_error");
 		return;
 	}
 	icpt_close(c, (what & BEV_EVENT_TIMEOUT) ? "upstream_idle_timeout" : "upstream_error");

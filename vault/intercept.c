@@ -398,8 +398,7 @@ icpt_alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen, const u
 	bool h2 = c != NULL && c->want_h2;
 
 	if (SSL_select_next_proto(&sel, outlen, h2 ? both : h11,
-	        h2 ? sizeof(both) - 1 : sizeof(h11) - 1, in, inlen) !=
-	    OPENSSL_NPN_NEGOTIATED) {
+	        h2 ? sizeof(both) - 1 : sizeof(h11) - 1, in, inlen) != OPENSSL_NPN_NEGOTIATED) {
 		if (c != NULL)
 			icpt_reject(c, "alpn_unsupported");
 		return SSL_TLSEXT_ERR_ALERT_FATAL;

@@ -947,13 +947,21 @@ parent_nflog_record(const struct chan_nflog *r, void *arg)
 	fwd.hdr.id = CHAN_ID_PARENT | (++p->next_nflog & ~CHAN_ID_PARENT);
 	if (fwd.hdr.id == CHAN_ID_PARENT)
 		fwd.hdr.id = CHAN_ID_PARENT | (++p->next_nflog & ~CHAN_ID_PARENT);
-	if (parent_alive(d) && chan_offer(d->chanfd, &fwd) == 0)
+	/*
+	 * Only to a dns child that is ready: a workload that floods refused
+	 * packets while it starts must not delay its start (the flood would
+	 * be parsed before the child's own setup).
+	 */
+	if (parent_alive(d) && d->ready && chan_offer(d->chanfd, &fwd) == 0)
 		return;
 	/* The first drop, then one line per 1000. */
 	if (p->nflog_dropped++ % 1000 == 0)
 		log_msg(LOG_WARN, "nft", "conn_reject_dropped",
 		    "the dns process is %s: %llu kernel refusal record(s) dropped so far",
-		    d->pid > 0 ? "behind" : "not running", (unsigned long long)p->nflog_dropped);
+		    d->pid <= 0 ? "not running"
+		    : d->ready  ? "behind"
+		                : "not ready",
+		    (unsigned long long)p->nflog_dropped);
 }
 
 static void

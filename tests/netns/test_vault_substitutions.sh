@@ -53,7 +53,9 @@ fx_egressd_start "$POLICY" OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=true \
 SBXCA=$FX_DIR/sandbox/ca.pem
 LOG=$FX_DIR/egressd.log
 FN=$FX_DIR/fakenet
-C=(curl -sS -m 8 --cacert "$SBXCA")
+# HTTP/1.1 unless said: the HTTP/2 checks (h2 to this HTTP/1.1 server) are marked.
+C=(curl -sS -m 8 --http1.1 --cacert "$SBXCA")
+C2=(curl -sS -m 8 --http2 --cacert "$SBXCA")
 S1=$FX_S1
 S2=$FX_S2
 PH1=OSB_PLACEHOLDER_C1_7a1f
@@ -166,6 +168,26 @@ check "body (chunked, 140 KB): substituted in the middle" grep -qF "xxxx${S1}yyy
 check "body (chunked): nothing lost, nothing added" \
     test "$(wc -c <"$(out bodych_up)")" = "$((140000 + ${#S1} + 1))"
 refute "body (chunked): the echo never shows the secret" grep -qF "$S1" "$(out bodych)"
+
+# ---- the same over HTTP/2 (toward this HTTP/1.1 server: egressd frames the body).
+fx_ws "${C2[@]}" -H "X-Api-Key: key=$PH1" "https://api.allowed.test/v1/p2/$PH1?token=$PH1" >"$(out h2head)" 2>&1
+check "h2: path and query substituted" grep -qxF "/v1/p2/$S1?token=$S1" "$(rec "$FN/api.log" /v1/p2/ path >"$(out h2_path)"; echo "$(out h2_path)")"
+check "h2: header substituted" grep -qiF "\"x-api-key\", \"key=$S1\"]" "$(rec "$FN/api.log" /v1/p2/ headers >"$(out h2_hdrs)"; echo "$(out h2_hdrs)")"
+fx_ws "${C2[@]}" -H 'Content-Type: application/json' --data-binary @body.json \
+    https://api.allowed.test/v1/h2-body-cl >"$(out h2bodycl)" 2>&1
+check "h2: body (content-length) substituted, every occurrence" \
+    grep -qxF "{\"key\":\"$S1\",\"again\":\"$S1\"}" "$(rec "$FN/api.log" /v1/h2-body-cl body >"$(out h2bodycl_up)"; echo "$(out h2bodycl_up)")"
+rec "$FN/api.log" /v1/h2-body-cl headers >"$(out h2bodycl_hdrs)"
+check "h2: body (content-length) sent with its new length" \
+    grep -qiF "\"Content-Length\", \"$(( $(wc -c <"$FX_DIR/ws/body.json") + 2 * (${#S1} - ${#PH1}) ))\"]" "$(out h2bodycl_hdrs)"
+refute "h2: the echo never shows the secret" grep -qF "$S1" "$(out h2bodycl)"
+fx_ws "${C2[@]}" -H 'Content-Type: text/plain' --data-binary @bigcl.txt \
+    https://api.allowed.test/v1/h2-body-bigcl >"$(out h2bigcl)" 2>&1
+rec "$FN/api.log" /v1/h2-body-bigcl body >"$(out h2bigcl_up)"
+check "h2: body (400 KB) substituted" grep -qF "xxxx${S1}yyyy" "$(out h2bigcl_up)"
+check "h2: body (400 KB) nothing lost, nothing added" \
+    test "$(wc -c <"$(out h2bigcl_up)")" = "$((400000 + ${#S1} + 1))"
+refute "h2: body (400 KB) the echo never shows the secret" grep -qF "$S1" "$(out h2bigcl)"
 
 # ---- no substitution outside the binding: left as it is, logged by credential name.
 fx_ws "${C[@]}" "https://api.allowed.test/unbound/$PH1" >"$(out unbound)" 2>&1

@@ -11,11 +11,16 @@ content-type application/grpc), no message, then trailers grpc-status: 16
 and grpc-message: "invalid token " + the received Authorization value,
 percent-encoded as gRPC does (space as %20, so the secret itself is in its
 raw bytes). LOGDIR/grpc.log gets one line per request (:path and whether an
-Authorization field came, never its value).
+Authorization field came, never its value), and one line per connection
+with the client's SETTINGS_ENABLE_PUSH ("settings enable_push=N"). A
+request whose :path ends in /Push is first answered with a PUSH_PROMISE
+(written by hand: python3-h2 will not push to a client that disabled
+push), which a client that disabled push must treat as a connection error.
 """
 import os
 import socket
 import ssl
+import struct
 import sys
 import threading
 
@@ -38,6 +43,19 @@ def grpc_pct(v):
                    "%%%02X" % ord(c) for c in v)
 
 
+def push_promise(sid, path):
+    """A PUSH_PROMISE frame for stream SID promising stream 2, its header
+    block literals without indexing (no HPACK state is touched)."""
+    def lit(k, v):
+        k, v = k.encode(), v.encode()
+        return b"\x00" + bytes([len(k)]) + k + bytes([len(v)]) + v
+    block = struct.pack(">I", 2) + lit(":method", "GET") + \
+        lit(":scheme", "https") + lit(":authority", "grpc.wild.allowed.test") + \
+        lit(":path", path[:100])
+    return struct.pack(">I", len(block))[1:] + bytes([5, 4]) + \
+        struct.pack(">I", sid) + block
+
+
 def handle(raw, ctx):
     try:
         raw.settimeout(10)
@@ -51,12 +69,16 @@ def handle(raw, ctx):
     c.initiate_connection()
     s.sendall(c.data_to_send())
     heads = {}
+    said = False
     try:
         for _ in range(200):
             d = s.recv(65536)
             if not d:
                 break
             for ev in c.receive_data(d):
+                if isinstance(ev, h2.events.RemoteSettingsChanged) and not said:
+                    said = True
+                    log("settings enable_push=%d" % c.remote_settings.enable_push)
                 if isinstance(ev, h2.events.RequestReceived):
                     heads[ev.stream_id] = {k.decode("latin-1").lower():
                                            v.decode("latin-1")
@@ -69,6 +91,8 @@ def handle(raw, ctx):
                     auth = h.get("authorization", "")
                     log("%s auth=%s" % (h.get(":path", "?"),
                                         "yes" if auth else "no"))
+                    if h.get(":path", "").endswith("/Push"):
+                        s.sendall(c.data_to_send() + push_promise(ev.stream_id, "/pushed"))
                     c.send_headers(ev.stream_id,
                                    [(":status", "200"),
                                     ("content-type", "application/grpc")])

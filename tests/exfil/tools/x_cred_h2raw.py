@@ -11,7 +11,8 @@ workload. One request per run:
 It prints "alpn=<protocol>" (or "alpn=refused (<reason>)" when the
 handshake fails, and exits 3 unless that is h2), then one line
 per event: "status=N", "header k: v", "data <len> <bytes, escaped>",
-"trailer k: v", "reset=<error code>", "goaway=<error code>", "end". Every
+"trailer k: v", "push <promised path>", "reset=<error code>",
+"goaway=<error code>", "end". Every
 wait is bounded (5 s per read, 40 reads at most).
 """
 import argparse
@@ -104,6 +105,8 @@ def main():
                 for k, v in ev.headers:
                     print("trailer %s: %s" % (k.decode("latin-1"),
                                               v.decode("latin-1")))
+            elif isinstance(ev, h2.events.PushedStreamReceived):
+                print("push %r" % dict(ev.headers).get(b":path"))
             elif isinstance(ev, h2.events.StreamReset):
                 print("reset=%s" % ev.error_code)
                 return 0
