@@ -5,13 +5,16 @@
 # a test CA made here; egressd in front of the workload with a vault
 # binding on /echo.Echo/* (POST, bearer). The workload's gRPC client
 # (python3-grpcio, trusting only the sandbox CA export) calls with a fake
-# key in its metadata: unary and server-streaming calls succeed, the server
-# gets the real secret exactly once in `authorization` and never the fake
-# one, the secret the server echoes in messages, trailing metadata and the
-# status message (grpc-message) reaches the workload masked; an unbound
-# method path gets no credential; another :authority on the same connection
-# (python3-h2) gets 421 and nothing upstream, the connection's other streams
-# go on; HTTP/1.1 clients of the same host (TLS and plain) still work.
+# key in its metadata: unary, server-streaming and bidi-streaming calls
+# succeed, the server gets the real secret exactly once in `authorization`
+# and never the fake one, the secret the server echoes in messages,
+# trailing metadata and the status message (grpc-message) reaches the
+# workload masked; an unbound method path gets no credential; another
+# :authority on the same connection (python3-h2, and a gRPC channel with
+# another default authority) gets 421 and nothing upstream, the
+# connection's other streams go on; HTTP/1.1 clients of the same host (TLS
+# and plain) still work; with EGRESSD_HTTP2=false the ALPN is http/1.1 only
+# and a gRPC call is refused at the handshake.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../lib/fixture.sh
