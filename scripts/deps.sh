@@ -9,11 +9,18 @@ pkgs=(
 	build-essential cmake pkg-config clang-format
 	libssl-dev libevent-dev libc-ares-dev libnftnl-dev libmnl-dev libyaml-dev
 	libjansson-dev libcmocka-dev
+	# HTTP/2 toward the workload and upstream on terminated connections
+	# (vault/icpt_h2.c); the runtime library libnghttp2-14 comes with it
+	libnghttp2-dev
 	# run and test
 	nftables iproute2 util-linux dnsmasq-base curl socat dnsutils netcat-openbsd
 	tcpdump openssl python3 python3-dnslib ca-certificates procps valgrind
 	# a real forward proxy for the chained upstream proxy test
 	tinyproxy
+	# HTTP/2: a real gRPC server and client (tests/netns/test_grpc.sh),
+	# python3-h2 for frames grpc will not send (another :authority on the
+	# same connection), h2load for the h2 row of bench/vault
+	python3-grpcio python3-h2 nghttp2-client
 	# nftables only recommends netbase, and we install without recommends:
 	# nft names protocols from its /etc/protocols (the tests compare `nft
 	# list` output), and its postinst writes the /etc/hosts that `ip netns
