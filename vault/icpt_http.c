@@ -701,14 +701,18 @@ icpt_resp_finish(struct icpt_conn *c, bool eof)
 	icpt_http_client(c);
 }
 
-/* Whether the response declares a content coding other than identity. */
+/*
+ * Whether the response declares a content coding other than identity, or
+ * a gRPC message coding (grpc-encoding: its messages compressed).
+ */
 static bool
 icpt_encoded(const struct httpwire_header *hs, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct httpwire_header *h = &hs[i];
 
-		if (!httpwire_name_eq(h->name, "content-encoding"))
+		if (!httpwire_name_eq(h->name, "content-encoding") &&
+		    !httpwire_name_eq(h->name, "grpc-encoding"))
 			continue;
 		if (!(h->value.len == 8 &&
 		        strncasecmp((const char *)h->value.ptr, "identity", 8) == 0))
@@ -737,6 +741,12 @@ icpt_redact_mode_of(const struct httpwire_header *hs, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct httpwire_header *h = &hs[i];
+
+		/* application/grpc, application/grpc+proto, ...: length-prefixed messages. */
+		if (httpwire_name_eq(h->name, "content-type") && h->value.len >= 16 &&
+		    strncasecmp((const char *)h->value.ptr, "application/grpc", 16) == 0 &&
+		    (h->value.len == 16 || h->value.ptr[16] == '+' || h->value.ptr[16] == ';'))
+			return REDACT_MODE_GRPC;
 
 		if (!httpwire_name_eq(h->name, "content-type") || h->value.len < 17 ||
 		    strncasecmp((const char *)h->value.ptr, "text/event-stream", 17) != 0)

@@ -523,6 +523,7 @@ intercept_request_head(const struct httpwire_request *req, struct httpwire_heade
 			    name_in(n, route_headers) ||
 			    httpwire_name_eq(n, "sec-websocket-extensions") ||
 			    httpwire_name_eq(n, "accept-encoding") ||
+			    httpwire_name_eq(n, "grpc-accept-encoding") ||
 			    httpwire_name_eq(n, "range") || httpwire_name_eq(n, "if-range") ||
 			    (rechunk && httpwire_name_eq(n, "content-length")))
 				hdrs[i].name.ptr = NULL;
@@ -584,6 +585,7 @@ intercept_request_decodable(struct httpwire_header *hdrs, size_t n)
 			hdrs[i].value = (struct httpwire_view){(const uint8_t *)"identity", 8};
 			ae = true;
 		} else if (httpwire_name_eq(nm, "accept-encoding") ||
+		           httpwire_name_eq(nm, "grpc-accept-encoding") ||
 		           httpwire_name_eq(nm, "range") || httpwire_name_eq(nm, "if-range") ||
 		           httpwire_name_eq(nm, "sec-websocket-extensions")) {
 			hdrs[i].name.ptr = NULL;

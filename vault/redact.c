@@ -81,6 +81,15 @@ struct redact_ws {
 	bool opaque; /* not WebSocket framing: released at every feed's end */
 };
 
+/* gRPC length-prefixed message parser state. */
+struct redact_grpc {
+	uint8_t hlen;  /* prefix bytes seen */
+	uint8_t flag;  /* the compressed flag of this message */
+	uint32_t left; /* payload bytes left in this message */
+	bool inpayload;
+	bool opaque; /* not gRPC framing (a flag other than 0 or 1) */
+};
+
 struct redact_stream {
 	struct redact_set *set;
 	enum redact_mode mode;
@@ -98,6 +107,7 @@ struct redact_stream {
 	size_t dlen, dcap;
 	struct redact_sse sse;
 	struct redact_ws ws;
+	struct redact_grpc grpc;
 };
 
 /* Pattern list under construction: bytes in one arena, wiped when grown. */
@@ -927,7 +937,8 @@ redact_stream_new_mode(struct redact_set *set, enum redact_mode mode)
 {
 	struct redact_stream *st;
 
-	if (mode != REDACT_MODE_BODY && mode != REDACT_MODE_SSE && mode != REDACT_MODE_WEBSOCKET)
+	if (mode != REDACT_MODE_BODY && mode != REDACT_MODE_SSE && mode != REDACT_MODE_WEBSOCKET &&
+	    mode != REDACT_MODE_GRPC)
 		return NULL;
 	st = calloc(1, sizeof(*st));
 	if (st == NULL)
@@ -1105,6 +1116,42 @@ redact_ws_byte(struct redact_ws *p, uint8_t c, bool *text, bool *bound)
 }
 
 /*
+ * One byte of a gRPC message stream: whether it is payload of an
+ * uncompressed message (*text) and whether a message ends after it.
+ */
+static void
+redact_grpc_byte(struct redact_grpc *p, uint8_t c, bool *text, bool *bound)
+{
+	*text = false;
+	*bound = false;
+	if (p->opaque)
+		return;
+	if (p->inpayload) {
+		*text = p->flag == 0;
+		if (--p->left == 0) {
+			p->inpayload = false;
+			*bound = true;
+		}
+		return;
+	}
+	if (p->hlen == 0) {
+		if (c > 1) {
+			p->opaque = true; /* from here every feed ends a unit */
+			return;
+		}
+		p->flag = c;
+		p->left = 0;
+	} else {
+		p->left = p->left << 8 | c;
+	}
+	if (++p->hlen < 5)
+		return;
+	p->hlen = 0;
+	p->inpayload = p->left > 0;
+	*bound = p->left == 0;
+}
+
+/*
  * Scans the reassembled text t[from, to) from *state; pos[j] is the offset
  * in raw of t[j]. A match masks the raw bytes of its text bytes that are
  * still here; one whose bytes were not adjacent in raw (a secret split
@@ -1191,6 +1238,8 @@ redact_frame(struct redact_stream *st, const uint8_t *dst, size_t from, size_t n
 	for (i = from; i < need; i++) {
 		if (st->mode == REDACT_MODE_SSE)
 			redact_sse_byte(&st->sse, dst[i], &text, &b);
+		else if (st->mode == REDACT_MODE_GRPC)
+			redact_grpc_byte(&st->grpc, dst[i], &text, &b);
 		else
 			redact_ws_byte(&st->ws, dst[i], &text, &b);
 		if (text) {
@@ -1200,7 +1249,8 @@ redact_frame(struct redact_stream *st, const uint8_t *dst, size_t from, size_t n
 		if (b)
 			*bound = i + 1;
 	}
-	if (st->mode == REDACT_MODE_WEBSOCKET && st->ws.opaque)
+	if ((st->mode == REDACT_MODE_WEBSOCKET && st->ws.opaque) ||
+	    (st->mode == REDACT_MODE_GRPC && st->grpc.opaque))
 		*bound = need;
 	return 0;
 }

@@ -52,6 +52,11 @@ enum redact_mode {
 	/* Server-to-client WebSocket frames: every complete frame goes out at
 	 * once; payloads of data frames are scanned concatenated as well. */
 	REDACT_MODE_WEBSOCKET,
+	/* gRPC messages (5-byte prefix: compressed flag, 32-bit length):
+	 * every complete message goes out at once (a streaming call waits for
+	 * each); payloads of uncompressed messages are scanned concatenated
+	 * as well. */
+	REDACT_MODE_GRPC,
 };
 
 enum redact_err {

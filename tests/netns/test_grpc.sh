@@ -171,6 +171,14 @@ check "  each of the three messages answered" \
 check "  the server got the real secret once" test "$(auths b-1-0)" = "Bearer $S1"
 check "  trailing metadata masked" jtrue "$(out bidi)" "['x-echo-auth', 'Bearer $STARS'] in o['trailing']"
 
+# ---- ping-pong: each message only once the previous one was answered (no
+# END_STREAM until the last): the head and each message must go at once.
+gcall pp /echo.Echo/Bidi pingpong pp-1 "authorization=Bearer $FAKE"
+check "ping-pong call: status OK" jtrue "$(out pp)" 'o["code"] == "OK"'
+check "  each message answered before the next was sent" \
+    jtrue "$(out pp)" "o['messages'] == ['got:pp-1-0', 'got:pp-1-1', 'got:pp-1-2']"
+check "  the server got the real secret once" test "$(auths pp-1-0)" = "Bearer $S1"
+
 # ---- a status message (grpc-message, a trailer) quoting the secret.
 gcall fail /echo.Echo/Fail unary f-1 "authorization=Bearer $FAKE"
 check "a failing call keeps the server's status (PERMISSION_DENIED)" \

@@ -874,6 +874,76 @@ test_websocket_frames(void **state)
 	redact_set_unref(set);
 }
 
+/* One gRPC message into f at n: flag, 32-bit length, payload. */
+static size_t
+grpc_msg(uint8_t *f, size_t n, uint8_t flag, const char *p, size_t len)
+{
+	f[n++] = flag;
+	f[n++] = 0;
+	f[n++] = 0;
+	f[n++] = (uint8_t)(len >> 8);
+	f[n++] = (uint8_t)len;
+	memcpy(f + n, p, len);
+	return n + len;
+}
+
+/*
+ * gRPC messages: each complete message goes out at once (a streaming call
+ * waits for it), a partial one is held, a secret split across two
+ * messages is masked, and bytes that are not gRPC framing flow.
+ */
+static void
+test_grpc_messages(void **state)
+{
+	struct redact_set *set = mkset();
+	struct redact_stream *st = redact_stream_new_mode(set, REDACT_MODE_GRPC);
+	struct evbuffer *out = evbuffer_new();
+	uint8_t f[256], res[256];
+	size_t n = 0, a = 14, b = strlen(S1) - 14, m;
+
+	(void)state;
+	assert_non_null(st);
+	assert_non_null(out);
+	/* A short message without a line feed: not held (BODY mode would hold it). */
+	n = grpc_msg(f, 0, 0, "got:pp-1-0", 10);
+	assert_int_equal(redact_stream_feed(st, f, n, out), 0);
+	assert_int_equal(redact_stream_held(st), 0);
+	assert_int_equal(evbuffer_get_length(out), n);
+	evbuffer_drain(out, n);
+	/* S1 whole in one message, then split across two, then half a message. */
+	n = grpc_msg(f, 0, 0, "auth:" S1, 5 + strlen(S1));
+	n = grpc_msg(f, n, 0, S1, a);
+	n = grpc_msg(f, n, 0, S1 + a, b);
+	m = n;
+	n = grpc_msg(f, n, 0, "hello", 5) - 2;
+	assert_int_equal(redact_stream_feed(st, f, n, out), 0);
+	assert_int_equal(redact_stream_held(st), n - m);
+	assert_int_equal(evbuffer_get_length(out), m);
+	assert_int_equal(evbuffer_remove(out, res, sizeof(res)), (int)m);
+	assert_null(memmem(res, m, "sk-live", 7));
+	assert_null(memmem(res, m, "W9pLm2vB7", 9));
+	assert_int_equal(redact_stream_matches(st), 2);
+	assert_int_equal(redact_stream_feed(st, (const uint8_t *)"lo", 2, out), 0);
+	assert_int_equal(redact_stream_held(st), 0);
+	assert_int_equal(evbuffer_get_length(out), n - m + 2);
+	evbuffer_drain(out, n - m + 2);
+	redact_stream_free(st);
+	/* Not gRPC framing (a flag of 7): released at each feed's end, still scanned. */
+	st = redact_stream_new_mode(set, REDACT_MODE_GRPC);
+	assert_non_null(st);
+	n = 0;
+	f[n++] = 7;
+	memcpy(f + n, S1, strlen(S1));
+	n += strlen(S1);
+	assert_int_equal(redact_stream_feed(st, f, n, out), 0);
+	assert_int_equal(redact_stream_held(st), 0);
+	assert_int_equal(evbuffer_remove(out, res, sizeof(res)), (int)n);
+	assert_null(memmem(res, n, "sk-live", 7));
+	evbuffer_free(out);
+	redact_stream_free(st);
+	redact_set_unref(set);
+}
+
 static void
 test_evbuffer_paths_and_refcount(void **state)
 {
@@ -962,6 +1032,7 @@ main(void)
 	    cmocka_unit_test(test_hold_does_not_depend_on_match),
 	    cmocka_unit_test(test_sse_reassembled),
 	    cmocka_unit_test(test_websocket_frames),
+	    cmocka_unit_test(test_grpc_messages),
 	    cmocka_unit_test(test_evbuffer_paths_and_refcount),
 	    cmocka_unit_test(test_feed_buf_too_small),
 	};
