@@ -94,6 +94,16 @@ if [ "$reset" = 1 ] || [ ! -d "$ROOT/usr" ]; then
 fi
 
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+# The site's own CA certificates (a TLS-inspecting egress proxy in front of
+# the Debian and npm registries, say) are this machine's network, as its
+# resolv.conf is: the chroot gets them, and npm is told to trust the
+# system bundle (ca-certificates, installed by deps.sh, adds them to it).
+site_ca=0
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+	mkdir -p "$ROOT/usr/local/share/ca-certificates"
+	cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
+	site_ca=1
+fi
 
 # The repository at REF, as a user would have cloned it, and ../shared.
 src="$ROOT/root/src"
@@ -140,12 +150,14 @@ cd "$R"
 pivot_root . .oldroot
 umount -l /.oldroot
 rmdir /.oldroot
-exec /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+exec /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 $2 \
 	PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin /bin/bash /root/fresh-run.sh'
 : >"$LOG"
 rm -f "$ROOT/root/fresh-times"
 rc=0
-unshare --mount --propagation private /bin/bash -c "$inner" fresh-check "$ROOT" >>"$LOG" 2>&1 || rc=$?
+extra=""
+[ $site_ca = 1 ] && extra="NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt"
+unshare --mount --propagation private /bin/bash -c "$inner" fresh-check "$ROOT" "$extra" >>"$LOG" 2>&1 || rc=$?
 echo "== demo output"
 sed -n '/^  DNS /,/workload saw/p' "$LOG"
 echo "== egress test stages"
