@@ -401,6 +401,11 @@ test_upgrade_other_refused(void **state)
 	upgrade_refused(WS_REQ("/v1/ws", "websocket/13", ""));
 	upgrade_refused("POST /v1/ws HTTP/1.1\r\n" HOST "Upgrade: websocket\r\n"
 	                "Connection: Upgrade\r\nContent-Length: 0\r\n\r\n");
+	/* Not only credentialed requests: an h2c connection's streams would pass no check. */
+	upgrade_refused("GET /other HTTP/1.1\r\n" HOST "Upgrade: h2c\r\nConnection: Upgrade, "
+	                "HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n");
+	upgrade_refused(
+	    "GET /other HTTP/1.1\r\n" HOST "Upgrade: TLS/1.2\r\nConnection: Upgrade\r\n\r\n");
 }
 
 /* A 101 nobody asked for is a 502 (kept from before). */
