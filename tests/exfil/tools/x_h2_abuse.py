@@ -25,6 +25,12 @@ says, reading the server's frames between writes:
                               REFS times (decoded: REFS * 4 KB)
   streams N PATH              N streams opened (HEADERS without
                               END_STREAM), in batches of 200
+  eof-queued N PATH           N GETs (one write), then an abrupt close
+                              (no GOAWAY): streams queued behind an
+                              HTTP/1.1 upstream when the workload leaves
+  reset-all N PATH            N GETs, then RST_STREAM(CANCEL) on each
+                              while the upstream answers, then a GET of
+                              PATH-after on the same connection
   flood KIND N                N SETTINGS, PING or PRIORITY frames
   window-overflow conn|stream PATH
                               a WINDOW_UPDATE that takes the connection's
@@ -431,6 +437,24 @@ def main():
             c.pump(5, lambda: c.goaway is not None or 1 in c.resets)
         c.one(1)
         c.report([1])
+    elif mode == "eof-queued":
+        n, path = min(int(args[0]), 500), args[1]
+        c.send(b"".join(frame(HEADERS, END_STREAM | END_HEADERS, 1 + 2 * k,
+                              block(std(sni, "%s-%d" % (path, k)))) for k in range(n)))
+        print("frames_sent %d" % n)
+        c.s.close()
+        return 0
+    elif mode == "reset-all":
+        n, path = min(int(args[0]), 500), args[1]
+        c.send(b"".join(frame(HEADERS, END_STREAM | END_HEADERS, 1 + 2 * k,
+                              block(std(sni, "%s-%d" % (path, k)))) for k in range(n)))
+        c.pump(0.3)
+        c.send(b"".join(frame(RST, 0, 1 + 2 * k, struct.pack(">I", 8)) for k in range(n)))
+        last = 1 + 2 * n
+        c.send(frame(HEADERS, END_STREAM | END_HEADERS, last, block(std(sni, path + "-after"))))
+        c.pump(10, c.done(last))
+        print("after %s" % c.status.get(last, "none"))
+        c.report([])
     elif mode == "zero-window":
         path, hold = args[0], float(args[1])
         c.send(frame(HEADERS, END_STREAM | END_HEADERS, 1, block(std(sni, path))))
