@@ -448,6 +448,9 @@ h2_head_text(struct h2s *s, struct evbuffer *out, int *status)
 			scheme = v, sl = vl;
 		else if (n[0] == ':')
 			return "h2_pseudo_header"; /* nghttp2 refuses them first */
+		else if (h2_hop_field(n, b->f[i].nl) &&
+		         !(h2_field_is(b, i, "te") && vl == 8 && memcmp(v, "trailers", 8) == 0))
+			return "h2_connection_field"; /* RFC 9113 8.2.2; nghttp2 too */
 		else if (h2_field_is(b, i, "content-length"))
 			has_cl = true;
 		else if (h2_field_is(b, i, "cookie"))
@@ -461,7 +464,8 @@ h2_head_text(struct h2s *s, struct evbuffer *out, int *status)
 	}
 	if (scheme == NULL || sl != 5 || memcmp(scheme, "https", 5) != 0)
 		return "h2_scheme";
-	if (path == NULL || pl == 0)
+	/* Origin-form, or "*" (OPTIONS): never another host's absolute URI. */
+	if (path == NULL || pl == 0 || !(path[0] == '/' || (pl == 1 && path[0] == '*')))
 		return "h2_pseudo_header";
 	if (auth == NULL) {
 		/* RFC 9113 8.3.1: Host when there is no :authority. */

@@ -146,16 +146,32 @@ def serve(addr, cert, key, d):
             s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                       b"Content-Length: %d\r\n\r\n" % len(out) + out)
 
-    def pipe(a, b):
-        try:
-            while True:
-                c = a.recv(65536)
-                if not c:
-                    break
-                b.sendall(c)
-        except OSError:
-            pass
-        for x in (a, b):
+    def relay(s, g):
+        """Both ways in one thread: an SSL socket must not be read and
+        written from two threads at once (that broke streams mid-call)."""
+        import select
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if s.pending() == 0:
+                r, _, _ = select.select([s, g], [], [], 1)
+            else:
+                r = [s]
+            try:
+                if s in r:
+                    c = s.recv(65536)
+                    if not c:
+                        break
+                    g.sendall(c)
+                if g in r:
+                    c = g.recv(65536)
+                    if not c:
+                        break
+                    s.sendall(c)
+            except ssl.SSLWantReadError:
+                continue
+            except OSError:
+                break
+        for x in (s, g):
             try:
                 x.shutdown(socket.SHUT_RDWR)
             except OSError:
@@ -170,10 +186,7 @@ def serve(addr, cert, key, d):
             s = ctx.wrap_socket(raw, server_side=True)
             if s.selected_alpn_protocol() == "h2":
                 g = socket.create_connection(("127.0.0.1", 50051), timeout=30)
-                t = threading.Thread(target=pipe, args=(g, s), daemon=True)
-                t.start()
-                pipe(s, g)
-                t.join(30)
+                relay(s, g)
                 g.close()
             else:
                 h1(s, "https")
