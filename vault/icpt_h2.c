@@ -78,7 +78,6 @@ struct h2s {
 	bool resp_head;    /* a final response head went to the workload */
 	bool resp_end;     /* the response is complete upstream side */
 	bool trailers_out; /* response trailers submitted */
-	bool up_reset;     /* the upstream exchange failed after the head went */
 	bool chunked;      /* HTTP/1.1 upstream: the body goes chunked */
 	bool len_pending;  /* a substituted Content-Length body: framed when it goes */
 	bool hold;         /* a content-length body: held until END_STREAM or H2_HOLD */
@@ -97,7 +96,7 @@ struct h2s {
 	struct intercept_ovr_scan ovr;
 	struct redact_stream *rs;
 	struct h2_block rh; /* upstream (h2) response headers, then trailers */
-	uint8_t *trail;     /* redacted response trailers, "name\0value\0" */
+	uint8_t *trail;     /* the buffer of the redacted trailers' block, backing trailnv */
 	nghttp2_nv *trailnv;
 	size_t ntrail;
 	int status;
@@ -114,15 +113,12 @@ struct icpt_h2 {
 	struct h2s *streams;
 	struct h2s *cur; /* HTTP/1.1 upstream: the exchange on the wire */
 	size_t nstreams;
-	time_t win;     /* the current one-second window (CLOCK_MONOTONIC) */
-	unsigned nrst;  /* RST_STREAM frames in it */
-	unsigned nctl;  /* control and empty frames in it */
-	bool calm;      /* GOAWAY ENHANCE_YOUR_CALM queued: nothing more is processed */
-	bool up_h2;     /* the upstream chose h2 */
-	bool up_dirty;  /* HTTP/1.1 upstream out of step: a new connection for the next */
-	bool in_recv;   /* inside nghttp2_session_mem_recv of ws */
-	uint64_t outq;  /* bytes in every stream's out */
-	bool goaway_in; /* the workload sent GOAWAY */
+	time_t win;    /* the current one-second window (CLOCK_MONOTONIC) */
+	unsigned nrst; /* RST_STREAM frames in it */
+	unsigned nctl; /* control and empty frames in it */
+	bool calm;     /* GOAWAY ENHANCE_YOUR_CALM queued: nothing more is processed */
+	bool up_dirty; /* HTTP/1.1 upstream out of step: a new connection for the next */
+	uint64_t outq; /* bytes in every stream's out */
 };
 
 static void h2_pump(struct icpt_conn *c);
@@ -202,16 +198,24 @@ h2_field(const struct h2_block *b, const char *name, size_t *len)
 	return NULL;
 }
 
-/* Mask the secrets of the snapshot in a whole block (names and values), in place. */
-static uint64_t
-h2_block_redact(struct h2s *s, struct h2_block *b)
+/* Secret occurrences masked on stream s: for its audit line and the counter. */
+static void
+h2s_matched(struct h2s *s, uint64_t m)
+{
+	s->matches += m;
+	icpt_count(s->c->ic, INTERCEPT_M_REDACTED, m);
+}
+
+/* Mask the secrets of the snapshot in buf[0..len) (a whole header block), in place. */
+static void
+h2s_redact_buf(struct h2s *s, uint8_t *buf, size_t len)
 {
 	struct redact_set *set = vault_snap_redact(s->snap);
 	uint64_t m = 0;
 
-	if (set != NULL && b->len > 0)
-		redact_buf(set, b->buf, b->len, &m);
-	return m;
+	if (set != NULL && len > 0)
+		redact_buf(set, buf, len, &m);
+	h2s_matched(s, m);
 }
 
 /* Whether a response field must not be relayed to an h2 peer (RFC 9113 8.2.2). */
@@ -385,16 +389,20 @@ h2s_error(struct h2s *s, int status, const char *text, const char *reason)
 		    c->h2->us, NGHTTP2_FLAG_NONE, s->uid, NGHTTP2_CANCEL);
 }
 
-/* GOAWAY ENHANCE_YOUR_CALM: the workload abuses the protocol; logged once. */
+/*
+ * GOAWAY ENHANCE_YOUR_CALM: the workload abuses the protocol; counted and
+ * logged once. send: ours to queue (false: nghttp2's own limiter sent it).
+ */
 static void
-h2_calm(struct icpt_conn *c, const char *reason)
+h2_calm(struct icpt_conn *c, const char *reason, bool send)
 {
 	if (c->h2->calm)
 		return;
 	c->h2->calm = true;
 	icpt_count(c->ic, INTERCEPT_M_H2_CALM, 1);
 	icpt_reject(c, reason);
-	(void)nghttp2_session_terminate_session(c->h2->ws, NGHTTP2_ENHANCE_YOUR_CALM);
+	if (send)
+		(void)nghttp2_session_terminate_session(c->h2->ws, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
 /* Count a frame of kind rst/control in the current second; past a cap, calm. */
@@ -410,9 +418,9 @@ h2_rate(struct icpt_conn *c, bool rst)
 		h->nrst = h->nctl = 0;
 	}
 	if (rst && ++h->nrst > H2_RST_PER_S)
-		h2_calm(c, "h2_rapid_reset");
+		h2_calm(c, "h2_rapid_reset", true);
 	else if (!rst && ++h->nctl > H2_CTL_PER_S)
-		h2_calm(c, "h2_frame_flood");
+		h2_calm(c, "h2_frame_flood", true);
 }
 
 /* ---------------------------------------------------------------- requests */
@@ -629,8 +637,6 @@ h2_request_data(struct h2s *s, const uint8_t *p, size_t n)
 			s->refused = true;
 			(void)nghttp2_submit_rst_stream(
 			    s->c->h2->ws, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
-			if (s->c->h2->us == NULL) /* HTTP/1.1: the exchange cannot finish */
-				s->up_reset = true;
 		}
 		return;
 	}
@@ -752,9 +758,6 @@ h2_w_frame_cb(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
 	case NGHTTP2_WINDOW_UPDATE:
 		h2_rate(c, false);
 		break;
-	case NGHTTP2_GOAWAY:
-		c->h2->goaway_in = true;
-		break;
 	default:
 		break;
 	}
@@ -796,13 +799,9 @@ h2_w_sent_cb(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
 	struct icpt_conn *c = arg;
 
 	(void)sess;
-	if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM &&
-	    !c->h2->calm) {
-		/* nghttp2's own reset limiter */
-		c->h2->calm = true;
-		icpt_count(c->ic, INTERCEPT_M_H2_CALM, 1);
-		icpt_reject(c, "h2_rapid_reset");
-	}
+	/* nghttp2's own reset limiter */
+	if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM)
+		h2_calm(c, "h2_rapid_reset", false);
 	return 0;
 }
 
@@ -987,8 +986,7 @@ h2_response_end(struct h2s *s)
 			h2s_error(s, 500, "Internal Server Error", "oom");
 			return;
 		}
-		s->matches += redact_stream_matches(s->rs);
-		icpt_count(s->c->ic, INTERCEPT_M_REDACTED, redact_stream_matches(s->rs));
+		h2s_matched(s, redact_stream_matches(s->rs));
 		redact_stream_free(s->rs);
 		s->rs = NULL;
 	}
@@ -1001,11 +999,9 @@ h2_response_end(struct h2s *s)
 static void
 h2_response_trailers(struct h2s *s)
 {
-	uint64_t m = h2_block_redact(s, &s->rh);
 	size_t n;
 
-	s->matches += m;
-	icpt_count(s->c->ic, INTERCEPT_M_REDACTED, m);
+	h2s_redact_buf(s, s->rh.buf, s->rh.len);
 	free(s->trailnv);
 	if ((s->trailnv = calloc(s->rh.n ? s->rh.n : 1, sizeof(*s->trailnv))) == NULL) {
 		h2s_error(s, 500, "Internal Server Error", "oom");
@@ -1058,10 +1054,8 @@ h2_u_frame_cb(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
 			struct intercept *ic = s->c->ic;
 			nghttp2_nv nv[H2_MAX_FIELDS];
 			size_t nh, nnv;
-			uint64_t m = h2_block_redact(s, &s->rh);
 
-			s->matches += m;
-			icpt_count(ic, INTERCEPT_M_REDACTED, m);
+			h2s_redact_buf(s, s->rh.buf, s->rh.len);
 			nh = h2_block_hdrs(&s->rh, ic->hdrs, HTTPWIRE_MAX_HEADERS);
 			nnv = h2_block_nv(&s->rh, nv, H2_MAX_FIELDS, true);
 			h2_response(s, status, nv, nnv, ic->hdrs, nh, end);
@@ -1119,15 +1113,9 @@ h2_h1_send(struct h2s *s)
 
 	if (s->up == H2S_UP_WAIT) {
 		if (s->len_pending) {
-			char field[64];
-
-			if (s->req_end)
-				snprintf(field, sizeof(field), "Content-Length: %zu\r\n", n);
-			else
-				snprintf(field, sizeof(field), "Transfer-Encoding: chunked\r\n");
 			s->chunked = !s->req_end;
 			s->len_pending = false;
-			if (icpt_head_frame(s->head, field) != 0) {
+			if (icpt_head_frame_len(s->head, s->req_end, n) != 0) {
 				icpt_close(c, "oom");
 				return;
 			}
@@ -1137,96 +1125,68 @@ h2_h1_send(struct h2s *s)
 	}
 	if (s->up != H2S_UP_SENT)
 		return;
-	if (n > 0) {
-		if (s->chunked) {
-			struct evbuffer *f = evbuffer_new();
-
-			if (f == NULL || evbuffer_add_printf(f, "%zx\r\n", n) < 0 ||
-			    evbuffer_add_buffer(f, s->req) != 0 ||
-			    evbuffer_add(f, "\r\n", 2) != 0) {
-				if (f != NULL)
-					evbuffer_free(f);
-				icpt_close(c, "oom");
-				return;
-			}
-			icpt_to_upstream(c, f, evbuffer_get_length(f));
-			evbuffer_free(f);
-		} else {
-			icpt_to_upstream(c, s->req, n);
+	if (s->chunked) {
+		if ((n > 0 || s->req_end) && icpt_chunk_to_upstream(c, s->req, s->req_end) != 0) {
+			icpt_close(c, "oom");
+			return;
 		}
+	} else if (n > 0) {
+		icpt_to_upstream(c, s->req, n);
+	}
+	if (n > 0)
 		h2s_consume(s, n);
-	}
-	if (s->req_end) {
-		if (s->chunked) {
-			struct evbuffer *f = evbuffer_new();
-
-			if (f == NULL || evbuffer_add(f, "0\r\n\r\n", 5) != 0) {
-				if (f != NULL)
-					evbuffer_free(f);
-				icpt_close(c, "oom");
-				return;
-			}
-			icpt_to_upstream(c, f, 5);
-			evbuffer_free(f);
-		}
+	if (s->req_end)
 		s->up = H2S_UP_DONE;
-	}
 }
 
-/* A response head from the HTTP/1.1 upstream for the current stream. */
+/*
+ * A response head from the HTTP/1.1 upstream for the current stream, r as
+ * parsed from data[0..headlen): masked in a copy, whose fields (the views
+ * moved into it) are what the workload gets.
+ */
 static bool
-h2_h1_response(struct h2s *s, uint8_t *data, size_t headlen, bool eof)
+h2_h1_response(
+    struct h2s *s, const struct httpwire_response *r, const uint8_t *data, size_t headlen)
 {
-	struct icpt_conn *c = s->c;
-	struct intercept *ic = c->ic;
-	struct redact_set *set = vault_snap_redact(s->snap);
-	struct httpwire_response r;
+	struct intercept *ic = s->c->ic;
 	nghttp2_nv nv[HTTPWIRE_MAX_HEADERS + 1];
 	char code[8];
-	size_t consumed, nnv = 0;
-	uint64_t m = 0;
+	size_t nnv = 0;
 
 	if (headlen > sizeof(ic->scratch))
 		return false;
-	/* Masked before it is parsed: the fields handed on point into the masked copy. */
-	memcpy(ic->scratch, data, headlen);
-	if (set != NULL)
-		redact_buf(set, ic->scratch, headlen, &m);
-	s->matches += m;
-	icpt_count(ic, INTERCEPT_M_REDACTED, m);
-	if (httpwire_parse_response(ic->scratch, headlen, s->is_head, &r, ic->hdrs,
-	        HTTPWIRE_MAX_HEADERS, &consumed) != HTTPWIRE_OK ||
-	    consumed != headlen) {
-		h2s_error(s, 502, "Bad Gateway", "response_head_invalid");
-		return false;
-	}
-	if (r.interim) {
+	if (r->interim) {
 		if (++s->interim > HTTPWIRE_MAX_INTERIM) {
 			h2s_error(s, 502, "Bad Gateway", "too_many_interim");
 			return false;
 		}
 		return true;
 	}
-	if (r.status == 101 || r.framing == HTTPWIRE_FRAME_TUNNEL) {
+	if (r->status == 101 || r->framing == HTTPWIRE_FRAME_TUNNEL) {
 		h2s_error(s, 502, "Bad Gateway", "unexpected_101");
 		return false;
 	}
-	snprintf(code, sizeof(code), "%03u", (unsigned)r.status % 1000u);
+	/* Masking keeps lengths: every field is at the same offset in the copy. */
+	memcpy(ic->scratch, data, headlen);
+	h2s_redact_buf(s, ic->scratch, headlen);
+	snprintf(code, sizeof(code), "%03u", (unsigned)r->status % 1000u);
 	nv[nnv++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE};
-	for (size_t i = 0; i < r.nheaders; i++) {
-		struct httpwire_header *h = &r.headers[i];
+	for (size_t i = 0; i < r->nheaders; i++) {
+		struct httpwire_header *h = &r->headers[i];
+		uint8_t *name = ic->scratch + (h->name.ptr - data);
 
-		if (h2_hop_field(h->name.ptr, h->name.len))
+		h->value.ptr = ic->scratch + (h->value.ptr - data);
+		h->name.ptr = name;
+		if (h2_hop_field(name, h->name.len))
 			continue;
 		for (size_t k = 0; k < h->name.len; k++)
-			((uint8_t *)h->name.ptr)[k] = (uint8_t)tolower(h->name.ptr[k]);
-		nv[nnv++] = (nghttp2_nv){(uint8_t *)h->name.ptr, (uint8_t *)h->value.ptr,
-		    h->name.len, h->value.len, NGHTTP2_NV_FLAG_NONE};
+			name[k] = (uint8_t)tolower(name[k]);
+		nv[nnv++] = (nghttp2_nv){
+		    name, (uint8_t *)h->value.ptr, h->name.len, h->value.len, NGHTTP2_NV_FLAG_NONE};
 	}
-	s->resp_keep = r.keep_alive;
-	httpwire_body_init(&s->body, r.framing, r.content_length, 0);
-	h2_response(s, r.status, nv, nnv, r.headers, r.nheaders, httpwire_body_done(&s->body));
-	(void)eof;
+	s->resp_keep = r->keep_alive;
+	httpwire_body_init(&s->body, r->framing, r->content_length, 0);
+	h2_response(s, r->status, nv, nnv, r->headers, r->nheaders, httpwire_body_done(&s->body));
 	return !s->refused;
 }
 
@@ -1238,20 +1198,44 @@ h2_h1_span_cb(const uint8_t *data, size_t off, size_t len, void *arg)
 	h2_response_data(arg, data, len);
 }
 
+/* Delete the upstream h2 session, its streams' links to it first. */
+static void
+h2_us_del(struct icpt_h2 *h)
+{
+	if (h->us == NULL)
+		return;
+	for (struct h2s *s = h->streams; s != NULL; s = s->next)
+		if (s->uid > 0)
+			nghttp2_session_set_stream_user_data(h->us, s->uid, NULL);
+	nghttp2_session_del(h->us);
+	h->us = NULL;
+}
+
+/*
+ * The upstream connection goes (its session, its socket, what was queued
+ * for it): the next stream that is ready asks for a new one.
+ */
+static void
+h2_up_reset(struct icpt_conn *c)
+{
+	struct icpt_h2 *h = c->h2;
+
+	h2_us_del(h);
+	h->cur = NULL;
+	h->up_dirty = false;
+	icpt_up_free(c);
+	c->up_ready = c->up_asked = false;
+	c->u_eof = false;
+	evbuffer_drain(c->toup, evbuffer_get_length(c->toup));
+}
+
 /* The HTTP/1.1 exchange of the current stream ended: next one, or a new connection. */
 static void
 h2_h1_next(struct icpt_conn *c, bool reusable)
 {
-	struct icpt_h2 *h = c->h2;
-
-	h->cur = NULL;
-	if (!reusable || h->up_dirty) {
-		h->up_dirty = false;
-		icpt_up_free(c);
-		c->up_ready = c->up_asked = false;
-		c->u_eof = false;
-		evbuffer_drain(c->toup, evbuffer_get_length(c->toup));
-	}
+	c->h2->cur = NULL;
+	if (!reusable || c->h2->up_dirty)
+		h2_up_reset(c);
 }
 
 /* Bytes from the HTTP/1.1 upstream: the current stream's response. */
@@ -1303,15 +1287,13 @@ h2_h1_upstream(struct icpt_conn *c)
 				h2_h1_next(c, false);
 				continue;
 			}
-			if (!h2_h1_response(s, data, consumed, c->u_eof)) {
+			if (!h2_h1_response(s, &r, data, consumed)) {
 				h2_h1_next(c, false);
 				continue;
 			}
 			evbuffer_drain(in, consumed);
-			if (s->resp_end) {
+			if (s->resp_end)
 				h2_h1_next(c, s->resp_keep && s->up == H2S_UP_DONE);
-				continue;
-			}
 			continue;
 		}
 		/* The body. */
@@ -1397,7 +1379,7 @@ h2_up_pump(struct icpt_conn *c)
 					    s, 502, "Bad Gateway", "upstream_socket_unavailable");
 		return;
 	}
-	if (h->up_h2) {
+	if (h->us != NULL) {
 		for (struct h2s *s = h->streams; s != NULL; s = s->next) {
 			if (h2s_ready(s) && h2_up_submit(s) != 0)
 				h2s_error(s, 502, "Bad Gateway", "upstream_submit");
@@ -1537,7 +1519,7 @@ h2_c_read_cb(struct bufferevent *bev, void *arg)
 			return;
 		if (r == NGHTTP2_ERR_FLOODED) {
 			/* SETTINGS or PING faster than their ACKs can leave: a flood. */
-			h2_calm(c, "h2_frame_flood");
+			h2_calm(c, "h2_frame_flood", true);
 			h2_flush(c);
 			icpt_drain(c);
 			return;
@@ -1618,11 +1600,11 @@ h2_session_new(nghttp2_session **out, bool server, struct icpt_conn *c)
 	return rc == 0 ? 0 : -1;
 }
 
-/* Whether the workload's handshake chose h2. */
-bool
-icpt_h2_negotiated(struct icpt_conn *c)
+/* Whether the TLS leg bev (NULL, or not TLS: no) chose h2 in ALPN. */
+static bool
+h2_alpn_h2(struct bufferevent *bev)
 {
-	SSL *ssl = c->cbev != NULL ? bufferevent_openssl_get_ssl(c->cbev) : NULL;
+	SSL *ssl = bev != NULL ? bufferevent_openssl_get_ssl(bev) : NULL;
 	const unsigned char *p = NULL;
 	unsigned len = 0;
 
@@ -1630,6 +1612,13 @@ icpt_h2_negotiated(struct icpt_conn *c)
 		return false;
 	SSL_get0_alpn_selected(ssl, &p, &len);
 	return len == 2 && memcmp(p, "h2", 2) == 0;
+}
+
+/* Whether the workload's handshake chose h2. */
+bool
+icpt_h2_negotiated(struct icpt_conn *c)
+{
+	return h2_alpn_h2(c->cbev);
 }
 
 /* The workload's handshake chose h2: the relay becomes an HTTP/2 one. */
@@ -1667,9 +1656,6 @@ void
 icpt_h2_up_ready(struct icpt_conn *c)
 {
 	struct icpt_h2 *h = c->h2;
-	SSL *ssl = c->ubev != NULL ? bufferevent_openssl_get_ssl(c->ubev) : NULL;
-	const unsigned char *p = NULL;
-	unsigned len = 0;
 	nghttp2_settings_entry set[] = {
 	    {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
 	    {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, H2_MAX_HEADER_LIST},
@@ -1678,14 +1664,8 @@ icpt_h2_up_ready(struct icpt_conn *c)
 
 	if (h == NULL)
 		return;
-	if (ssl != NULL)
-		SSL_get0_alpn_selected(ssl, &p, &len);
-	h->up_h2 = len == 2 && memcmp(p, "h2", 2) == 0;
-	if (h->up_h2) {
-		if (h->us != NULL) {
-			nghttp2_session_del(h->us);
-			h->us = NULL;
-		}
+	/* A lost upstream's session went with it (h2_up_reset): h->us is NULL here. */
+	if (h2_alpn_h2(c->ubev)) {
 		if (h2_session_new(&h->us, false, c) != 0 ||
 		    nghttp2_submit_settings(h->us, NGHTTP2_FLAG_NONE, set, 3) != 0) {
 			icpt_close(c, "oom");
@@ -1755,20 +1735,7 @@ icpt_h2_up_lost(struct icpt_conn *c, const char *why)
 				h2s_error(s, 502, "Bad Gateway", why);
 		}
 	}
-	if (h->us != NULL) {
-		for (struct h2s *s = h->streams; s != NULL; s = s->next)
-			if (s->uid > 0)
-				nghttp2_session_set_stream_user_data(h->us, s->uid, NULL);
-		nghttp2_session_del(h->us);
-		h->us = NULL;
-	}
-	h->up_h2 = false;
-	h->cur = NULL;
-	h->up_dirty = false;
-	icpt_up_free(c);
-	c->up_ready = c->up_asked = false;
-	c->u_eof = false;
-	evbuffer_drain(c->toup, evbuffer_get_length(c->toup));
+	h2_up_reset(c);
 	h2_pump(c);
 }
 
@@ -1787,12 +1754,7 @@ icpt_h2_free(struct icpt_conn *c)
 	if (h == NULL)
 		return;
 	/* Sessions first: their close callbacks must not run on freed streams. */
-	if (h->us != NULL) {
-		for (struct h2s *s = h->streams; s != NULL; s = s->next)
-			if (s->uid > 0)
-				nghttp2_session_set_stream_user_data(h->us, s->uid, NULL);
-		nghttp2_session_del(h->us);
-	}
+	h2_us_del(h);
 	for (struct h2s *s = h->streams; s != NULL; s = s->next)
 		nghttp2_session_set_stream_user_data(h->ws, s->id, NULL);
 	nghttp2_session_del(h->ws);

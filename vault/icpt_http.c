@@ -386,46 +386,64 @@ icpt_req_span_cb(const uint8_t *data, size_t off, size_t len, void *arg)
 static int
 icpt_req_subst_out(struct icpt_conn *c, struct evbuffer *in, size_t take, bool done)
 {
-	struct evbuffer *f = evbuffer_new();
-	char field[64];
 	size_t n;
-	int rc = -1;
 
-	if (f == NULL || c->oom || evbuffer_drain(in, take) != 0)
-		goto out;
+	if (c->oom || evbuffer_drain(in, take) != 0)
+		return -1;
 	if (done && subst_stream_finish(c->subst, c->sbuf) != 0)
-		goto out;
+		return -1;
 	n = evbuffer_get_length(c->sbuf);
 	if (c->shead != NULL) {
-		if (!done && n <= c->ic->cfg.max_buffer) {
-			rc = 0;
-			goto out;
-		}
-		if (done)
-			snprintf(field, sizeof(field), "Content-Length: %zu\r\n", n);
-		else
-			snprintf(field, sizeof(field), "Transfer-Encoding: chunked\r\n");
-		if (icpt_head_frame(c->shead, field) != 0)
-			goto out;
+		if (!done && n <= c->ic->cfg.max_buffer)
+			return 0;
+		if (icpt_head_frame_len(c->shead, done, n) != 0)
+			return -1;
 		icpt_to_upstream(c, c->shead, evbuffer_get_length(c->shead));
 		evbuffer_free(c->shead);
 		c->shead = NULL;
 		if (done) {
 			icpt_to_upstream(c, c->sbuf, n);
-			rc = 0;
-			goto out;
+			return 0;
 		}
 	}
+	return icpt_chunk_to_upstream(c, c->sbuf, done);
+}
+
+/*
+ * A body's framing into its head: Content-Length: n when the whole body
+ * (n bytes) is known, else Transfer-Encoding: chunked. 0 or -1.
+ */
+int
+icpt_head_frame_len(struct evbuffer *head, bool whole, size_t n)
+{
+	char field[64];
+
+	if (whole)
+		snprintf(field, sizeof(field), "Content-Length: %zu\r\n", n);
+	else
+		snprintf(field, sizeof(field), "Transfer-Encoding: chunked\r\n");
+	return icpt_head_frame(head, field);
+}
+
+/* All of src upstream as one chunk (none when it is empty), then the last chunk when last. */
+int
+icpt_chunk_to_upstream(struct icpt_conn *c, struct evbuffer *src, bool last)
+{
+	struct evbuffer *f = evbuffer_new();
+	size_t n = evbuffer_get_length(src);
+	int rc = -1;
+
+	if (f == NULL)
+		return -1;
 	if (n > 0 && (evbuffer_add_printf(f, "%zx\r\n", n) < 0 ||
-	                 evbuffer_add_buffer(f, c->sbuf) != 0 || evbuffer_add(f, "\r\n", 2) != 0))
+	                 evbuffer_add_buffer(f, src) != 0 || evbuffer_add(f, "\r\n", 2) != 0))
 		goto out;
-	if (done && evbuffer_add(f, "0\r\n\r\n", 5) != 0)
+	if (last && evbuffer_add(f, "0\r\n\r\n", 5) != 0)
 		goto out;
 	icpt_to_upstream(c, f, evbuffer_get_length(f));
 	rc = 0;
 out:
-	if (f != NULL)
-		evbuffer_free(f);
+	evbuffer_free(f);
 	return rc;
 }
 

@@ -271,6 +271,10 @@ void icpt_h2_pump(struct icpt_conn *c);
 void icpt_h2_free(struct icpt_conn *c);
 /* A framing field (e.g. "Transfer-Encoding: chunked\r\n") into a head before its blank line. */
 int icpt_head_frame(struct evbuffer *head, const char *field);
+/* Content-Length: n into head when whole, else Transfer-Encoding: chunked. 0 or -1. */
+int icpt_head_frame_len(struct evbuffer *head, bool whole, size_t n);
+/* All of src upstream as one chunk (none when empty), then the last chunk when last. 0 or -1. */
+int icpt_chunk_to_upstream(struct icpt_conn *c, struct evbuffer *src, bool last);
 
 /* Defined in one module, called from another. */
 void icpt_accept_cb(
