@@ -21,6 +21,8 @@ pkgs=(
 	# python3-h2 for frames grpc will not send (another :authority on the
 	# same connection), h2load for the h2 row of bench/vault
 	python3-grpcio python3-h2 nghttp2-client
+	# strace counts the raw passthrough relay's system calls (test_splice)
+	strace
 	# nftables only recommends netbase, and we install without recommends:
 	# nft names protocols from its /etc/protocols (the tests compare `nft
 	# list` output), and its postinst writes the /etc/hosts that `ip netns

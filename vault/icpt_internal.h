@@ -46,6 +46,9 @@
 #define ICPT_HELLO_WATERMARK (TLSPEEK_MAX_WIRE + 64)
 /* The same after a HelloRetryRequest: records before the second hello too. */
 #define ICPT_RETRY_WATERMARK (TLSPEEK_MAX_WIRE + TLSPEEK_MAX_SKIP + 64)
+/* The raw relay of a passed-through connection (icpt_splice.c). */
+#define ICPT_RAW_READ (64 * 1024)    /* one read, written at once */
+#define ICPT_RAW_BUDGET (256 * 1024) /* bytes one direction moves per loop turn */
 
 /* Connection states (conn_set_state checks the transitions). */
 enum icpt_state {
@@ -161,10 +164,11 @@ struct icpt_conn {
 	const char *up_why; /* reason of up_failed */
 	bool c_eof, u_eof;
 	bool shut_sent;
-	bool oom;           /* the redactor failed: the connection must end */
-	bool want_h2;       /* the hello offered h2 (and it is on): ALPN h2 both ways */
-	bool h2_checked;    /* the workload's ALPN was looked at */
-	struct icpt_h2 *h2; /* the HTTP/2 relay (icpt_h2.c), or NULL: HTTP/1.1 */
+	bool oom;             /* the redactor failed: the connection must end */
+	bool want_h2;         /* the hello offered h2 (and it is on): ALPN h2 both ways */
+	bool h2_checked;      /* the workload's ALPN was looked at */
+	struct icpt_h2 *h2;   /* the HTTP/2 relay (icpt_h2.c), or NULL: HTTP/1.1 */
+	struct icpt_raw *raw; /* passthrough moved off the bufferevents (icpt_splice.c) */
 
 	struct sockaddr_storage dst;
 	socklen_t dstlen;
@@ -326,6 +330,7 @@ bool icpt_set_state(struct icpt_conn *c, enum icpt_state s) __attribute__((warn_
 bool icpt_enter(struct icpt_conn *c, enum icpt_state s) __attribute__((warn_unused_result));
 void icpt_splice_event_cb(struct bufferevent *bev, short what, void *arg);
 void icpt_splice_start(struct icpt_conn *c);
+void icpt_raw_free(struct icpt_conn *c);
 void icpt_timeouts(struct bufferevent *bev, unsigned rd_s, unsigned wr_s);
 void icpt_to_upstream(struct icpt_conn *c, struct evbuffer *src, size_t n);
 void icpt_up_fail(struct icpt_conn *c, const char *why);

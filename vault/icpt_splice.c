@@ -40,6 +40,288 @@
 #include "vault/tlspeek.h"
 #include "vault/icpt_internal.h"
 
+/* ------------------------------------------------------------- raw relay */
+
+/*
+ * Once nothing of a passed-through connection is parsed any more (no
+ * second hello can follow) and both legs are plain sockets, its bytes move
+ * off the bufferevents: each socket has one edge-triggered event, added
+ * once, and what is read is written to the other socket at once, in the
+ * same turn. Only bytes the other socket did not take are kept (and that
+ * side is read no more until they are gone), so an idle connection holds
+ * no buffer. No FIONREAD before a read, no epoll_ctl per write.
+ */
+struct icpt_raw {
+	struct icpt_conn *c;
+	struct event *ev[2]; /* 0: the workload's socket, 1: upstream's */
+	struct event *idle;  /* no byte either way for idle_timeout_s */
+	int fd[2];
+	uint8_t *held[2]; /* read from fd[d], not yet taken by fd[!d] */
+	size_t off[2], len[2];
+	bool eof[2];    /* fd[d] read its EOF */
+	bool closed[2]; /* fd[d]'s peer's FIN is in (EV_CLOSED): read it to the end */
+	bool shut[2];   /* fd[d] was shut for writing */
+	bool rdhup;     /* the loop reports EV_CLOSED: a short read empties a socket */
+	time_t last;    /* a byte last moved (monotonic seconds) */
+};
+
+static uint8_t icpt_raw_buf[ICPT_RAW_READ];
+
+static time_t
+icpt_raw_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return ts.tv_sec;
+}
+
+void
+icpt_raw_free(struct icpt_conn *c)
+{
+	struct icpt_raw *r = c->raw;
+	int d;
+
+	if (r == NULL)
+		return;
+	for (d = 0; d < 2; d++) {
+		if (r->ev[d] != NULL)
+			event_free(r->ev[d]);
+		free(r->held[d]);
+	}
+	if (r->idle != NULL)
+		event_free(r->idle);
+	free(r);
+	c->raw = NULL;
+}
+
+/* Keep what fd[!d] did not take of data; fd[d] is read no more until it goes. */
+static bool
+icpt_raw_hold(struct icpt_raw *r, int d, const uint8_t *data, size_t n)
+{
+	if ((r->held[d] = malloc(n)) == NULL)
+		return false;
+	memcpy(r->held[d], data, n);
+	r->off[d] = 0;
+	r->len[d] = n;
+	return true;
+}
+
+/* Write to fd; false on an error other than a full socket. */
+static bool
+icpt_raw_send(int fd, const uint8_t *data, size_t n, size_t *sent)
+{
+	ssize_t w;
+
+	*sent = 0;
+	while (*sent < n) {
+		w = send(fd, data + *sent, n - *sent, MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN || errno == EWOULDBLOCK;
+		}
+		*sent += (size_t)w;
+	}
+	return true;
+}
+
+/*
+ * Move bytes from fd[d] to fd[!d]: what is held first, then reads until
+ * the socket is empty, the other one full, or the turn's budget spent.
+ * A read shorter than asked took all there was (data that comes later is
+ * a new edge), unless the peer's FIN is known to be in, which brings no
+ * edge of its own: then reads go on to the EOF. False when the connection
+ * ended.
+ */
+static bool
+icpt_raw_pump(struct icpt_raw *r, int d)
+{
+	struct icpt_conn *c = r->c;
+	size_t budget = ICPT_RAW_BUDGET, cap = c->ic->cfg.max_buffer, sent;
+	ssize_t n;
+
+	if (cap == 0 || cap > sizeof(icpt_raw_buf))
+		cap = sizeof(icpt_raw_buf);
+	if (r->len[d] > 0) {
+		if (!icpt_raw_send(r->fd[!d], r->held[d] + r->off[d], r->len[d], &sent))
+			goto fail;
+		r->off[d] += sent;
+		r->len[d] -= sent;
+		if (r->len[d] > 0)
+			return true; /* wait for fd[!d] to take more */
+		free(r->held[d]);
+		r->held[d] = NULL;
+	}
+	while (!r->eof[d]) {
+		if (budget == 0) {
+			/* Others' turn: the rest is read on the next one. */
+			event_active(r->ev[d], EV_READ, 0);
+			break;
+		}
+		n = recv(r->fd[d], icpt_raw_buf, cap, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			goto fail;
+		}
+		if (n == 0) {
+			r->eof[d] = true;
+			break;
+		}
+		r->last = icpt_raw_now();
+		if (!icpt_raw_send(r->fd[!d], icpt_raw_buf, (size_t)n, &sent))
+			goto fail;
+		if (sent < (size_t)n) {
+			if (!icpt_raw_hold(r, d, icpt_raw_buf + sent, (size_t)n - sent)) {
+				icpt_close(c, "oom");
+				return false;
+			}
+			return true;
+		}
+		if ((size_t)n < cap && r->rdhup && !r->closed[d])
+			break;
+		budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
+	}
+	/* Half-close: an EOF passes on once the bytes before it are out. */
+	if (r->eof[d] && r->len[d] == 0 && !r->shut[!d]) {
+		r->shut[!d] = true;
+		(void)shutdown(r->fd[!d], SHUT_WR);
+	}
+	if (r->eof[0] && r->eof[1] && r->len[0] == 0 && r->len[1] == 0) {
+		icpt_close(c, "splice_done");
+		return false;
+	}
+	return true;
+fail:
+	icpt_close(c, "splice_error");
+	return false;
+}
+
+/* fd[i] readable: its bytes go over; writable: the bytes held for it go. */
+static void
+icpt_raw_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct icpt_raw *r = arg;
+	int i = fd == r->fd[0] ? 0 : 1;
+
+	if (r->c->state != ICPT_S_SPLICE)
+		return; /* draining after a refusal: nothing more moves */
+	if (what & EV_CLOSED) {
+		r->closed[i] = true;
+		what |= EV_READ;
+	}
+	if ((what & EV_READ) && !icpt_raw_pump(r, i))
+		return;
+	if ((what & EV_WRITE) && r->len[!i] > 0)
+		(void)icpt_raw_pump(r, !i);
+}
+
+static void
+icpt_raw_idle_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct icpt_raw *r = arg;
+	time_t quiet = icpt_raw_now() - r->last, limit = (time_t)r->c->ic->cfg.idle_timeout_s;
+	struct timeval tv = {limit - quiet, 0};
+
+	(void)fd, (void)what;
+	if (quiet >= limit) {
+		icpt_close(r->c, "idle_timeout");
+		return;
+	}
+	evtimer_add(r->idle, &tv);
+}
+
+/*
+ * What a bufferevent had not sent (its output, whose front only it drains:
+ * thawed for this) and then what the other had read, in order, as what is
+ * held for one direction.
+ */
+static bool
+icpt_raw_take(struct icpt_raw *r, int d, struct evbuffer *unsent, struct evbuffer *read)
+{
+	size_t a = evbuffer_get_length(unsent), b = evbuffer_get_length(read);
+	bool ok;
+
+	if (a + b == 0)
+		return true;
+	if ((r->held[d] = malloc(a + b)) == NULL)
+		return false;
+	evbuffer_unfreeze(unsent, 1);
+	ok = evbuffer_remove(unsent, r->held[d], a) == (int)a;
+	evbuffer_freeze(unsent, 1);
+	if (!ok || evbuffer_remove(read, r->held[d] + a, b) != (int)b)
+		return false;
+	r->len[d] = a + b;
+	return true;
+}
+
+/*
+ * Move a splice off its bufferevents when it can: nothing left to parse,
+ * plain sockets both ways (not a TLS leg to an https:// proxy), no EOF
+ * yet, and a loop that has edge-triggered events. Otherwise the
+ * bufferevents go on.
+ */
+static void
+icpt_raw_start(struct icpt_conn *c)
+{
+	struct intercept *ic = c->ic;
+	struct icpt_raw *r;
+	struct timeval tv = {(time_t)ic->cfg.idle_timeout_s, 0};
+	int d;
+
+	if (c->raw != NULL || c->state != ICPT_S_SPLICE || c->retry != ICPT_RETRY_OFF || c->c_eof ||
+	    c->u_eof || c->cbev != c->craw || c->ubev == NULL || c->ubev != c->usock ||
+	    bufferevent_openssl_get_ssl(c->ubev) != NULL ||
+	    !(event_base_get_features(ic->base) & EV_FEATURE_ET))
+		return;
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return;
+	r->c = c;
+	r->fd[0] = bufferevent_getfd(c->cbev);
+	r->fd[1] = bufferevent_getfd(c->ubev);
+	r->last = icpt_raw_now();
+	r->rdhup = (event_base_get_features(ic->base) & EV_FEATURE_EARLY_CLOSE) != 0;
+	c->raw = r;
+	/* Toward upstream: what its bufferevent had not sent, then what the client's had read. */
+	if (!icpt_raw_take(r, 0, bufferevent_get_output(c->ubev), bufferevent_get_input(c->cbev)) ||
+	    !icpt_raw_take(r, 1, bufferevent_get_output(c->cbev), bufferevent_get_input(c->ubev))) {
+		icpt_close(c, "oom");
+		return;
+	}
+	for (d = 0; d < 2; d++) {
+		r->ev[d] = event_new(ic->base, r->fd[d],
+		    EV_READ | EV_WRITE | EV_ET | EV_PERSIST | (r->rdhup ? EV_CLOSED : 0),
+		    icpt_raw_cb, r);
+		if (r->ev[d] == NULL) {
+			icpt_close(c, "oom");
+			return;
+		}
+	}
+	if ((r->idle = evtimer_new(ic->base, icpt_raw_idle_cb, r)) == NULL) {
+		icpt_close(c, "oom");
+		return;
+	}
+	bufferevent_disable(c->cbev, EV_READ | EV_WRITE);
+	bufferevent_disable(c->ubev, EV_READ | EV_WRITE);
+	bufferevent_set_timeouts(c->cbev, NULL, NULL);
+	bufferevent_set_timeouts(c->ubev, NULL, NULL);
+	bufferevent_setcb(c->cbev, NULL, NULL, NULL, NULL);
+	bufferevent_setcb(c->ubev, NULL, NULL, NULL, NULL);
+	if (event_add(r->ev[0], NULL) != 0 || event_add(r->ev[1], NULL) != 0 ||
+	    evtimer_add(r->idle, &tv) != 0) {
+		icpt_close(c, "event_add");
+		return;
+	}
+	/* What was held goes at once; the sockets' edges bring the rest. */
+	if (r->len[0] > 0 && !icpt_raw_pump(r, 0))
+		return;
+	if (r->len[1] > 0)
+		(void)icpt_raw_pump(r, 1);
+}
+
 /* ---------------------------------------------------------------- splice */
 
 /* The other leg of a splice. */
@@ -206,6 +488,9 @@ icpt_splice_read_cb(struct bufferevent *bev, void *arg)
 	else if (bev == c->ubev && c->retry == ICPT_RETRY_CLIENT &&
 	         evbuffer_get_length(bufferevent_get_input(c->cbev)) > 0)
 		icpt_splice_read_cb(c->cbev, c);
+	/* Nothing more to parse: the bytes move raw from here on. */
+	else if (was != ICPT_RETRY_OFF && c->retry == ICPT_RETRY_OFF)
+		icpt_raw_start(c);
 }
 
 /* A leg drained: resume reading the other one. */
@@ -269,4 +554,5 @@ icpt_splice_start(struct icpt_conn *c)
 	bufferevent_enable(c->cbev, c->retry == ICPT_RETRY_SERVER ? EV_WRITE : EV_READ | EV_WRITE);
 	bufferevent_enable(c->ubev, EV_READ | EV_WRITE);
 	icpt_count(ic, INTERCEPT_M_PASSTHROUGH, 1);
+	icpt_raw_start(c);
 }

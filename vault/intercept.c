@@ -160,6 +160,7 @@ icpt_release(struct icpt_conn *c)
 	c->prev = c->next = NULL;
 	ic->nconns--;
 	icpt_h2_free(c);
+	icpt_raw_free(c); /* before the bufferevents close the descriptors it watches */
 	icpt_up_free(c);
 	if (c->cbev != NULL && c->cbev != c->craw) {
 		SSL *ssl = bufferevent_openssl_get_ssl(c->cbev);
