@@ -58,11 +58,9 @@ struct icpt_raw {
 	int fd[2];
 	uint8_t *held[2]; /* read from fd[d], not yet taken by fd[!d] */
 	size_t off[2], len[2];
-	bool eof[2];    /* fd[d] read its EOF */
-	bool closed[2]; /* fd[d]'s peer's FIN is in (EV_CLOSED): read it to the end */
-	bool shut[2];   /* fd[d] was shut for writing */
-	bool rdhup;     /* the loop reports EV_CLOSED: a short read empties a socket */
-	time_t last;    /* a byte last moved (monotonic seconds) */
+	bool eof[2];  /* fd[d] read its EOF */
+	bool shut[2]; /* fd[d] was shut for writing */
+	time_t last;  /* a byte last moved (monotonic seconds) */
 };
 
 static uint8_t icpt_raw_buf[ICPT_RAW_READ];
@@ -128,11 +126,12 @@ icpt_raw_send(int fd, const uint8_t *data, size_t n, size_t *sent)
 
 /*
  * Move bytes from fd[d] to fd[!d]: what is held first, then reads until
- * the socket is empty, the other one full, or the turn's budget spent.
- * A read shorter than asked took all there was (data that comes later is
- * a new edge), unless the peer's FIN is known to be in, which brings no
- * edge of its own: then reads go on to the EOF. False when the connection
- * ended.
+ * the socket is empty (EAGAIN), the other one full, or the turn's budget
+ * spent. A short read does not end it: an EOF or a reset already in
+ * behind the bytes brings no edge of its own (and libevent reports a
+ * hang-up or an error as readable and writable, without EV_CLOSED), so it
+ * is read now or never.
+ * False when the connection ended.
  */
 static bool
 icpt_raw_pump(struct icpt_raw *r, int d)
@@ -181,8 +180,6 @@ icpt_raw_pump(struct icpt_raw *r, int d)
 			}
 			return true;
 		}
-		if ((size_t)n < cap && r->rdhup && !r->closed[d])
-			break;
 		budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
 	}
 	/* Half-close: an EOF passes on once the bytes before it are out. */
@@ -209,10 +206,6 @@ icpt_raw_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (r->c->state != ICPT_S_SPLICE)
 		return; /* draining after a refusal: nothing more moves */
-	if (what & EV_CLOSED) {
-		r->closed[i] = true;
-		what |= EV_READ;
-	}
 	if ((what & EV_READ) && !icpt_raw_pump(r, i))
 		return;
 	if ((what & EV_WRITE) && r->len[!i] > 0)
@@ -283,7 +276,6 @@ icpt_raw_start(struct icpt_conn *c)
 	r->fd[0] = bufferevent_getfd(c->cbev);
 	r->fd[1] = bufferevent_getfd(c->ubev);
 	r->last = icpt_raw_now();
-	r->rdhup = (event_base_get_features(ic->base) & EV_FEATURE_EARLY_CLOSE) != 0;
 	c->raw = r;
 	/* Toward upstream: what its bufferevent had not sent, then what the client's had read. */
 	if (!icpt_raw_take(r, 0, bufferevent_get_output(c->ubev), bufferevent_get_input(c->cbev)) ||
@@ -292,9 +284,8 @@ icpt_raw_start(struct icpt_conn *c)
 		return;
 	}
 	for (d = 0; d < 2; d++) {
-		r->ev[d] = event_new(ic->base, r->fd[d],
-		    EV_READ | EV_WRITE | EV_ET | EV_PERSIST | (r->rdhup ? EV_CLOSED : 0),
-		    icpt_raw_cb, r);
+		r->ev[d] = event_new(
+		    ic->base, r->fd[d], EV_READ | EV_WRITE | EV_ET | EV_PERSIST, icpt_raw_cb, r);
 		if (r->ev[d] == NULL) {
 			icpt_close(c, "oom");
 			return;

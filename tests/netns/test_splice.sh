@@ -5,12 +5,13 @@
 # (counted with strace on the intercept child over 200 round trips); bulk
 # transfers meet full sockets both ways and arrive intact; a TCP half-close
 # passes on after the bytes before it, and the server's answer after it
-# still arrives, then its EOF.
+# still arrives, then its EOF; a connection both sides closed is released
+# whichever closed first, and so is one reset behind bytes.
 . "$(dirname "$0")/nslib.sh"
 FIX="$(dirname "$0")/splice_fixture.py"
 ns_up
 ns_dns --address=/api.allowed.test/203.0.113.10
-mkdir -p "$TMP/pki" "$TMP/st"
+mkdir -p "$TMP/pki" "$TMP/st" "$TMP/gate"
 chmod 0777 "$TMP/st"
 (
 	cd "$TMP/pki" || exit 1
@@ -22,7 +23,7 @@ chmod 644 "$TMP/pki/cert.pem"
 cp "$FIX" "$TMP/fix.py"
 chmod 644 "$TMP/fix.py"
 ip netns exec "$WAN" "$PY" "$TMP/fix.py" server 203.0.113.10 443 "$TMP/pki/cert.pem" \
-    "$TMP/pki/key.pem" >"$TMP/server.out" 2>&1 &
+    "$TMP/pki/key.pem" "$TMP/gate" >"$TMP/server.out" 2>&1 &
 PIDS+=($!)
 ns_wait_listen "$WAN" '203.0.113.10:443' || { cat "$TMP/server.out"; exit 1; }
 ns_egressd OPENSANDBOX_EGRESS_RULES='{"defaultAction":"deny","egress":[{"action":"allow","target":"api.allowed.test"}]}' \
@@ -62,6 +63,52 @@ client bulk 16777216 >"$TMP/bulk.out" 2>&1
 check "16 MiB echoed through the passthrough arrive intact" grep -q '^ok' "$TMP/bulk.out"
 client halfclose 1048576 >"$TMP/half.out" 2>&1
 check "a half-close passes on after 1 MiB: the server's answer, then its EOF" grep -q '^ok' "$TMP/half.out"
+# Connections where the workload half-closes first and the server then
+# answers and closes (its FIN arriving on a socket shut for writing is a
+# hang-up): every one is released, both descriptors.
+nfds() { find "/proc/$ICPT/fd" -mindepth 1 -maxdepth 1 | wc -l; }
+base=$(nfds)
+client many 200 >"$TMP/many.out" 2>&1
+check "200 half-closed connections through the passthrough are answered" grep -q '^ok 200' "$TMP/many.out"
+for _ in $(seq 1 50); do [ "$(nfds)" -le "$base" ] && break; sleep 0.1; done
+echo "# intercept descriptors: $base before, $(nfds) after"
+check "and all of them are released (descriptors back to $base)" test "$(nfds)" -le "$base"
+# The same, with the server's answer and FIN both in before the intercept
+# looks (it is stopped meanwhile): one hang-up event, the answer and the
+# EOF behind it read together, and the connection released.
+base=$(nfds)
+client gated >"$TMP/gated.out" 2>&1 &
+GPID=$!
+for _ in $(seq 1 100); do [ -e "$TMP/gate/eof" ] && break; sleep 0.1; done
+check "the server saw the workload's half-close" test -e "$TMP/gate/eof"
+kill -STOP "$ICPT"
+touch "$TMP/gate/answer"
+for _ in $(seq 1 100); do [ -e "$TMP/gate/sent" ] && break; sleep 0.1; done
+sleep 0.2 # ordering only: the server's FIN on the wire before the intercept runs again
+kill -CONT "$ICPT"
+wait "$GPID"
+check "the answer and EOF that came together while the intercept was stopped arrive" \
+    grep -q '^ok' "$TMP/gated.out"
+for _ in $(seq 1 50); do [ "$(nfds)" -le "$base" ] && break; sleep 0.1; done
+check "and that connection is released too" test "$(nfds)" -le "$base"
+# The server answers and closes first (the workload's socket is then shut
+# for writing); then bytes and a reset from the workload both come in
+# before the intercept looks: the bytes are read, then the reset behind
+# them, and the connection is released (no edge comes after).
+base=$(nfds)
+mkdir -p "$TMP/rst"
+chmod 0777 "$TMP/rst"
+client reset "$TMP/rst" >"$TMP/reset.out" 2>&1 &
+RPID=$!
+for _ in $(seq 1 100); do grep -q eof "$TMP/rst/state" 2>/dev/null && break; sleep 0.1; done
+check "the server's answer and EOF reached the workload" grep -q eof "$TMP/rst/state"
+kill -STOP "$ICPT"
+touch "$TMP/rst/go"
+wait "$RPID"
+sleep 0.2 # ordering only: the reset on the wire before the intercept runs again
+kill -CONT "$ICPT"
+for _ in $(seq 1 50); do [ "$(nfds)" -le "$base" ] && break; sleep 0.1; done
+check "a reset that came behind bytes releases the connection" test "$(nfds)" -le "$base"
 check "the connections ended as finished splices" grep -q '"reason":"splice_done"' "$TMP/egressd.log"
-refute "and none in an error" grep -q '"reason":"splice_error"' "$TMP/egressd.log"
+check "the reset one as an error, the only one" test "$(grep -c '"reason":"splice_error"' "$TMP/egressd.log")" = 1
 ns_finish
