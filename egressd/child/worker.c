@@ -228,13 +228,27 @@ worker_inherit(int chanfd, char **doc, size_t *len)
 	return rc;
 }
 
+/* The end of a loop turn that logged: its deferred lines are written. */
+static void
+worker_log_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what, (void)arg;
+	log_flush();
+}
+
+static void
+worker_log_kick(void *arg)
+{
+	event_active(arg, EV_TIMEOUT, 0);
+}
+
 int
 worker_main(const struct config *cfg, int chanfd, enum chan_role role)
 {
 	struct event_base *base;
 	struct wchan *chan = NULL;
 	struct wstate *ws = NULL;
-	struct event *ev_term, *ev_int, *ev_hup;
+	struct event *ev_term, *ev_int, *ev_hup, *ev_log;
 	char *inherit;
 	size_t inherit_len;
 	int rc;
@@ -260,6 +274,12 @@ worker_main(const struct config *cfg, int chanfd, enum chan_role role)
 	}
 	wstate_set_chan(ws, chan);
 	wstate_set_inherit(ws, inherit, inherit_len);
+	/*
+	 * Debug and info lines (an audit line per credentialed request) leave
+	 * in one write per loop turn, after the callbacks that logged them.
+	 */
+	if ((ev_log = event_new(base, -1, 0, worker_log_flush_cb, NULL)) != NULL)
+		log_defer(worker_log_kick, ev_log);
 	ev_term = evsignal_new(base, SIGTERM, worker_sigterm_cb, ws);
 	ev_int = evsignal_new(base, SIGINT, worker_sigterm_cb, ws);
 	ev_hup = evsignal_new(base, SIGHUP, worker_sighup_cb, ws);
@@ -273,6 +293,9 @@ worker_main(const struct config *cfg, int chanfd, enum chan_role role)
 		event_base_dispatch(base);
 	rc = wstate_exit_code(ws);
 	wstate_free(ws);
+	log_defer(NULL, NULL); /* every deferred line written: the child ends with _exit */
+	if (ev_log != NULL)
+		event_free(ev_log);
 	event_free(ev_term);
 	event_free(ev_int);
 	event_free(ev_hup);

@@ -1,13 +1,19 @@
 /*
  * JSON-lines logger, used by the parent and its children. Each line is built
  * in a fixed buffer and written with a single write(2) so that lines of the
- * two processes never interleave. Values from the network go through
+ * two processes never interleave. A child's event loop can defer its
+ * debug and info lines (log_defer): they are kept in order in one buffer
+ * of less than PIPE_BUF and written together at the end of the loop's turn
+ * (still one write(2), so still whole lines), or sooner when the buffer is
+ * full or a warning comes; never dropped. Values from the network go through
  * log_escape(): escaped to ASCII and capped, so a hostile name cannot forge
  * fields or flood the log. Must never receive a secret: callers log
  * lengths ("redacted len=N"), never values.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +26,19 @@
 static const char *log_role = "egressd";
 static enum log_level log_min = LOG_INFO;
 static int log_fd = 2;
+static pid_t log_pid; /* getpid() is a system call: kept, and reset in a forked child */
+static bool log_atfork;
+
+/* Deferred lines (log_defer): whole lines, written together by log_flush. */
+#define LOG_DEFER_CAP (PIPE_BUF - 1)
+static struct {
+	bool on;
+	bool kicked; /* the owner was asked for a flush since the last one */
+	void (*kick)(void *);
+	void *arg;
+	size_t len;
+	char buf[LOG_DEFER_CAP];
+} log_q;
 
 /* Bytes kept free at the end of a line for the cut marker and "}\n". */
 #define LOG_RESERVE 16
@@ -32,12 +51,23 @@ static const char *const log_level_names[] = {
 };
 
 /* Set the process role ("parent", "worker", "cli"), level and output fd. */
+static void
+log_forked(void)
+{
+	log_pid = getpid();
+	log_q.on = log_q.kicked = false; /* the parent's loop is not this process's */
+	log_q.len = 0;
+}
+
 void
 log_init(const char *role, enum log_level min, int fd)
 {
 	log_role = role;
 	log_min = min;
 	log_fd = fd;
+	log_pid = getpid();
+	if (!log_atfork && pthread_atfork(NULL, NULL, log_forked) == 0)
+		log_atfork = true;
 }
 
 /* Change the role after fork(). */
@@ -45,6 +75,35 @@ void
 log_set_role(const char *role)
 {
 	log_role = role;
+	log_pid = getpid();
+}
+
+static void
+log_write(const char *buf, size_t len)
+{
+	ssize_t r;
+
+	do {
+		r = write(log_fd, buf, len);
+	} while (r < 0 && errno == EINTR);
+}
+
+void
+log_flush(void)
+{
+	if (log_q.len > 0)
+		log_write(log_q.buf, log_q.len);
+	log_q.len = 0;
+	log_q.kicked = false;
+}
+
+void
+log_defer(void (*kick)(void *), void *arg)
+{
+	log_flush();
+	log_q.kick = kick;
+	log_q.arg = arg;
+	log_q.on = kick != NULL;
 }
 
 /* Change the minimum level. */
@@ -158,6 +217,7 @@ log_begin(struct log_line *l, enum log_level level, const char *module, const ch
 	l->len = 0;
 	l->overflow = false;
 	l->enabled = log_enabled(level);
+	l->level = level;
 	if (!l->enabled)
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -166,7 +226,8 @@ log_begin(struct log_line *l, enum log_level level, const char *module, const ch
 	    "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\",\"level\":\"%s\","
 	    "\"proc\":\"%s\",\"pid\":%ld,\"module\":\"%s\",\"event\":\"%s\"",
 	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-	    ts.tv_nsec / 1000000, log_level_names[level], log_role, (long)getpid(), module, event);
+	    ts.tv_nsec / 1000000, log_level_names[level], log_role,
+	    (long)(log_pid != 0 ? log_pid : getpid()), module, event);
 	if (n > 0)
 		log_append(l, head, (size_t)n < sizeof(head) ? (size_t)n : sizeof(head) - 1);
 }
@@ -243,8 +304,6 @@ log_bool(struct log_line *l, const char *key, bool val)
 void
 log_end(struct log_line *l)
 {
-	ssize_t r;
-
 	if (!l->enabled)
 		return;
 	if (l->overflow) {
@@ -254,9 +313,20 @@ log_end(struct log_line *l)
 	}
 	memcpy(l->buf + l->len, "}\n", 2);
 	l->len += 2;
-	do {
-		r = write(log_fd, l->buf, l->len);
-	} while (r < 0 && errno == EINTR);
+	if (log_q.on && l->level < LOG_WARN && l->len <= sizeof(log_q.buf)) {
+		if (log_q.len + l->len > sizeof(log_q.buf))
+			log_flush();
+		memcpy(log_q.buf + log_q.len, l->buf, l->len);
+		log_q.len += l->len;
+		if (!log_q.kicked) {
+			log_q.kicked = true;
+			log_q.kick(log_q.arg);
+		}
+		return;
+	}
+	/* In order: what was deferred goes first. */
+	log_flush();
+	log_write(l->buf, l->len);
 }
 
 /* A line with one formatted "msg" field; the format is ours, not the network's. */

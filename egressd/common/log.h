@@ -29,6 +29,7 @@ struct log_line {
 	size_t len;
 	bool overflow;
 	bool enabled;
+	enum log_level level;
 };
 
 void log_init(const char *role, enum log_level min, int fd);
@@ -48,6 +49,18 @@ void log_uint(struct log_line *l, const char *key, unsigned long long val);
 void log_bool(struct log_line *l, const char *key, bool val);
 /* Write the line (with a newline) in one write(2). */
 void log_end(struct log_line *l);
+
+/*
+ * Defer debug and info lines (an event loop's process): kept in order and
+ * written together by log_flush, in one write(2) of less than PIPE_BUF.
+ * kick(arg) is called once for the first line after each flush: the owner
+ * schedules log_flush for the end of its loop's turn. A warning or error,
+ * a full buffer and log_flush write them. NULL turns deferral off (after a
+ * flush). A forked child starts without it.
+ */
+void log_defer(void (*kick)(void *), void *arg);
+/* Write the deferred lines now (the owner's turn ended, or it exits). */
+void log_flush(void);
 
 /* Shorthand for a line with a single "msg" field. */
 void log_msg(enum log_level level, const char *module, const char *event, const char *fmt, ...)

@@ -6,9 +6,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "egressd/common/log.h"
@@ -145,6 +148,106 @@ test_levels_filter(void **state)
 	assert_false(log_parse_level("loud", &lv));
 }
 
+static int kicks;
+
+static void
+count_kick(void *arg)
+{
+	(void)arg;
+	kicks++;
+}
+
+/* Every byte now in the pipe (non-blocking): -1 when there is none. */
+static ssize_t
+drain(int fd, char *buf, size_t cap)
+{
+	ssize_t n, got = 0;
+
+	while ((size_t)got < cap - 1 && (n = read(fd, buf + got, cap - 1 - (size_t)got)) > 0)
+		got += n;
+	buf[got] = '\0';
+	return got > 0 ? got : -1;
+}
+
+/*
+ * Deferred lines: kept in order until log_flush (one kick per flush), a
+ * warning writes them first and then itself, a full buffer writes whole
+ * lines only, and a forked child does not inherit the deferral.
+ */
+static void
+test_deferred_lines(void **state)
+{
+	static char buf[PIPE_BUF * 8];
+	char big[300];
+	int p[2], st, i, lines;
+	pid_t pid;
+	ssize_t n;
+	char *a, *b, *c, *w;
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+	log_init("test", LOG_DEBUG, p[1]);
+	kicks = 0;
+	log_defer(count_kick, NULL);
+	log_msg(LOG_INFO, "t", "one", "a");
+	log_msg(LOG_DEBUG, "t", "two", "b");
+	assert_int_equal(kicks, 1);
+	assert_int_equal(drain(p[0], buf, sizeof(buf)), -1); /* nothing written yet */
+	log_flush();
+	assert_true(drain(p[0], buf, sizeof(buf)) > 0);
+	a = strstr(buf, "\"event\":\"one\"");
+	b = strstr(buf, "\"event\":\"two\"");
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_true(a < b);
+
+	/* A warning: the deferred line first, then the warning, at once. */
+	log_msg(LOG_INFO, "t", "three", "c");
+	assert_int_equal(kicks, 2);
+	log_msg(LOG_WARN, "t", "alarm", "w");
+	assert_true(drain(p[0], buf, sizeof(buf)) > 0);
+	c = strstr(buf, "\"event\":\"three\"");
+	w = strstr(buf, "\"event\":\"alarm\"");
+	assert_non_null(c);
+	assert_non_null(w);
+	assert_true(c < w);
+	log_flush();
+	assert_int_equal(drain(p[0], buf, sizeof(buf)), -1); /* nothing left over */
+
+	/* More than the buffer holds: written as it fills, every line whole, none lost. */
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	for (i = 0; i < 40; i++)
+		log_msg(LOG_INFO, "t", "fill", "%s", big);
+	n = drain(p[0], buf, sizeof(buf));
+	assert_true(n > 0);
+	assert_int_equal(buf[n - 1], '\n'); /* whole lines only */
+	for (lines = 0, a = buf; (a = strstr(a, "\"event\":\"fill\"")) != NULL; a++)
+		lines++;
+	assert_true(lines > 0 && lines < 40); /* the rest still waits */
+	log_flush();
+	n += drain(p[0], buf + n, sizeof(buf) - (size_t)n);
+	for (lines = 0, a = buf; (a = strstr(a, "\"event\":\"fill\"")) != NULL; a++)
+		lines++;
+	assert_int_equal(lines, 40);
+
+	/* A forked child writes at once: the parent's loop would never flush it. */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		log_msg(LOG_INFO, "t", "child", "c");
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(drain(p[0], buf, sizeof(buf)) > 0);
+	assert_non_null(strstr(buf, "\"event\":\"child\""));
+	log_defer(NULL, NULL);
+	close(p[0]);
+	close(p[1]);
+	log_init("test", LOG_INFO, 2);
+}
+
 int
 main(void)
 {
@@ -154,6 +257,7 @@ main(void)
 	    cmocka_unit_test(test_line_cannot_be_forged),
 	    cmocka_unit_test(test_line_is_bounded),
 	    cmocka_unit_test(test_levels_filter),
+	    cmocka_unit_test(test_deferred_lines),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
