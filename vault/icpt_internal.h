@@ -46,6 +46,7 @@
 #define ICPT_HELLO_WATERMARK (TLSPEEK_MAX_WIRE + 64)
 /* The same after a HelloRetryRequest: records before the second hello too. */
 #define ICPT_RETRY_WATERMARK (TLSPEEK_MAX_WIRE + TLSPEEK_MAX_SKIP + 64)
+#define ICPT_RECORD 16384 /* the most plaintext one TLS record carries */
 /* The raw relay of a passed-through connection (icpt_splice.c). */
 #define ICPT_RAW_READ (64 * 1024)    /* one read, written at once */
 #define ICPT_RAW_BUDGET (256 * 1024) /* bytes one direction moves per loop turn */

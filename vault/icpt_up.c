@@ -116,11 +116,34 @@ static void
 icpt_up_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct icpt_conn *c = arg;
+	struct evbuffer *out;
+	bool corked;
 
-	if (c->h2 != NULL)
+	if (c->h2 != NULL) {
 		icpt_h2_upstream(c);
-	else if (c->state == ICPT_S_HTTP || c->state == ICPT_S_TUNNEL)
-		icpt_http_upstream(c);
+		return;
+	}
+	if (c->state != ICPT_S_HTTP && c->state != ICPT_S_TUNNEL)
+		return;
+	/*
+	 * Toward a terminated workload, the TLS filter encrypts whatever is
+	 * added to it at once: a response head, a chunk's size line, its
+	 * bytes and its CRLF would each be a record. Held while this read is
+	 * handled, what it produced is then made contiguous up to one
+	 * record's worth and written: one record where it fits.
+	 */
+	corked = c->cbev != c->craw && (bufferevent_get_enabled(c->cbev) & EV_WRITE);
+	if (corked)
+		bufferevent_disable(c->cbev, EV_WRITE);
+	icpt_http_upstream(c);
+	if (!corked || c->state == ICPT_S_CLOSED || c->cbev == NULL)
+		return;
+	out = bufferevent_get_output(c->cbev);
+	if (evbuffer_get_length(out) > 0)
+		(void)evbuffer_pullup(out, evbuffer_get_length(out) < ICPT_RECORD
+		                               ? (ssize_t)evbuffer_get_length(out)
+		                               : ICPT_RECORD);
+	bufferevent_enable(c->cbev, EV_WRITE);
 }
 
 /* Upstream caught up with the request body. */
