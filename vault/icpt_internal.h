@@ -220,6 +220,7 @@ struct icpt_conn {
 	struct event *ev_deadline; /* hello, peek or request head deadline */
 	const char *deadline_why;
 	struct event *ev_probe; /* peek: silence timer */
+	struct event *ev_flush; /* the TLS legs' sockets are written at the end of the turn */
 	int drain_polls;
 };
 
@@ -333,6 +334,7 @@ void icpt_splice_event_cb(struct bufferevent *bev, short what, void *arg);
 void icpt_splice_start(struct icpt_conn *c);
 void icpt_raw_free(struct icpt_conn *c);
 void icpt_timeouts(struct bufferevent *bev, unsigned rd_s, unsigned wr_s);
+int icpt_flush_watch(struct icpt_conn *c, struct bufferevent *sock);
 void icpt_to_upstream(struct icpt_conn *c, struct evbuffer *src, size_t n);
 void icpt_up_fail(struct icpt_conn *c, const char *why);
 /* Free the upstream leg (close_notify first on a finished TLS leg, so that its session resumes). */

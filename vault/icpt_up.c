@@ -325,6 +325,7 @@ icpt_usock_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	/* A server that closes without close_notify still ends a close-delimited body. */
 	bufferevent_openssl_set_allow_dirty_shutdown(c->ubev, 1);
+	(void)icpt_flush_watch(c, c->usock);
 	/* The same back-pressure toward a slow upstream (request bodies). */
 	bufferevent_setwatermark(c->usock, EV_WRITE, 0, ic->cfg.max_buffer);
 	bufferevent_setcb(c->ubev, icpt_up_read_cb, icpt_up_write_cb, icpt_up_event_cb, c);

@@ -23,6 +23,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
+#include <event2/bufferevent_struct.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <openssl/err.h>
@@ -180,6 +181,9 @@ icpt_release(struct icpt_conn *c)
 	if (c->ev_probe != NULL)
 		event_free(c->ev_probe);
 	c->ev_probe = NULL;
+	if (c->ev_flush != NULL)
+		event_free(c->ev_flush);
+	c->ev_flush = NULL;
 	if (c->toup != NULL)
 		evbuffer_free(c->toup);
 	if (c->tmp != NULL)
@@ -377,6 +381,68 @@ icpt_timeouts(struct bufferevent *bev, unsigned rd_s, unsigned wr_s)
 	struct timeval r = {(time_t)rd_s, 0}, w = {(time_t)wr_s, 0};
 
 	bufferevent_set_timeouts(bev, rd_s ? &r : NULL, wr_s ? &w : NULL);
+}
+
+/*
+ * The socket under a TLS filter is written at the end of the loop turn in
+ * which the filter encrypted into it, not on the next turn once epoll says
+ * it is writable: one write for all the records of the turn, no wait for a
+ * writability nobody doubted. What the kernel does not take stays, and the
+ * bufferevent writes it when the socket drains, as before. With the loop's
+ * change list, its write interest added and dropped within the turn never
+ * reaches epoll.
+ */
+static void
+icpt_flush_sock(struct bufferevent *sock)
+{
+	struct evbuffer *out = bufferevent_get_output(sock);
+	int n;
+
+	if (evbuffer_get_length(out) == 0)
+		return;
+	evbuffer_unfreeze(out, 1);
+	n = evbuffer_write(out, bufferevent_getfd(sock));
+	evbuffer_freeze(out, 1);
+	if (n <= 0)
+		return; /* full, or an error the bufferevent meets on its own write */
+	if (evbuffer_get_length(out) == 0)
+		event_del(&sock->ev_write); /* as its write callback does once drained */
+	/* Its write callback's work: the filter may go on below its high-water mark. */
+	bufferevent_trigger(sock, EV_WRITE, 0);
+}
+
+static void
+icpt_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	(void)fd, (void)what;
+	if (c->state == ICPT_S_CLOSED)
+		return;
+	if (c->craw != NULL && c->cbev != c->craw)
+		icpt_flush_sock(c->craw);
+	if (c->usock != NULL && c->ubev != NULL && c->ubev != c->usock)
+		icpt_flush_sock(c->usock);
+}
+
+static void
+icpt_flush_added(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	(void)buf;
+	if (info->n_added > 0 && c->ev_flush != NULL && c->state != ICPT_S_CLOSED)
+		event_active(c->ev_flush, EV_TIMEOUT, 0);
+}
+
+/* Write sock (a TLS leg's socket, connected) at the end of every turn that filled it. */
+int
+icpt_flush_watch(struct icpt_conn *c, struct bufferevent *sock)
+{
+	if (c->ev_flush == NULL &&
+	    (c->ev_flush = event_new(c->ic->base, -1, 0, icpt_flush_cb, c)) == NULL)
+		return -1;
+	return evbuffer_add_cb(bufferevent_get_output(sock), icpt_flush_added, c) == NULL ? -1 : 0;
 }
 
 /* ---------------------------------------------------------------- setup */

@@ -242,6 +242,29 @@ worker_log_kick(void *arg)
 	event_active(arg, EV_TIMEOUT, 0);
 }
 
+/*
+ * The intercept's loop applies its epoll changes once per turn (libevent's
+ * change list): write interest a TLS leg's socket gains and loses within
+ * one turn (vault/intercept.c writes those sockets at the turn's end)
+ * costs no epoll_ctl. No descriptor of it is ever dup()ed, the one case
+ * the change list gets wrong.
+ */
+static struct event_base *
+worker_base(enum chan_role role)
+{
+	struct event_config *ec;
+	struct event_base *base;
+
+	if (role != CHAN_ROLE_INTERCEPT)
+		return event_base_new();
+	if ((ec = event_config_new()) == NULL)
+		return NULL;
+	(void)event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+	base = event_base_new_with_config(ec);
+	event_config_free(ec);
+	return base;
+}
+
 int
 worker_main(const struct config *cfg, int chanfd, enum chan_role role)
 {
@@ -256,7 +279,7 @@ worker_main(const struct config *cfg, int chanfd, enum chan_role role)
 	signal(SIGPIPE, SIG_IGN);
 	if ((unsigned)role >= CHAN_ROLE_MAX || worker_inherit(chanfd, &inherit, &inherit_len) != 0)
 		return 71;
-	base = event_base_new();
+	base = worker_base(role);
 	if (base == NULL) {
 		log_msg(LOG_ERROR, "proc", "startup", "event_base_new failed");
 		free(inherit);

@@ -3,7 +3,11 @@
 # egressd reads whole from upstream reaches a terminated workload as one
 # application-data record, whether its body has a length or is re-framed
 # chunk by chunk (before, the head, every chunk's size line, its bytes and
-# its CRLF were each a record). Counted with openssl s_client -msg.
+# its CRLF were each a record). Counted with openssl s_client -msg. And the
+# sockets under the TLS legs are written in the turn that filled them: 200
+# keep-alive requests on one terminated connection, traced with strace on
+# the intercept child, change no epoll interest (before, every write added
+# and dropped it: about 4 epoll_ctl per request).
 . "$(dirname "$0")/nslib.sh"
 ns_up
 ns_dns --address=/api.allowed.test/203.0.113.10
@@ -69,4 +73,29 @@ check "a Content-Length response read whole is one record (got $n)" test "$n" = 
 n=$(records /empty 3)
 check "a 204 reached the workload" grep -q "204 No Content" "$TMP/msg3"
 check "a response without a body is one record (got $n)" test "$n" = 1
+# 200 keep-alive requests, the intercept child traced meanwhile.
+ICPT=$(ns_child_listening tcp 15443)
+mkdir -p "$TMP/st"
+chmod 0777 "$TMP/st"
+cp "$(dirname "$0")/records_client.py" "$TMP/cli.py"
+chmod 644 "$TMP/cli.py"
+ws "$PY" "$TMP/cli.py" "$TMP/ca/ca.pem" "$TMP/st" 200 >"$TMP/cli.out" 2>&1 &
+CPID=$!
+for _ in $(seq 1 300); do grep -q ready "$TMP/st/state" 2>/dev/null && break; sleep 0.1; done
+check "the first keep-alive request was answered" grep -q ready "$TMP/st/state"
+strace -f -o "$TMP/strace.out" -e trace=epoll_ctl,epoll_wait,writev,write,sendmsg,sendto \
+    -p "$ICPT" 2>"$TMP/strace.err" &
+STRACE=$!
+for _ in $(seq 1 100); do grep -q attached "$TMP/strace.err" && break; sleep 0.1; done
+check "strace is attached to the intercept child" grep -q attached "$TMP/strace.err"
+touch "$TMP/st/go"
+wait "$CPID"
+kill -INT "$STRACE" 2>/dev/null
+wait "$STRACE" 2>/dev/null
+check "200 keep-alive requests through the terminated path are answered" grep -q '^ok 200' "$TMP/cli.out"
+ctl=$(grep -cE '^[0-9]+ +epoll_ctl\(' "$TMP/strace.out")
+wr=$(grep -cE '^[0-9]+ +(writev|write|sendmsg|sendto)\(' "$TMP/strace.out")
+echo "# traced: $wr socket writes, $ctl epoll_ctl for 200 requests"
+check "both legs were written (a write each way per request at least)" test "$wr" -ge 400
+check "no epoll interest changed per request: at most 4 epoll_ctl for 200" test "$ctl" -le 4
 ns_finish
