@@ -545,5 +545,8 @@ icpt_splice_start(struct icpt_conn *c)
 	bufferevent_enable(c->cbev, c->retry == ICPT_RETRY_SERVER ? EV_WRITE : EV_READ | EV_WRITE);
 	bufferevent_enable(c->ubev, EV_READ | EV_WRITE);
 	icpt_count(ic, INTERCEPT_M_PASSTHROUGH, 1);
+	/* The hello goes now, not once epoll has said the new socket is writable. */
+	if (bufferevent_openssl_get_ssl(c->ubev) == NULL)
+		icpt_flush_sock(c->ubev);
 	icpt_raw_start(c);
 }

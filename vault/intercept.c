@@ -392,7 +392,7 @@ icpt_timeouts(struct bufferevent *bev, unsigned rd_s, unsigned wr_s)
  * change list, its write interest added and dropped within the turn never
  * reaches epoll.
  */
-static void
+void
 icpt_flush_sock(struct bufferevent *sock)
 {
 	struct evbuffer *out = bufferevent_get_output(sock);
