@@ -202,6 +202,24 @@ ns_child_listening() { # tcp|udp port
 	return 1
 }
 
+# ns_trace PID OUT SYSCALLS: strace the process (every thread) into OUT,
+# in the background, returning once strace says it is attached (bounded);
+# fails if it never does. ns_trace_end stops it and waits for its output.
+ns_trace() {
+	strace -f -o "$2" -e trace="$3" -p "$1" 2>"$2.err" &
+	NS_TRACE=$!
+	local i
+	for i in $(seq 1 100); do
+		grep -q attached "$2.err" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+ns_trace_end() {
+	kill -INT "$NS_TRACE" 2>/dev/null
+	wait "$NS_TRACE" 2>/dev/null
+}
+
 # Run a command as the unprivileged workload (uid 1000, no capabilities).
 ws() {
 	ip netns exec "$SBX" setpriv --reuid 1000 --regid 1000 --clear-groups --no-new-privs \

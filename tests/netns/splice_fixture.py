@@ -90,6 +90,15 @@ def connect(host, port, ca):
     return ctx.wrap_socket(raw, server_hostname=host, suppress_ragged_eofs=True)
 
 
+def recv_to_eof(s):
+    buf = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            return buf
+        buf += d
+
+
 def recv_exact(s, n):
     buf = b""
     while len(buf) < n:
@@ -188,12 +197,7 @@ def many(host, port, ca, n):
         s = connect(host, port, ca)
         s.sendall(b"x" * 100)
         socket.socket.shutdown(s, socket.SHUT_WR)
-        buf = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            buf += d
+        buf = recv_to_eof(s)
         s.close()
         if not buf.endswith(b" 100\n"):
             return "bad connection %d: %r" % (i, buf[-60:])
@@ -215,12 +219,7 @@ def main():
     if mode == "reset":
         state = sys.argv[6]
         s.sendall(b"close")
-        buf = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            buf += d
+        buf = recv_to_eof(s)
         if not buf.endswith(b" 5\n"):
             print("bad answer %r" % buf[-60:], flush=True)
             return 1
@@ -238,14 +237,8 @@ def main():
     if mode == "gated":
         s.sendall(b"gate" + b"g" * 96)
         socket.socket.shutdown(s, socket.SHUT_WR)
-        buf = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            buf += d
-        ok = buf.endswith(b" 100\n")
-        print("ok digest and EOF" if ok else "bad %r" % buf[-60:], flush=True)
+        ok = recv_to_eof(s).endswith(b" 100\n")
+        print("ok digest and EOF" if ok else "bad answer after the half-close", flush=True)
         return 0 if ok else 1
     if mode == "pingpong":
         out = pingpong(s, int(sys.argv[6]), sys.argv[7])

@@ -83,15 +83,11 @@ ws "$PY" "$TMP/cli.py" "$TMP/ca/ca.pem" "$TMP/st" 200 >"$TMP/cli.out" 2>&1 &
 CPID=$!
 for _ in $(seq 1 300); do grep -q ready "$TMP/st/state" 2>/dev/null && break; sleep 0.1; done
 check "the first keep-alive request was answered" grep -q ready "$TMP/st/state"
-strace -f -o "$TMP/strace.out" -e trace=epoll_ctl,epoll_wait,writev,write,sendmsg,sendto \
-    -p "$ICPT" 2>"$TMP/strace.err" &
-STRACE=$!
-for _ in $(seq 1 100); do grep -q attached "$TMP/strace.err" && break; sleep 0.1; done
-check "strace is attached to the intercept child" grep -q attached "$TMP/strace.err"
+check "strace is attached to the intercept child" \
+    ns_trace "$ICPT" "$TMP/strace.out" epoll_ctl,epoll_wait,writev,write,sendmsg,sendto
 touch "$TMP/st/go"
 wait "$CPID"
-kill -INT "$STRACE" 2>/dev/null
-wait "$STRACE" 2>/dev/null
+ns_trace_end
 check "200 keep-alive requests through the terminated path are answered" grep -q '^ok 200' "$TMP/cli.out"
 ctl=$(grep -cE '^[0-9]+ +epoll_ctl\(' "$TMP/strace.out")
 wr=$(grep -cE '^[0-9]+ +(writev|write|sendmsg|sendto)\(' "$TMP/strace.out")

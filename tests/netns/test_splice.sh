@@ -39,16 +39,11 @@ client pingpong 200 "$TMP/st" >"$TMP/pingpong.out" 2>&1 &
 CPID=$!
 for _ in $(seq 1 300); do grep -q ready "$TMP/st/state" 2>/dev/null && break; sleep 0.1; done
 check "the first round trip went through the passthrough" grep -q ready "$TMP/st/state"
-strace -f -o "$TMP/strace.out" -e trace=epoll_ctl,ioctl,recvfrom,sendto,read,write,readv,writev \
-    -p "$ICPT" 2>"$TMP/strace.err" &
-STRACE=$!
-# strace says so on its stderr once it is attached.
-for _ in $(seq 1 100); do grep -q attached "$TMP/strace.err" && break; sleep 0.1; done
-check "strace is attached to the intercept child" grep -q attached "$TMP/strace.err"
+check "strace is attached to the intercept child" \
+    ns_trace "$ICPT" "$TMP/strace.out" epoll_ctl,ioctl,recvfrom,sendto,read,write,readv,writev
 touch "$TMP/st/go"
 wait "$CPID"
-kill -INT "$STRACE" 2>/dev/null
-wait "$STRACE" 2>/dev/null
+ns_trace_end
 check "200 round trips through the passthrough are intact" grep -q '^ok 200' "$TMP/pingpong.out"
 moved=$(grep -cE '^[0-9]+ +(recvfrom|sendto|read|write|readv|writev)\(' "$TMP/strace.out")
 ctl=$(grep -cE '^[0-9]+ +epoll_ctl\(' "$TMP/strace.out")
