@@ -35,6 +35,8 @@
 #define ICPT_LIMIT_LOG_S 1          /* at most one conn_limit line per this many seconds */
 #define ICPT_DRAIN_POLL_MS 5
 #define ICPT_DRAIN_MAX_S 5
+#define ICPT_LINGER_MS 500           /* after a drained close: the workload's bytes read away */
+#define ICPT_LINGER_MAX (256 * 1024) /* at most this much of them */
 #define ICPT_MAX_METHOD 32
 #define ICPT_SESS_SLOTS 256       /* upstream TLS sessions kept for resumption */
 #define ICPT_TICKET_ROTATE_S 3600 /* the workload-side ticket key's life as the current one */
@@ -222,6 +224,9 @@ struct icpt_conn {
 	struct event *ev_probe; /* peek: silence timer */
 	struct event *ev_flush; /* the TLS legs' sockets are written at the end of the turn */
 	int drain_polls;
+	struct event
+	    *ev_linger; /* the workload socket shut for writing, read until EOF (bounded) */
+	size_t lingered;
 };
 
 /* The outcome of the checks of one request head (icpt_request_verdict). */

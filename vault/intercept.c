@@ -162,6 +162,9 @@ icpt_release(struct icpt_conn *c)
 	ic->nconns--;
 	icpt_h2_free(c);
 	icpt_raw_free(c); /* before the bufferevents close the descriptors it watches */
+	if (c->ev_linger != NULL)
+		event_free(c->ev_linger); /* the same: it watches the workload's socket */
+	c->ev_linger = NULL;
 	icpt_up_free(c);
 	if (c->cbev != NULL && c->cbev != c->craw) {
 		SSL *ssl = bufferevent_openssl_get_ssl(c->cbev);
@@ -230,6 +233,56 @@ icpt_client_flushed(struct icpt_conn *c)
 	return c->craw == NULL || evbuffer_get_length(bufferevent_get_output(c->craw)) == 0;
 }
 
+/* Lingering: the workload's bytes after a drained close are read and dropped. */
+static void
+icpt_linger_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct icpt_conn *c = arg;
+	uint8_t buf[4096];
+	ssize_t n;
+
+	(void)what;
+	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
+		c->lingered += (size_t)n;
+		if (c->lingered >= ICPT_LINGER_MAX) {
+			icpt_close(c, NULL);
+			return;
+		}
+	}
+	if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+		icpt_close(c, NULL); /* the workload closed too, or reset */
+}
+
+/*
+ * Close without a reset that would take the last bytes with it: a socket
+ * closed with unread bytes in it sends RST, and a workload still sending
+ * (a refused upload, an HTTP/2 flood answered with GOAWAY) would lose the
+ * answer queued before it. So the socket is shut for writing (the workload
+ * reads the answer, then EOF) and what it still sends is read and dropped
+ * until it closes, for ICPT_LINGER_MS and ICPT_LINGER_MAX bytes at most
+ * (the drain's timer is the deadline).
+ */
+static void
+icpt_linger(struct icpt_conn *c)
+{
+	struct timeval tv = {0, ICPT_LINGER_MS * 1000};
+	int fd = c->craw != NULL ? bufferevent_getfd(c->craw) : -1;
+
+	if (fd < 0 || c->raw != NULL) {
+		icpt_close(c, NULL);
+		return;
+	}
+	bufferevent_disable(c->craw, EV_READ | EV_WRITE);
+	if (c->cbev != c->craw)
+		bufferevent_disable(c->cbev, EV_READ | EV_WRITE);
+	c->ev_linger = event_new(c->ic->base, fd, EV_READ | EV_PERSIST, icpt_linger_cb, c);
+	if (c->ev_linger == NULL || shutdown(fd, SHUT_WR) != 0 ||
+	    event_add(c->ev_linger, NULL) != 0 || evtimer_add(c->ev_drain, &tv) != 0) {
+		icpt_close(c, NULL);
+		return;
+	}
+}
+
 /* Polls until the workload side is flushed (bounded), then closes. */
 static void
 icpt_drain_cb(evutil_socket_t fd, short what, void *arg)
@@ -239,6 +292,10 @@ icpt_drain_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (c->state != ICPT_S_DRAIN)
 		return;
+	if (c->ev_linger != NULL) {
+		icpt_close(c, NULL); /* the lingering's deadline */
+		return;
+	}
 	if (c->cbev != NULL && c->cbev != c->craw &&
 	    evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0 && !c->shut_sent) {
 		SSL *ssl = bufferevent_openssl_get_ssl(c->cbev);
@@ -248,8 +305,11 @@ icpt_drain_cb(evutil_socket_t fd, short what, void *arg)
 		if (ssl != NULL && SSL_is_init_finished(ssl))
 			(void)SSL_shutdown(ssl);
 	}
-	if (icpt_client_flushed(c) ||
-	    ++c->drain_polls > ICPT_DRAIN_MAX_S * 1000 / ICPT_DRAIN_POLL_MS) {
+	if (icpt_client_flushed(c)) {
+		icpt_linger(c);
+		return;
+	}
+	if (++c->drain_polls > ICPT_DRAIN_MAX_S * 1000 / ICPT_DRAIN_POLL_MS) {
 		icpt_close(c, NULL);
 		return;
 	}
