@@ -81,7 +81,7 @@ icpt_terminate_with(struct icpt_conn *c, X509 *leaf, EVP_PKEY *key)
 		return;
 	}
 	bufferevent_openssl_set_allow_dirty_shutdown(c->cbev, 1);
-	(void)icpt_flush_watch(c, c->craw); /* without it, the bufferevent writes it a turn later */
+	icpt_flush_watch(c, c->craw);
 	icpt_count(ic, INTERCEPT_M_TERMINATED, 1);
 	icpt_http_start(c);
 	if (c->state == ICPT_S_HTTP && icpt_up_start(c) != 0)

@@ -339,7 +339,7 @@ void icpt_splice_event_cb(struct bufferevent *bev, short what, void *arg);
 void icpt_splice_start(struct icpt_conn *c);
 void icpt_raw_free(struct icpt_conn *c);
 void icpt_timeouts(struct bufferevent *bev, unsigned rd_s, unsigned wr_s);
-int icpt_flush_watch(struct icpt_conn *c, struct bufferevent *sock);
+void icpt_flush_watch(struct icpt_conn *c, struct bufferevent *sock);
 void icpt_flush_sock(struct bufferevent *sock);
 void icpt_to_upstream(struct icpt_conn *c, struct evbuffer *src, size_t n);
 void icpt_up_fail(struct icpt_conn *c, const char *why);

@@ -116,7 +116,7 @@ static void
 icpt_up_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct icpt_conn *c = arg;
-	struct evbuffer *out;
+	size_t n;
 	bool corked;
 
 	if (c->h2 != NULL) {
@@ -138,11 +138,9 @@ icpt_up_read_cb(struct bufferevent *bev, void *arg)
 	icpt_http_upstream(c);
 	if (!corked || c->state == ICPT_S_CLOSED || c->cbev == NULL)
 		return;
-	out = bufferevent_get_output(c->cbev);
-	if (evbuffer_get_length(out) > 0)
-		(void)evbuffer_pullup(out, evbuffer_get_length(out) < ICPT_RECORD
-		                               ? (ssize_t)evbuffer_get_length(out)
-		                               : ICPT_RECORD);
+	if ((n = evbuffer_get_length(bufferevent_get_output(c->cbev))) > 0)
+		(void)evbuffer_pullup(
+		    bufferevent_get_output(c->cbev), (ssize_t)(n < ICPT_RECORD ? n : ICPT_RECORD));
 	bufferevent_enable(c->cbev, EV_WRITE);
 }
 
@@ -325,7 +323,7 @@ icpt_usock_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	/* A server that closes without close_notify still ends a close-delimited body. */
 	bufferevent_openssl_set_allow_dirty_shutdown(c->ubev, 1);
-	(void)icpt_flush_watch(c, c->usock);
+	icpt_flush_watch(c, c->usock);
 	/* The same back-pressure toward a slow upstream (request bodies). */
 	bufferevent_setwatermark(c->usock, EV_WRITE, 0, ic->cfg.max_buffer);
 	bufferevent_setcb(c->ubev, icpt_up_read_cb, icpt_up_write_cb, icpt_up_event_cb, c);

@@ -495,14 +495,18 @@ icpt_flush_added(struct evbuffer *buf, const struct evbuffer_cb_info *info, void
 		event_active(c->ev_flush, EV_TIMEOUT, 0);
 }
 
-/* Write sock (a TLS leg's socket, connected) at the end of every turn that filled it. */
-int
+/*
+ * Write sock (a TLS leg's socket, connected) at the end of every turn that
+ * filled it. Without memory for it the bufferevent writes it a turn later,
+ * as it always did.
+ */
+void
 icpt_flush_watch(struct icpt_conn *c, struct bufferevent *sock)
 {
 	if (c->ev_flush == NULL &&
 	    (c->ev_flush = event_new(c->ic->base, -1, 0, icpt_flush_cb, c)) == NULL)
-		return -1;
-	return evbuffer_add_cb(bufferevent_get_output(sock), icpt_flush_added, c) == NULL ? -1 : 0;
+		return;
+	(void)evbuffer_add_cb(bufferevent_get_output(sock), icpt_flush_added, c);
 }
 
 /* ---------------------------------------------------------------- setup */

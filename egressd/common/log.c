@@ -50,15 +50,16 @@ static const char *const log_level_names[] = {
     [LOG_ERROR] = "error",
 };
 
-/* Set the process role ("parent", "worker", "cli"), level and output fd. */
+/* In a forked child: its own pid, and no deferral (the parent's loop is not its). */
 static void
 log_forked(void)
 {
 	log_pid = getpid();
-	log_q.on = log_q.kicked = false; /* the parent's loop is not this process's */
+	log_q.on = log_q.kicked = false;
 	log_q.len = 0;
 }
 
+/* Set the process role ("parent", "worker", "cli"), level and output fd. */
 void
 log_init(const char *role, enum log_level min, int fd)
 {
