@@ -235,6 +235,24 @@ icpt_verdict_clear(struct icpt_verdict *v)
 	memset(v, 0, sizeof(*v));
 }
 
+/*
+ * A request that can go twice: a safe method (RFC 9110 9.2.1), no body,
+ * no Upgrade.
+ */
+static bool
+icpt_safe_bodiless(const struct httpwire_request *req)
+{
+	const struct httpwire_view *m = &req->method;
+
+	if (req->upgrade || req->expect_continue ||
+	    !(req->framing == HTTPWIRE_FRAME_NONE ||
+	        (req->framing == HTTPWIRE_FRAME_LENGTH && req->content_length == 0)))
+		return false;
+	return (m->len == 3 && memcmp(m->ptr, "GET", 3) == 0) ||
+	       (m->len == 4 && memcmp(m->ptr, "HEAD", 4) == 0) ||
+	       (m->len == 7 && memcmp(m->ptr, "OPTIONS", 7) == 0);
+}
+
 /* Returns false when the request was refused (the connection is draining). */
 static bool
 icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_t headlen)
@@ -246,6 +264,7 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	struct icpt_verdict v;
 	const char *why;
 
+	icpt_up_busy(c);
 	snprintf(c->method, sizeof(c->method), "%.*s",
 	    (int)(req->method.len > ICPT_MAX_METHOD ? ICPT_MAX_METHOD : req->method.len),
 	    (const char *)req->method.ptr);
@@ -319,6 +338,13 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	} else {
 		if (c->subst != NULL && req->framing == HTTPWIRE_FRAME_LENGTH &&
 		    icpt_head_frame(head, "Transfer-Encoding: chunked\r\n") != 0) {
+			evbuffer_free(head);
+			icpt_close(c, "oom");
+			return false;
+		}
+		if (c->replay != NULL)
+			evbuffer_drain(c->replay, evbuffer_get_length(c->replay));
+		if (c->up_served && icpt_safe_bodiless(req) && icpt_up_keep_replay(c, head) != 0) {
 			evbuffer_free(head);
 			icpt_close(c, "oom");
 			return false;
@@ -714,6 +740,8 @@ icpt_resp_finish(struct icpt_conn *c, bool eof)
 	}
 	c->req = ICPT_REQ_HEAD;
 	c->method[0] = '\0';
+	c->up_served = c->up_ready;
+	icpt_up_idle(c);
 	icpt_client_timeouts(c);
 	bufferevent_enable(c->cbev, EV_READ);
 	icpt_http_client(c);

@@ -128,7 +128,10 @@ struct intercept {
 	uint64_t limit_unlogged; /* refusals since that line */
 	uint64_t next_id;
 	struct icpt_conn *conns;
-	struct icpt_conn *dead;            /* closed, freed on the next loop turn */
+	struct icpt_conn *dead; /* closed, freed on the next loop turn */
+	/* Connections between requests that hold an upstream leg, longest idle first. */
+	struct icpt_conn *idle_first, *idle_last;
+	size_t nidle;
 	uint8_t local[ICPT_MAX_LOCAL][16]; /* the sidecar's own addresses, cached */
 	int local_fam[ICPT_MAX_LOCAL];
 	size_t nlocal;
@@ -153,6 +156,8 @@ struct intercept {
 struct icpt_conn {
 	struct intercept *ic;
 	struct icpt_conn *prev, *next;
+	struct icpt_conn *iprev, *inext; /* on ic's idle list (idle) */
+	bool idle;
 	uint64_t id;
 	enum icpt_state state;
 	int sockreqs;       /* upstream socket requests in flight */
@@ -164,6 +169,7 @@ struct icpt_conn {
 	bool up_asked;      /* upstream socket requested */
 	bool up_ready;      /* upstream connected (and verified) */
 	bool up_failed;     /* upstream connect or verification failed */
+	bool up_served;     /* the leg answered a request: it may have been closed since */
 	const char *up_why; /* reason of up_failed */
 	bool c_eof, u_eof;
 	bool shut_sent;
@@ -196,7 +202,8 @@ struct icpt_conn {
 	struct bufferevent *usock;   /* upstream socket */
 	struct bufferevent *ubev;    /* upstream application bytes */
 	struct evbuffer *toup;       /* bytes for upstream while it is not ready */
-	struct evbuffer *tmp;        /* redactor output */
+	struct evbuffer *replay; /* a safe request's head, sent on a served leg (icpt_up_replay) */
+	struct evbuffer *tmp;    /* redactor output */
 
 	enum icpt_req req;
 	enum icpt_resp resp;
@@ -347,6 +354,21 @@ void icpt_up_fail(struct icpt_conn *c, const char *why);
 void icpt_up_free(struct icpt_conn *c);
 size_t icpt_up_pending(struct icpt_conn *c);
 int icpt_up_start(struct icpt_conn *c);
+/*
+ * The idle upstream legs (HTTP/1.1, between requests): c's leg joins the
+ * list at a response's end, leaves it when a request comes or c goes;
+ * past cfg.upstream_idle_max the longest idle one is closed.
+ */
+void icpt_up_idle(struct icpt_conn *c);
+void icpt_up_busy(struct icpt_conn *c);
+/* Close c's upstream leg between requests: its next request reconnects. */
+void icpt_up_drop(struct icpt_conn *c, const char *why);
+/*
+ * Keep a copy of a request's whole head (a safe method, no body) sent on
+ * a leg that already answered one: if that leg turns out closed before a
+ * byte of the answer, the request goes again on a new one (RFC 9112 9.3.1).
+ */
+int icpt_up_keep_replay(struct icpt_conn *c, struct evbuffer *head);
 
 /* OpenSSL's ClientHello callback of the server context (terminated connections). */
 int icpt_client_hello_cb(SSL *ssl, int *al, void *arg);

@@ -70,6 +70,100 @@ icpt_up_free(struct icpt_conn *c)
 	c->ubev = c->usock = NULL;
 }
 
+/* Off the idle list. */
+void
+icpt_up_busy(struct icpt_conn *c)
+{
+	struct intercept *ic = c->ic;
+
+	if (!c->idle)
+		return;
+	if (c->iprev != NULL)
+		c->iprev->inext = c->inext;
+	else
+		ic->idle_first = c->inext;
+	if (c->inext != NULL)
+		c->inext->iprev = c->iprev;
+	else
+		ic->idle_last = c->iprev;
+	c->iprev = c->inext = NULL;
+	c->idle = false;
+	ic->nidle--;
+}
+
+/*
+ * Between requests, the leg carries nothing: closed, it costs the next
+ * request a connection (a resumed session); kept, its memory, both TLS
+ * buffers' worth at the next byte. The newest idle legs are kept, as a
+ * pool of that size would be, and each stays bound to its own workload
+ * connection: nothing one connection's upstream sends can reach another.
+ */
+void
+icpt_up_idle(struct icpt_conn *c)
+{
+	struct intercept *ic = c->ic;
+
+	if (c->idle || c->ubev == NULL || !c->up_ready || c->h2 != NULL)
+		return;
+	c->iprev = ic->idle_last;
+	c->inext = NULL;
+	if (ic->idle_last != NULL)
+		ic->idle_last->inext = c;
+	else
+		ic->idle_first = c;
+	ic->idle_last = c;
+	c->idle = true;
+	ic->nidle++;
+	/* Never c's own leg: its read callback may be running (the cap is at least 1). */
+	if (ic->nidle > ic->cfg.upstream_idle_max && ic->idle_first != c)
+		icpt_up_drop(ic->idle_first, "upstream_idle_max");
+}
+
+void
+icpt_up_drop(struct icpt_conn *c, const char *why)
+{
+	icpt_up_busy(c);
+	icpt_log(c, INTERCEPT_L_DEBUG, "upstream_close", why, 0);
+	icpt_up_free(c);
+	c->up_ready = c->up_asked = c->up_served = false;
+	c->u_eof = false;
+	evbuffer_drain(c->toup, evbuffer_get_length(c->toup));
+}
+
+int
+icpt_up_keep_replay(struct icpt_conn *c, struct evbuffer *head)
+{
+	size_t n = evbuffer_get_length(head);
+	unsigned char *p;
+
+	if (c->replay == NULL && (c->replay = evbuffer_new()) == NULL)
+		return -1;
+	evbuffer_drain(c->replay, evbuffer_get_length(c->replay));
+	return (p = evbuffer_pullup(head, (ssize_t)n)) != NULL ? evbuffer_add(c->replay, p, n) : -1;
+}
+
+/*
+ * The served leg closed (or failed) under a request before a byte of its
+ * answer: a kept request goes once more, on a new connection. False when
+ * there is none (a body, an unsafe method, a fresh leg, sent twice already).
+ */
+static bool
+icpt_up_replay(struct icpt_conn *c, struct bufferevent *bev)
+{
+	if (c->h2 != NULL || c->state != ICPT_S_HTTP || c->resp != ICPT_RESP_HEAD ||
+	    c->replay == NULL || evbuffer_get_length(c->replay) == 0 || c->interim != 0 ||
+	    c->req != ICPT_REQ_DONE || evbuffer_get_length(bufferevent_get_input(bev)) > 0)
+		return false;
+	icpt_up_drop(c, "upstream_closed_under_request");
+	evbuffer_add_buffer(c->toup, c->replay);
+	if (icpt_up_start(c) != 0) {
+		icpt_http_error(c, 502, "Bad Gateway", "upstream_socket_unavailable");
+		return true;
+	}
+	icpt_count(c->ic, INTERCEPT_M_REQUESTS_RETRIED, 1);
+	return true;
+}
+
 /* Upstream unusable: record why; a waiting request gets 502. */
 void
 icpt_up_fail(struct icpt_conn *c, const char *why)
@@ -125,6 +219,9 @@ icpt_up_read_cb(struct bufferevent *bev, void *arg)
 	}
 	if (c->state != ICPT_S_HTTP && c->state != ICPT_S_TUNNEL)
 		return;
+	/* The answer began: the request is no longer sent again. */
+	if (c->replay != NULL)
+		evbuffer_drain(c->replay, evbuffer_get_length(c->replay));
 	/*
 	 * Toward a terminated workload, the TLS filter encrypts whatever is
 	 * added to it at once: a response head, a chunk's size line, its
@@ -200,6 +297,20 @@ icpt_up_event_cb(struct bufferevent *bev, short what, void *arg)
 		icpt_up_fail(c, why);
 		return;
 	}
+	/*
+	 * Between requests (nothing asked, nothing unread), the upstream
+	 * closing, failing or going quiet ends the leg only: the workload's
+	 * connection stays, and its next request reconnects.
+	 */
+	if (c->h2 == NULL && c->state == ICPT_S_HTTP && c->resp == ICPT_RESP_IDLE &&
+	    evbuffer_get_length(bufferevent_get_input(bev)) == 0) {
+		icpt_up_drop(c, (what & BEV_EVENT_EOF)       ? "upstream_closed"
+		                : (what & BEV_EVENT_TIMEOUT) ? "upstream_idle_timeout"
+		                                             : "upstream_error");
+		return;
+	}
+	if (!(what & BEV_EVENT_TIMEOUT) && icpt_up_replay(c, bev))
+		return;
 	if (what & BEV_EVENT_EOF) {
 		c->u_eof = true;
 		if (c->h2 != NULL)

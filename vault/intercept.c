@@ -165,6 +165,7 @@ icpt_release(struct icpt_conn *c)
 	if (c->ev_linger != NULL)
 		event_free(c->ev_linger); /* the same: it watches the workload's socket */
 	c->ev_linger = NULL;
+	icpt_up_busy(c);
 	icpt_up_free(c);
 	if (c->cbev != NULL && c->cbev != c->craw) {
 		SSL *ssl = bufferevent_openssl_get_ssl(c->cbev);
@@ -189,6 +190,9 @@ icpt_release(struct icpt_conn *c)
 	c->ev_flush = NULL;
 	if (c->toup != NULL)
 		evbuffer_free(c->toup);
+	if (c->replay != NULL)
+		evbuffer_free(c->replay);
+	c->replay = NULL;
 	if (c->tmp != NULL)
 		evbuffer_free(c->tmp);
 	c->toup = c->tmp = NULL;
@@ -703,6 +707,8 @@ intercept_new(struct event_base *base, const struct intercept_ops *ops, void *ar
 	    icpt_lim(cfg->keepalive_timeout_s, ICPT_DEFAULT_KEEPALIVE_S, INTERCEPT_MAX_KEEPALIVE_S);
 	ic->cfg.connect_timeout_s =
 	    icpt_lim(cfg->connect_timeout_s, INTERCEPT_MAX_CONNECT_S, INTERCEPT_MAX_CONNECT_S);
+	ic->cfg.upstream_idle_max =
+	    icpt_lim(cfg->upstream_idle_max, INTERCEPT_DEFAULT_UPSTREAM_IDLE, INTERCEPT_MAX_CONNS);
 	snprintf(ic->upstream_ca, sizeof(ic->upstream_ca), "%s",
 	    cfg->upstream_ca != NULL ? cfg->upstream_ca : "");
 	ic->cfg.upstream_ca = ic->upstream_ca;
@@ -793,6 +799,7 @@ intercept_metric_name(enum intercept_metric m)
 	    [INTERCEPT_M_UPSTREAM_RESUMED] = "upstream_tls_resumed",
 	    [INTERCEPT_M_H2] = "h2_connections",
 	    [INTERCEPT_M_H2_CALM] = "h2_calm",
+	    [INTERCEPT_M_REQUESTS_RETRIED] = "requests_retried",
 	};
 
 	return (unsigned)m < INTERCEPT_M_COUNT ? names[m] : "unknown";

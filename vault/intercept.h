@@ -26,9 +26,10 @@ struct intercept;
 #define INTERCEPT_MAX_HELLO_S 10          /* seconds to receive the ClientHello */
 #define INTERCEPT_MAX_HEAD_S 30           /* seconds to receive a whole request head */
 #define INTERCEPT_MAX_IDLE_S 300          /* seconds without traffic on a leg */
-#define INTERCEPT_MAX_KEEPALIVE_S 300     /* seconds a keep-alive connection waits for a request */
-#define INTERCEPT_FD_RESERVE 64           /* descriptors kept for the channel, the API, DNS */
-#define INTERCEPT_MAX_CONNECT_S 15        /* seconds to connect and handshake upstream */
+#define INTERCEPT_DEFAULT_UPSTREAM_IDLE 64 /* as nginx's "keepalive 64" */
+#define INTERCEPT_MAX_KEEPALIVE_S 300      /* seconds a keep-alive connection waits for a request */
+#define INTERCEPT_FD_RESERVE 64            /* descriptors kept for the channel, the API, DNS */
+#define INTERCEPT_MAX_CONNECT_S 15         /* seconds to connect and handshake upstream */
 
 /* Counters the interceptor reports through intercept_ops.count. */
 enum intercept_metric {
@@ -47,6 +48,7 @@ enum intercept_metric {
 	INTERCEPT_M_UPSTREAM_RESUMED, /* of those, sessions resumed */
 	INTERCEPT_M_H2,               /* terminated connections speaking HTTP/2 */
 	INTERCEPT_M_H2_CALM,          /* HTTP/2 connections ended for abuse (ENHANCE_YOUR_CALM) */
+	INTERCEPT_M_REQUESTS_RETRIED, /* safe requests sent again: a kept upstream leg had closed */
 	INTERCEPT_M_COUNT,
 };
 
@@ -130,6 +132,13 @@ struct intercept_config {
 	unsigned head_timeout_s;      /* deadline for a whole request head, from its first byte */
 	unsigned idle_timeout_s;      /* a leg without traffic */
 	unsigned keepalive_timeout_s; /* a keep-alive connection between requests */
+	/*
+	 * Upstream legs kept open under keep-alive workload connections that
+	 * are between requests (HTTP/1.1): past this many, the one idle
+	 * longest is closed (close_notify, its session kept for resumption)
+	 * and its workload connection reconnects at its next request.
+	 */
+	unsigned upstream_idle_max;
 	unsigned connect_timeout_s;
 	/*
 	 * A chained HTTP CONNECT proxy (proxy_len 0: none): every upstream

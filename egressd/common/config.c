@@ -114,6 +114,8 @@ static const struct config_opt config_opts[] = {
         "seconds to receive a whole request head (default 15, at most 30)"},
     {"keepalive-timeout", "EGRESSD_KEEPALIVE_TIMEOUT", NULL, CT_U32, O(keepalive_timeout), false,
         "seconds an idle keep-alive connection waits for a request (default 60, at most 300)"},
+    {"upstream-idle-max", "EGRESSD_UPSTREAM_IDLE_MAX", NULL, CT_U32, O(upstream_idle_max), false,
+        "upstream connections kept open under idle keep-alive ones (default 64, at most 4096)"},
     {"terminate-all", "EGRESSD_TERMINATE_ALL", NULL, CT_BOOL, O(terminate_all), false,
         "terminate every allowed TLS host, not only bound ones (Host must equal SNI)"},
     {"http2", "EGRESSD_HTTP2", NULL, CT_BOOL, O(http2), false,

@@ -73,8 +73,9 @@ struct config {
 	uint32_t hello_timeout;       /* seconds; 0: default */
 	uint32_t head_timeout;
 	uint32_t keepalive_timeout;
-	bool terminate_all; /* terminate every allowed TLS host */
-	bool http2;         /* HTTP/2 on terminated connections (default on) */
+	uint32_t upstream_idle_max; /* 0: default */
+	bool terminate_all;         /* terminate every allowed TLS host */
+	bool http2;                 /* HTTP/2 on terminated connections (default on) */
 	char ca_export[PATH_MAX];
 	char ca_cert[PATH_MAX];
 	char ca_key[PATH_MAX];

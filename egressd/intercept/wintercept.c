@@ -155,6 +155,9 @@ wintercept_count(void *arg, enum intercept_metric m, uint64_t n)
 	case INTERCEPT_M_H2_CALM:
 		mt->h2_calm += n;
 		break;
+	case INTERCEPT_M_REQUESTS_RETRIED:
+		mt->requests_retried += n;
+		break;
 	default:
 		break;
 	}
@@ -395,6 +398,7 @@ wintercept_new(struct wstate *ws, char *err, size_t errlen)
 	icfg.hello_timeout_s = cfg->hello_timeout;
 	icfg.head_timeout_s = cfg->head_timeout;
 	icfg.keepalive_timeout_s = cfg->keepalive_timeout;
+	icfg.upstream_idle_max = cfg->upstream_idle_max;
 	icfg.no_http2 = !cfg->http2;
 	icfg.leaves = w->leaves;
 	icfg.upstream_ca = cfg->upstream_ca;

@@ -143,6 +143,7 @@ relay_new(struct vault_snap *snap)
 	ic->cfg.head_timeout_s = INTERCEPT_MAX_HEAD_S;
 	ic->cfg.idle_timeout_s = ICPT_DEFAULT_IDLE_S;
 	ic->cfg.connect_timeout_s = INTERCEPT_MAX_CONNECT_S;
+	ic->cfg.upstream_idle_max = INTERCEPT_DEFAULT_UPSTREAM_IDLE;
 	h->ic = ic;
 
 	RELAY_CHECK(

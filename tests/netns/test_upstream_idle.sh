@@ -1,0 +1,118 @@
+#!/bin/bash
+# Idle upstream legs (issue 19 item 5): a keep-alive workload connection
+# between requests keeps its upstream connection only while it is among
+# EGRESSD_UPSTREAM_IDLE_MAX (2 here) most recently idle: past
+# that, the leg idle longest is closed (close_notify: its session stays
+# resumable) and its workload connection reconnects at its next request,
+# the credential injected as before. And an upstream that closes a
+# keep-alive connection between requests ends that leg only: the
+# workload's connection stays and its next request goes on a new one; and
+# one that closes under a request, before a byte of the answer, has a safe
+# bodiless request sent again on a new connection, never a POST.
+# The server (upidle_server.py) numbers its connections and says whether
+# each resumed and whether the credential came.
+. "$(dirname "$0")/nslib.sh"
+ns_up
+ns_dns --address=/api.allowed.test/203.0.113.10
+mkdir -p "$TMP/pki" "$TMP/ca" "$TMP/srv" "$TMP/st"
+chown 999:999 "$TMP/ca"
+chmod 0777 "$TMP/st"
+(
+	cd "$TMP/pki" || exit 1
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+	    -subj /CN=UpIdleCA -addext basicConstraints=critical,CA:TRUE \
+	    -keyout ca.key -out ca.pem 2>/dev/null
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+	    -subj /CN=api.allowed.test -keyout srv.key -out srv.csr 2>/dev/null
+	printf 'subjectAltName=DNS:api.allowed.test\n' >ext
+	openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+	    -extfile ext -out srv.pem 2>/dev/null
+) || exit 1
+chmod 644 "$TMP/pki/ca.pem"
+SECRET=sk-upidle-0123456789abcdef
+cp "$(dirname "$0")/upidle_server.py" "$TMP/srv.py"
+ip netns exec "$WAN" "$PY" "$TMP/srv.py" 203.0.113.10 443 "$TMP/pki/srv.pem" "$TMP/pki/srv.key" \
+    "$SECRET" "$TMP/srv" >"$TMP/srv.out" 2>&1 &
+PIDS+=($!)
+ns_wait_listen "$WAN" '203.0.113.10:443' || { cat "$TMP/srv.out"; exit 1; }
+ns_egressd OPENSANDBOX_EGRESS_RULES='{"defaultAction":"deny","egress":[{"action":"allow","target":"api.allowed.test"}]}' \
+    OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=true EGRESSD_CA_EXPORT="$TMP/ca/ca.pem" \
+    EGRESSD_UPSTREAM_CA="$TMP/pki/ca.pem" EGRESSD_UPSTREAM_IDLE_MAX=2
+vault='{"credentials":[{"name":"k","source":{"type":"inline","value":"'$SECRET'"}}],
+ "bindings":[{"name":"b","match":{"hosts":["api.allowed.test"],"paths":["/who","/bye"],"methods":["GET"]},
+ "auth":{"type":"bearer","credential":"k"}}]}'
+code=$(api POST /credential-vault "$vault" | tail -1)
+check "the binding is accepted" test "$code" = 200 -o "$code" = 201
+cp "$(dirname "$0")/upidle_client.py" "$TMP/cli.py"
+chmod 644 "$TMP/cli.py"
+lines() { [ -f "$1" ] && wc -l <"$1" || echo 0; }
+answer() { sed -n "s/^$2: //p" "$1" | sed -n "${3:-1}p"; } # out index [nth]
+field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
+
+# 1. Five idle keep-alive connections, at most two upstream legs kept.
+ws "$PY" "$TMP/cli.py" "$TMP/ca/ca.pem" "$TMP/st" 5 >"$TMP/cli.out" 2>&1 &
+CPID=$!
+for _ in $(seq 1 300); do grep -q ready "$TMP/st/state" 2>/dev/null && break; sleep 0.1; done
+check "five keep-alive connections were each answered" grep -q ready "$TMP/st/state"
+for _ in $(seq 1 100); do [ "$(lines "$TMP/srv/closed")" -ge 3 ] && break; sleep 0.1; done
+check "five upstream connections were opened, one per workload connection" \
+    test "$(lines "$TMP/srv/conns")" = 5
+check "the three idle longest were closed upstream (got: $(tr '\n' ' ' <"$TMP/srv/closed" 2>/dev/null))" \
+    test "$(sort -n "$TMP/srv/closed" 2>/dev/null | tr '\n' ' ')" = "1 2 3 "
+first=$(answer "$TMP/cli.out" 0)
+check "every first request carried the credential" \
+    test "$(grep -c 'auth=ok' "$TMP/cli.out")" = 5
+touch "$TMP/st/go"
+wait "$CPID"
+rc=$?
+check "a second request on each workload connection was answered on it (rc $rc: $(tail -1 "$TMP/cli.out"))" \
+    test "$rc" = 0
+check "every second request carried the credential" \
+    test "$(grep -c 'auth=ok' "$TMP/cli.out")" = 10
+again=$(answer "$TMP/cli.out" 0 2)
+check "a closed leg was reopened: a new upstream connection ($first, then $again)" \
+    test "$(field "$again" conn)" -gt 5
+check "and it resumed the session the closed leg kept ($again)" test "$(field "$again" reused)" = 1
+for _ in $(seq 1 100); do
+	[ $(($(lines "$TMP/srv/conns") - $(lines "$TMP/srv/closed"))) -le 2 ] && break
+	sleep 0.1
+done
+check "after the second round, still no more than two upstream legs open" \
+    test $(($(lines "$TMP/srv/conns") - $(lines "$TMP/srv/closed"))) -le 2
+
+# 2. The upstream closes a keep-alive connection between requests.
+base=$(lines "$TMP/srv/conns")
+ws "$PY" "$TMP/cli.py" "$TMP/ca/ca.pem" "$TMP/st" bye >"$TMP/bye.out" 2>&1
+rc=$?
+check "after the upstream closed its side, the workload's connection served the next request (rc $rc: $(tail -1 "$TMP/bye.out"))" \
+    test "$rc" = 0
+a=$(answer "$TMP/bye.out" 0)
+b=$(answer "$TMP/bye.out" 1)
+check "the next request went on a new upstream connection ($a, then $b)" \
+    test "$(field "$b" conn)" -gt "$(field "$a" conn)"
+check "which resumed the session ($b)" test "$(field "$b" reused)" = 1
+check "both carried the credential" test "$(grep -c 'auth=ok' "$TMP/bye.out")" = 2
+
+# 3. The upstream closes just as a request is on its way (it reads the
+# request and does not answer): a GET goes once more, on a new connection;
+# a POST is never sent twice, it gets 502.
+retried() { api GET /metrics | sed -n 's/^egressd_intercept_requests_retried_total //p'; }
+reqs() { grep -c " $1 /who\$" "$TMP/srv/reqs" 2>/dev/null || echo 0; }
+r0=$(retried)
+g0=$(reqs GET)
+ws "$PY" "$TMP/cli.py" "$TMP/ca/ca.pem" "$TMP/st" drop >"$TMP/drop.out" 2>&1
+a=$(answer "$TMP/drop.out" 0)
+b=$(answer "$TMP/drop.out" 1)
+check "a GET dropped unanswered by a kept leg is answered ($b)" grep -q '^1: status 200 ' "$TMP/drop.out"
+check "on a new upstream connection ($a, then $b)" \
+    test "$(field "$b" conn)" -gt "$(field "$a" conn)"
+check "with the credential" grep -q '^1: status 200 .*auth=ok' "$TMP/drop.out"
+check "the upstream read that GET twice, once per connection" test "$(reqs GET)" = $((g0 + 2))
+check "the retry was counted" test "$(retried)" = $((r0 + 1))
+ws "$PY" "$TMP/cli.py" "$TMP/ca/ca.pem" "$TMP/st" droppost >"$TMP/post.out" 2>&1
+check "a POST dropped unanswered is not sent again: 502 ($(sed -n 's/^1: //p' "$TMP/post.out"))" \
+    grep -q '^1: status 502' "$TMP/post.out"
+check "the upstream read that POST once" test "$(reqs POST)" = 1
+check "no retry was counted for it" test "$(retried)" = $((r0 + 1))
+check "the secret was never logged" bash -c "! grep -q '$SECRET' '$TMP/egressd.log'"
+ns_finish

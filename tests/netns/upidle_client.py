@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""The workload's side of test_upstream_idle.sh: N keep-alive HTTPS
+connections, one request each (GET /who), one after the other; "ready"
+in DIR/state; waits for DIR/go (bounded); then a second request on each,
+in the order they were opened. Prints each answer as "i: BODY", then "ok"
+or why not. With "bye" first: one connection, GET /bye (the upstream
+closes after it), then GET /who on the same workload connection. With
+"drop" or "droppost": GET /drop-next (the upstream drops the next request
+unanswered), then GET /who, or POST /who with an empty body, on the same
+workload connection; the status of the second is printed as "1: status S".
+usage: upidle_client.py CA DIR N | upidle_client.py CA DIR bye|drop|droppost"""
+import http.client
+import os
+import ssl
+import sys
+import time
+
+ca, state = sys.argv[1], sys.argv[2]
+ctx = ssl.create_default_context(cafile=ca)
+
+
+def conn():
+    return http.client.HTTPSConnection("api.allowed.test", 443, context=ctx, timeout=10)
+
+
+def get(c, path, method="GET"):
+    c.request(method, path, body=b"" if method == "POST" else None)
+    r = c.getresponse()
+    body = r.read().decode().strip()
+    if r.status != 200:
+        raise OSError("status %d" % r.status)
+    return body
+
+
+# The workload's socket is the same one throughout: http.client would
+# reconnect on its own after a close, and hide what this test looks for.
+def pinned(c):
+    sock = c.sock
+    def check():
+        if c.sock is not sock:
+            raise OSError("the workload connection was closed")
+    return check
+
+
+try:
+    if sys.argv[3] == "bye":
+        c = conn()
+        print("0: " + get(c, "/bye"), flush=True)
+        same = pinned(c)
+        print("1: " + get(c, "/who"), flush=True)
+        same()
+        print("ok")
+        sys.exit(0)
+    if sys.argv[3] in ("drop", "droppost"):
+        c = conn()
+        print("0: " + get(c, "/drop-next"), flush=True)
+        c.request("POST" if sys.argv[3] == "droppost" else "GET", "/who",
+                  body=b"" if sys.argv[3] == "droppost" else None)
+        r = c.getresponse()
+        print("1: status %d %s" % (r.status, r.read().decode().strip()), flush=True)
+        print("ok")
+        sys.exit(0)
+    cs = [conn() for _ in range(int(sys.argv[3]))]
+    same = []
+    for i, c in enumerate(cs):
+        print("%d: %s" % (i, get(c, "/who")), flush=True)
+        same.append(pinned(c))
+    with open(os.path.join(state, "state"), "w") as f:
+        f.write("ready\n")
+    for _ in range(600):
+        if os.path.exists(os.path.join(state, "go")):
+            break
+        time.sleep(0.1)
+    else:
+        print("bad: no go")
+        sys.exit(1)
+    for i, c in enumerate(cs):
+        print("%d: %s" % (i, get(c, "/who")), flush=True)
+        same[i]()
+    print("ok")
+except (OSError, http.client.HTTPException) as e:
+    print("bad: %r" % e)
+    sys.exit(1)
