@@ -263,8 +263,10 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	struct evbuffer *head;
 	struct icpt_verdict v;
 	const char *why;
+	bool replayable;
 
 	icpt_up_busy(c);
+	icpt_unquiet(c);
 	snprintf(c->method, sizeof(c->method), "%.*s",
 	    (int)(req->method.len > ICPT_MAX_METHOD ? ICPT_MAX_METHOD : req->method.len),
 	    (const char *)req->method.ptr);
@@ -325,6 +327,8 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	memset(&c->reqscan, 0, sizeof(c->reqscan));
 	snprintf(c->binding, sizeof(c->binding), "%s", v.binding);
 	c->req_is_head = req->method.len == 4 && memcmp(req->method.ptr, "HEAD", 4) == 0;
+	/* (req's views are into the head, drained below) */
+	replayable = c->up_served && icpt_safe_bodiless(req);
 	c->req_upgrade = req->upgrade;
 	c->req_keep = req->keep_alive;
 	c->status = 0;
@@ -344,7 +348,7 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 		}
 		if (c->replay != NULL)
 			evbuffer_drain(c->replay, evbuffer_get_length(c->replay));
-		if (c->up_served && icpt_safe_bodiless(req) && icpt_up_keep_replay(c, head) != 0) {
+		if (replayable && icpt_up_keep_replay(c, head) != 0) {
 			evbuffer_free(head);
 			icpt_close(c, "oom");
 			return false;
@@ -742,6 +746,7 @@ icpt_resp_finish(struct icpt_conn *c, bool eof)
 	c->method[0] = '\0';
 	c->up_served = c->up_ready;
 	icpt_up_idle(c);
+	icpt_quiet(c);
 	icpt_client_timeouts(c);
 	bufferevent_enable(c->cbev, EV_READ);
 	icpt_http_client(c);

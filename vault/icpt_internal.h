@@ -48,7 +48,9 @@
 #define ICPT_HELLO_WATERMARK (TLSPEEK_MAX_WIRE + 64)
 /* The same after a HelloRetryRequest: records before the second hello too. */
 #define ICPT_RETRY_WATERMARK (TLSPEEK_MAX_WIRE + TLSPEEK_MAX_SKIP + 64)
-#define ICPT_RECORD 16384 /* the most plaintext one TLS record carries */
+#define ICPT_RECORD 16384  /* the most plaintext one TLS record carries */
+#define ICPT_TRIM_MS 1000  /* between requests this long: the TLS legs give their buffers back */
+#define ICPT_TRIM_READ 512 /* a trimmed leg's reads, until bytes come (a small chain) */
 /* The raw relay of a passed-through connection (icpt_splice.c). */
 #define ICPT_RAW_READ (64 * 1024)    /* one read, written at once */
 #define ICPT_RAW_BUDGET (256 * 1024) /* bytes one direction moves per loop turn */
@@ -132,6 +134,11 @@ struct intercept {
 	/* Connections between requests that hold an upstream leg, longest idle first. */
 	struct icpt_conn *idle_first, *idle_last;
 	size_t nidle;
+	/* Every connection between requests (HTTP/1.1), longest quiet first, and its sweep. */
+	struct icpt_conn *quiet_first, *quiet_last;
+	struct event *ev_trim;
+	time_t trimmed_at;                 /* second of the last malloc_trim */
+	bool trim_pending;                 /* buffers freed since */
 	uint8_t local[ICPT_MAX_LOCAL][16]; /* the sidecar's own addresses, cached */
 	int local_fam[ICPT_MAX_LOCAL];
 	size_t nlocal;
@@ -158,6 +165,10 @@ struct icpt_conn {
 	struct icpt_conn *prev, *next;
 	struct icpt_conn *iprev, *inext; /* on ic's idle list (idle) */
 	bool idle;
+	struct icpt_conn *qprev, *qnext; /* on ic's quiet list (quiet), since quiet_at */
+	bool quiet;
+	bool trimmed; /* its legs read little until bytes come */
+	struct timeval quiet_at;
 	uint64_t id;
 	enum icpt_state state;
 	int sockreqs;       /* upstream socket requests in flight */
@@ -361,6 +372,12 @@ int icpt_up_start(struct icpt_conn *c);
  */
 void icpt_up_idle(struct icpt_conn *c);
 void icpt_up_busy(struct icpt_conn *c);
+/*
+ * Between requests (HTTP/1.1): ICPT_TRIM_MS later, both TLS legs give
+ * back their record buffers and read chains; a request ends it.
+ */
+void icpt_quiet(struct icpt_conn *c);
+void icpt_unquiet(struct icpt_conn *c);
 /* Close c's upstream leg between requests: its next request reconnects. */
 void icpt_up_drop(struct icpt_conn *c, const char *why);
 /*

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <ifaddrs.h>
 #include <limits.h>
+#include <malloc.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -18,6 +19,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 #include <event2/buffer.h>
@@ -166,6 +168,7 @@ icpt_release(struct icpt_conn *c)
 		event_free(c->ev_linger); /* the same: it watches the workload's socket */
 	c->ev_linger = NULL;
 	icpt_up_busy(c);
+	icpt_unquiet(c);
 	icpt_up_free(c);
 	if (c->cbev != NULL && c->cbev != c->craw) {
 		SSL *ssl = bufferevent_openssl_get_ssl(c->cbev);
@@ -513,6 +516,151 @@ icpt_flush_watch(struct icpt_conn *c, struct bufferevent *sock)
 	(void)evbuffer_add_cb(bufferevent_get_output(sock), icpt_flush_added, c);
 }
 
+/* ---------------------------------------------------------------- quiet */
+
+/*
+ * A TLS leg with nothing to read or write keeps no buffer: the empty
+ * chain its filter reserved for the next read goes (an evbuffer frees its
+ * chains only when bytes are drained: one in, one out, reading off
+ * meanwhile), its next reads are small until bytes come, and OpenSSL's
+ * record buffers go last (the read that re-enabling makes allocates one).
+ */
+static void
+icpt_trim_leg(struct bufferevent *bev)
+{
+	SSL *ssl = bev != NULL ? bufferevent_openssl_get_ssl(bev) : NULL;
+	struct evbuffer *in;
+	bool reading;
+
+	if (ssl == NULL)
+		return;
+	in = bufferevent_get_input(bev);
+	if (evbuffer_get_length(in) > 0 || evbuffer_get_length(bufferevent_get_output(bev)) > 0)
+		return;
+	reading = (bufferevent_get_enabled(bev) & EV_READ) != 0;
+	if (reading)
+		bufferevent_disable(bev, EV_READ);
+	if (evbuffer_add(in, "", 1) == 0)
+		evbuffer_drain(in, 1);
+	bufferevent_set_max_single_read(bev, ICPT_TRIM_READ);
+	if (reading)
+		bufferevent_enable(bev, EV_READ);
+	(void)SSL_free_buffers(ssl);
+}
+
+static void
+icpt_quiet_unlink(struct icpt_conn *c)
+{
+	struct intercept *ic = c->ic;
+
+	if (c->qprev != NULL)
+		c->qprev->qnext = c->qnext;
+	else
+		ic->quiet_first = c->qnext;
+	if (c->qnext != NULL)
+		c->qnext->qprev = c->qprev;
+	else
+		ic->quiet_last = c->qprev;
+	c->qprev = c->qnext = NULL;
+	c->quiet = false;
+}
+
+/* Arm the sweep for when the longest quiet connection is due. */
+static void
+icpt_trim_arm(struct intercept *ic, const struct timeval *now)
+{
+	struct timeval due, wait = {0, 0};
+
+	if (ic->quiet_first == NULL || ic->ev_trim == NULL)
+		return;
+	due = ic->quiet_first->quiet_at;
+	due.tv_usec += (ICPT_TRIM_MS % 1000) * 1000;
+	due.tv_sec += ICPT_TRIM_MS / 1000 + due.tv_usec / 1000000;
+	due.tv_usec %= 1000000;
+	if (timercmp(&due, now, >))
+		timersub(&due, now, &wait);
+	evtimer_add(ic->ev_trim, &wait);
+}
+
+static void
+icpt_trim_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct intercept *ic = arg;
+	struct timeval now, age;
+	struct icpt_conn *c;
+	uint64_t n = 0;
+
+	(void)fd, (void)what;
+	event_base_gettimeofday_cached(ic->base, &now);
+	while ((c = ic->quiet_first) != NULL) {
+		timersub(&now, &c->quiet_at, &age);
+		if (age.tv_sec * 1000 + age.tv_usec / 1000 < ICPT_TRIM_MS)
+			break;
+		icpt_quiet_unlink(c);
+		if (c->cbev != c->craw)
+			icpt_trim_leg(c->cbev);
+		if (c->ubev != c->usock)
+			icpt_trim_leg(c->ubev);
+		c->trimmed = true;
+		n++;
+	}
+	icpt_count(ic, INTERCEPT_M_TRIMMED, n);
+	/*
+	 * The freed buffers sit between live allocations, where the heap does
+	 * not shrink: their pages go back to the kernel, once a second at most.
+	 */
+	ic->trim_pending |= n > 0;
+	if (ic->trim_pending && now.tv_sec != ic->trimmed_at) {
+		ic->trimmed_at = now.tv_sec;
+		ic->trim_pending = false;
+		(void)malloc_trim(0);
+	}
+	icpt_trim_arm(ic, &now);
+	if (ic->trim_pending && !evtimer_pending(ic->ev_trim, NULL)) {
+		struct timeval one = {1, 0};
+
+		evtimer_add(ic->ev_trim, &one);
+	}
+}
+
+void
+icpt_quiet(struct icpt_conn *c)
+{
+	struct intercept *ic = c->ic;
+	bool first = ic->quiet_first == NULL;
+
+	if (c->quiet || c->h2 != NULL || c->state != ICPT_S_HTTP)
+		return;
+	if (ic->ev_trim == NULL && (ic->ev_trim = evtimer_new(ic->base, icpt_trim_cb, ic)) == NULL)
+		return; /* untrimmed: more memory, nothing else */
+	event_base_gettimeofday_cached(ic->base, &c->quiet_at);
+	c->qprev = ic->quiet_last;
+	c->qnext = NULL;
+	if (ic->quiet_last != NULL)
+		ic->quiet_last->qnext = c;
+	else
+		ic->quiet_first = c;
+	ic->quiet_last = c;
+	c->quiet = true;
+	if (first)
+		icpt_trim_arm(ic, &c->quiet_at);
+}
+
+/* A request came: full-sized reads again (the workload leg's first is already in). */
+void
+icpt_unquiet(struct icpt_conn *c)
+{
+	if (c->quiet)
+		icpt_quiet_unlink(c);
+	if (!c->trimmed)
+		return;
+	c->trimmed = false;
+	if (c->cbev != NULL)
+		bufferevent_set_max_single_read(c->cbev, 0);
+	if (c->ubev != NULL)
+		bufferevent_set_max_single_read(c->ubev, 0);
+}
+
 /* ---------------------------------------------------------------- setup */
 
 /*
@@ -757,6 +905,8 @@ intercept_free(struct intercept *ic)
 		event_free(c->ev_free);
 		free(c);
 	}
+	if (ic->ev_trim != NULL)
+		event_free(ic->ev_trim);
 	SSL_CTX_free(ic->srv_ctx);
 	icpt_tickets_wipe(&ic->tickets);
 	for (size_t i = 0; i < ICPT_SESS_SLOTS; i++)
@@ -800,6 +950,7 @@ intercept_metric_name(enum intercept_metric m)
 	    [INTERCEPT_M_H2] = "h2_connections",
 	    [INTERCEPT_M_H2_CALM] = "h2_calm",
 	    [INTERCEPT_M_REQUESTS_RETRIED] = "requests_retried",
+	    [INTERCEPT_M_TRIMMED] = "trimmed",
 	};
 
 	return (unsigned)m < INTERCEPT_M_COUNT ? names[m] : "unknown";

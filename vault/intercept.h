@@ -49,6 +49,7 @@ enum intercept_metric {
 	INTERCEPT_M_H2,               /* terminated connections speaking HTTP/2 */
 	INTERCEPT_M_H2_CALM,          /* HTTP/2 connections ended for abuse (ENHANCE_YOUR_CALM) */
 	INTERCEPT_M_REQUESTS_RETRIED, /* safe requests sent again: a kept upstream leg had closed */
+	INTERCEPT_M_TRIMMED,          /* connections quiet long enough to give their buffers back */
 	INTERCEPT_M_COUNT,
 };
 

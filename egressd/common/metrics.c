@@ -92,6 +92,8 @@ const struct metrics_def metrics_counters[] = {
         "HTTP/2 connections ended with GOAWAY ENHANCE_YOUR_CALM (rapid reset, frame floods)."),
     MC(requests_retried, "egressd_intercept_requests_retried_total",
         "Safe requests sent again on a new upstream connection: the kept one had closed."),
+    MC(conns_trimmed, "egressd_intercept_conns_trimmed_total",
+        "Keep-alive connections quiet for a second that gave their TLS buffers back."),
     MC(events_delivered, "egressd_deny_events_delivered_total",
         "Deny webhook events delivered (2xx)."),
     MC(events_dropped, "egressd_deny_events_dropped_total",

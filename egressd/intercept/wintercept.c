@@ -158,6 +158,9 @@ wintercept_count(void *arg, enum intercept_metric m, uint64_t n)
 	case INTERCEPT_M_REQUESTS_RETRIED:
 		mt->requests_retried += n;
 		break;
+	case INTERCEPT_M_TRIMMED:
+		mt->conns_trimmed += n;
+		break;
 	default:
 		break;
 	}

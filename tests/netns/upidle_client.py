@@ -2,7 +2,9 @@
 """The workload's side of test_upstream_idle.sh: N keep-alive HTTPS
 connections, one request each (GET /who), one after the other; "ready"
 in DIR/state; waits for DIR/go (bounded); then a second request on each,
-in the order they were opened. Prints each answer as "i: BODY", then "ok"
+in the order they were opened, after GET /big on the last (a MiB back:
+"big: LINE COUNT") and a 300,000-byte POST on the one before ("upload: LINE").
+Prints each answer as "i: BODY", then "ok"
 or why not. With "bye" first: one connection, GET /bye (the upstream
 closes after it), then GET /who on the same workload connection. With
 "drop" or "droppost": GET /drop-next (the upstream drops the next request
@@ -23,8 +25,8 @@ def conn():
     return http.client.HTTPSConnection("api.allowed.test", 443, context=ctx, timeout=10)
 
 
-def get(c, path, method="GET"):
-    c.request(method, path, body=b"" if method == "POST" else None)
+def get(c, path, method="GET", body=None):
+    c.request(method, path, body=body if body is not None else (b"" if method == "POST" else None))
     r = c.getresponse()
     body = r.read().decode().strip()
     if r.status != 200:
@@ -74,6 +76,10 @@ try:
     else:
         print("bad: no go")
         sys.exit(1)
+    # Large both ways first, on the two newest: their upstream legs were kept.
+    big = get(cs[-1], "/big")
+    print("big: %s %d" % (big.split("\n")[0], big.count("x")), flush=True)
+    print("upload: " + get(cs[-2], "/who", "POST", b"y" * 300000), flush=True)
     for i, c in enumerate(cs):
         print("%d: %s" % (i, get(c, "/who")), flush=True)
         same[i]()

@@ -7,7 +7,8 @@ secret would only be redacted). GET /bye answers the same, then closes the
 connection (close_notify and FIN), as a server whose keep-alive time ran
 out does. GET /drop-next answers the same, and the connection's next
 request is read and not answered: the connection closes (a server that
-closed it just as the request was on its way). Each line of DIR/conns is
+closed it just as the request was on its way). A request body is read
+and its length is "len" in the answer; GET /big adds a MiB of "x". Each line of DIR/conns is
 a connection accepted, each line of DIR/closed one that ended, each line
 of DIR/reqs "N METHOD PATH", a request read.
 usage: upidle_server.py ADDR PORT CERT KEY SECRET DIR"""
@@ -46,13 +47,24 @@ def serve(conn, n):
                 return
             drop = path == b"/drop-next"
             auth = b""
+            clen = 0
             for ln in lines[1:]:
                 k, _, v = ln.partition(b":")
                 if k.strip().lower() == b"authorization":
                     auth = v.strip()
-            body = b"conn=%d reused=%d auth=%s\n" % (
+                if k.strip().lower() == b"content-length":
+                    clen = int(v)
+            while len(buf) < clen:
+                d = conn.recv(65536)
+                if not d:
+                    return
+                buf += d
+            got, buf = buf[:clen], buf[clen:]
+            body = b"conn=%d reused=%d auth=%s len=%d\n" % (
                 n, int(conn.session_reused),
-                b"ok" if auth.lower() == want.lower() else b"bad")
+                b"ok" if auth.lower() == want.lower() else b"bad", len(got))
+            if path == b"/big":
+                body += b"x" * (1 << 20)
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" %
                          (len(body), body))
             if path == b"/bye":
