@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -132,10 +133,10 @@ struct intercept {
 	struct icpt_conn *conns;
 	struct icpt_conn *dead; /* closed, freed on the next loop turn */
 	/* Connections between requests that hold an upstream leg, longest idle first. */
-	struct icpt_conn *idle_first, *idle_last;
+	TAILQ_HEAD(, icpt_conn) idle;
 	size_t nidle;
 	/* Every connection between requests (HTTP/1.1), longest quiet first, and its sweep. */
-	struct icpt_conn *quiet_first, *quiet_last;
+	TAILQ_HEAD(, icpt_conn) quiet;
 	struct event *ev_trim;
 	time_t trimmed_at;                 /* second of the last malloc_trim */
 	bool trim_pending;                 /* buffers freed since */
@@ -163,9 +164,9 @@ struct intercept {
 struct icpt_conn {
 	struct intercept *ic;
 	struct icpt_conn *prev, *next;
-	struct icpt_conn *iprev, *inext; /* on ic's idle list (idle) */
+	TAILQ_ENTRY(icpt_conn) idle_link; /* on ic's idle list (idle) */
 	bool idle;
-	struct icpt_conn *qprev, *qnext; /* on ic's quiet list (quiet), since quiet_at */
+	TAILQ_ENTRY(icpt_conn) quiet_link; /* on ic's quiet list (quiet), since quiet_at */
 	bool quiet;
 	bool trimmed; /* its legs read little until bytes come */
 	struct timeval quiet_at;

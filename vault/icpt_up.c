@@ -78,15 +78,7 @@ icpt_up_busy(struct icpt_conn *c)
 
 	if (!c->idle)
 		return;
-	if (c->iprev != NULL)
-		c->iprev->inext = c->inext;
-	else
-		ic->idle_first = c->inext;
-	if (c->inext != NULL)
-		c->inext->iprev = c->iprev;
-	else
-		ic->idle_last = c->iprev;
-	c->iprev = c->inext = NULL;
+	TAILQ_REMOVE(&ic->idle, c, idle_link);
 	c->idle = false;
 	ic->nidle--;
 }
@@ -105,18 +97,12 @@ icpt_up_idle(struct icpt_conn *c)
 
 	if (c->idle || c->ubev == NULL || !c->up_ready || c->h2 != NULL)
 		return;
-	c->iprev = ic->idle_last;
-	c->inext = NULL;
-	if (ic->idle_last != NULL)
-		ic->idle_last->inext = c;
-	else
-		ic->idle_first = c;
-	ic->idle_last = c;
+	TAILQ_INSERT_TAIL(&ic->idle, c, idle_link);
 	c->idle = true;
 	ic->nidle++;
 	/* Never c's own leg: its read callback may be running (the cap is at least 1). */
-	if (ic->nidle > ic->cfg.upstream_idle_max && ic->idle_first != c)
-		icpt_up_drop(ic->idle_first, "upstream_idle_max");
+	if (ic->nidle > ic->cfg.upstream_idle_max && TAILQ_FIRST(&ic->idle) != c)
+		icpt_up_drop(TAILQ_FIRST(&ic->idle), "upstream_idle_max");
 }
 
 void

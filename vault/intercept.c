@@ -551,17 +551,7 @@ icpt_trim_leg(struct bufferevent *bev)
 static void
 icpt_quiet_unlink(struct icpt_conn *c)
 {
-	struct intercept *ic = c->ic;
-
-	if (c->qprev != NULL)
-		c->qprev->qnext = c->qnext;
-	else
-		ic->quiet_first = c->qnext;
-	if (c->qnext != NULL)
-		c->qnext->qprev = c->qprev;
-	else
-		ic->quiet_last = c->qprev;
-	c->qprev = c->qnext = NULL;
+	TAILQ_REMOVE(&c->ic->quiet, c, quiet_link);
 	c->quiet = false;
 }
 
@@ -571,9 +561,9 @@ icpt_trim_arm(struct intercept *ic, const struct timeval *now)
 {
 	struct timeval due, wait = {0, 0};
 
-	if (ic->quiet_first == NULL || ic->ev_trim == NULL)
+	if (TAILQ_EMPTY(&ic->quiet) || ic->ev_trim == NULL)
 		return;
-	due = ic->quiet_first->quiet_at;
+	due = TAILQ_FIRST(&ic->quiet)->quiet_at;
 	due.tv_usec += (ICPT_TRIM_MS % 1000) * 1000;
 	due.tv_sec += ICPT_TRIM_MS / 1000 + due.tv_usec / 1000000;
 	due.tv_usec %= 1000000;
@@ -592,7 +582,7 @@ icpt_trim_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd, (void)what;
 	event_base_gettimeofday_cached(ic->base, &now);
-	while ((c = ic->quiet_first) != NULL) {
+	while ((c = TAILQ_FIRST(&ic->quiet)) != NULL) {
 		timersub(&now, &c->quiet_at, &age);
 		if (age.tv_sec * 1000 + age.tv_usec / 1000 < ICPT_TRIM_MS)
 			break;
@@ -627,20 +617,14 @@ void
 icpt_quiet(struct icpt_conn *c)
 {
 	struct intercept *ic = c->ic;
-	bool first = ic->quiet_first == NULL;
+	bool first = TAILQ_EMPTY(&ic->quiet);
 
 	if (c->quiet || c->h2 != NULL || c->state != ICPT_S_HTTP)
 		return;
 	if (ic->ev_trim == NULL && (ic->ev_trim = evtimer_new(ic->base, icpt_trim_cb, ic)) == NULL)
 		return; /* untrimmed: more memory, nothing else */
 	event_base_gettimeofday_cached(ic->base, &c->quiet_at);
-	c->qprev = ic->quiet_last;
-	c->qnext = NULL;
-	if (ic->quiet_last != NULL)
-		ic->quiet_last->qnext = c;
-	else
-		ic->quiet_first = c;
-	ic->quiet_last = c;
+	TAILQ_INSERT_TAIL(&ic->quiet, c, quiet_link);
 	c->quiet = true;
 	if (first)
 		icpt_trim_arm(ic, &c->quiet_at);
@@ -840,6 +824,8 @@ intercept_new(struct event_base *base, const struct intercept_ops *ops, void *ar
 	ic->base = base;
 	ic->ops = ops;
 	ic->arg = arg;
+	TAILQ_INIT(&ic->idle);
+	TAILQ_INIT(&ic->quiet);
 	ic->cfg = *cfg;
 	ic->cfg.max_conns = icpt_lim(cfg->max_conns, fdcap, fdcap);
 	ic->cfg.max_buffer = cfg->max_buffer == 0 || cfg->max_buffer > INTERCEPT_MAX_BUFFER

@@ -134,6 +134,8 @@ relay_new(struct vault_snap *snap)
 	RELAY_CHECK((getsockname(h->lfd, (struct sockaddr *)&h->up, &len)) == (0));
 
 	ic->base = h->base;
+	TAILQ_INIT(&ic->idle);
+	TAILQ_INIT(&ic->quiet);
 	ic->ops = &f_ops;
 	ic->arg = h;
 	ic->cfg.tls_port = 15443;

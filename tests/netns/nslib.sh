@@ -148,6 +148,23 @@ ns_tcp_server() { # addr port
 	PIDS+=($!)
 }
 
+# ns_pki DIR NAME [CN]: a throwaway CA (DIR/ca.pem, readable by all, and
+# DIR/ca.key) and a server certificate for NAME signed by it (DIR/srv.pem,
+# DIR/srv.key), all P-256, valid 2 days.
+ns_pki() {
+	(
+		cd "$1" || exit 1
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+		    -subj "/CN=${3:-TestCA}" -addext basicConstraints=critical,CA:TRUE \
+		    -keyout ca.key -out ca.pem 2>/dev/null &&
+		    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+		    -subj "/CN=$2" -keyout srv.key -out srv.csr 2>/dev/null &&
+		    printf 'subjectAltName=DNS:%s\n' "$2" >ext &&
+		    openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+		    -extfile ext -out srv.pem 2>/dev/null
+	) || return 1
+	chmod 644 "$1/ca.pem"
+}
 ns_wait_listen() { # ns pattern
 	local i
 	for i in $(seq 1 50); do

@@ -13,18 +13,7 @@ ns_up
 ns_dns --address=/api.allowed.test/203.0.113.10
 mkdir -p "$TMP/pki" "$TMP/ca"
 chown 999:999 "$TMP/ca"
-(
-	cd "$TMP/pki" || exit 1
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-	    -subj /CN=RecordsCA -addext basicConstraints=critical,CA:TRUE \
-	    -keyout ca.key -out ca.pem 2>/dev/null
-	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-	    -subj /CN=api.allowed.test -keyout srv.key -out srv.csr 2>/dev/null
-	printf 'subjectAltName=DNS:api.allowed.test\n' >ext
-	openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
-	    -extfile ext -out srv.pem 2>/dev/null
-) || exit 1
-chmod 644 "$TMP/pki/ca.pem"
+ns_pki "$TMP/pki" api.allowed.test RecordsCA || exit 1
 cp "$(dirname "$0")/records_server.py" "$TMP/srv.py"
 ip netns exec "$WAN" "$PY" "$TMP/srv.py" 203.0.113.10 443 "$TMP/pki/srv.pem" "$TMP/pki/srv.key" \
     >"$TMP/srv.out" 2>&1 &
