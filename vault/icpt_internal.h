@@ -135,6 +135,9 @@ struct intercept {
 	/* Connections between requests that hold an upstream leg, longest idle first. */
 	TAILQ_HEAD(, icpt_conn) idle;
 	size_t nidle;
+	/* Upstream legs left by closed workload connections, oldest first (icpt_up_take). */
+	TAILQ_HEAD(icpt_pool_head, icpt_pooled) pool;
+	size_t npool;
 	/* Every connection between requests (HTTP/1.1), longest quiet first, and its sweep. */
 	TAILQ_HEAD(, icpt_conn) quiet;
 	struct event *ev_trim;
@@ -159,6 +162,18 @@ struct intercept {
 	} sess[ICPT_SESS_SLOTS]; /* by exact upstream (name, address, port) */
 	struct httpwire_header hdrs[HTTPWIRE_MAX_HEADERS];
 	uint8_t scratch[HTTPWIRE_MAX_HEAD_BYTES + ICPT_HEAD_SLACK];
+};
+
+/*
+ * A verified upstream TLS leg whose workload connection closed between
+ * requests, nothing unread: the next connection to exactly the same
+ * name, address and port (HTTP/1.1 only) takes it instead of dialling.
+ */
+struct icpt_pooled {
+	TAILQ_ENTRY(icpt_pooled) link;
+	struct intercept *ic;
+	struct bufferevent *ubev, *usock;
+	char key[ICPT_SESS_KEY]; /* "host addr port", as the session store's */
 };
 
 struct icpt_conn {
@@ -359,6 +374,7 @@ void icpt_splice_start(struct icpt_conn *c);
 void icpt_raw_free(struct icpt_conn *c);
 void icpt_timeouts(struct bufferevent *bev, unsigned rd_s, unsigned wr_s);
 void icpt_flush_watch(struct icpt_conn *c, struct bufferevent *sock);
+void icpt_flush_unwatch(struct icpt_conn *c, struct bufferevent *sock);
 void icpt_flush_sock(struct bufferevent *sock);
 void icpt_to_upstream(struct icpt_conn *c, struct evbuffer *src, size_t n);
 void icpt_up_fail(struct icpt_conn *c, const char *why);
@@ -381,6 +397,9 @@ void icpt_quiet(struct icpt_conn *c);
 void icpt_unquiet(struct icpt_conn *c);
 /* Close c's upstream leg between requests: its next request reconnects. */
 void icpt_up_drop(struct icpt_conn *c, const char *why);
+/* c closes: its leg goes to the pool when it is clean (idle, HTTP/1.1, TLS), else it is freed. */
+void icpt_up_release(struct icpt_conn *c);
+void icpt_pool_free(struct intercept *ic);
 /*
  * Keep a copy of a request's whole head (a safe method, no body) sent on
  * a leg that already answered one: if that leg turns out closed before a

@@ -37,6 +37,11 @@
 
 /* ---------------------------------------------------------------- upstream */
 
+static void icpt_up_read_cb(struct bufferevent *bev, void *arg);
+static void icpt_up_write_cb(struct bufferevent *bev, void *arg);
+static void icpt_up_event_cb(struct bufferevent *bev, short what, void *arg);
+static void icpt_up_cap(struct intercept *ic, struct icpt_conn *c);
+
 /*
  * Free the upstream leg. A TLS leg whose handshake finished first sends its
  * close_notify (written at once if the socket takes it; never waited for):
@@ -46,23 +51,29 @@
  * session dropped by OpenSSL already, and a handshake that did not finish
  * stored none.
  */
-void
-icpt_up_free(struct icpt_conn *c)
+static void
+icpt_leg_notify(struct bufferevent *ubev, struct bufferevent *usock)
 {
-	SSL *ssl = c->ubev != NULL ? bufferevent_openssl_get_ssl(c->ubev) : NULL;
+	SSL *ssl = ubev != NULL ? bufferevent_openssl_get_ssl(ubev) : NULL;
 
 	if (ssl != NULL && SSL_is_init_finished(ssl)) {
-		struct bufferevent *under = bufferevent_get_underlying(c->ubev);
+		struct bufferevent *under = bufferevent_get_underlying(ubev);
 
 		ERR_set_mark();
 		(void)SSL_shutdown(ssl);
 		ERR_pop_to_mark();
 		/* Directly over the socket: flush the alert (through a TLS proxy it stays queued). */
-		if (under != NULL && under == c->usock &&
-		    bufferevent_openssl_get_ssl(under) == NULL && bufferevent_getfd(under) >= 0)
+		if (under != NULL && under == usock && bufferevent_openssl_get_ssl(under) == NULL &&
+		    bufferevent_getfd(under) >= 0)
 			(void)evbuffer_write(
 			    bufferevent_get_output(under), bufferevent_getfd(under));
 	}
+}
+
+void
+icpt_up_free(struct icpt_conn *c)
+{
+	icpt_leg_notify(c->ubev, c->usock);
 	if (c->ubev != NULL)
 		bufferevent_free(c->ubev);
 	else if (c->usock != NULL)
@@ -101,8 +112,7 @@ icpt_up_idle(struct icpt_conn *c)
 	c->idle = true;
 	ic->nidle++;
 	/* Never c's own leg: its read callback may be running (the cap is at least 1). */
-	if (ic->nidle > ic->cfg.upstream_idle_max && TAILQ_FIRST(&ic->idle) != c)
-		icpt_up_drop(TAILQ_FIRST(&ic->idle), "upstream_idle_max");
+	icpt_up_cap(ic, c);
 }
 
 void
@@ -148,6 +158,142 @@ icpt_up_replay(struct icpt_conn *c, struct bufferevent *bev)
 	}
 	icpt_count(c->ic, INTERCEPT_M_REQUESTS_RETRIED, 1);
 	return true;
+}
+
+/* ---------------------------------------------------------------- pool */
+
+static void
+icpt_pooled_free(struct icpt_pooled *p)
+{
+	struct intercept *ic = p->ic;
+
+	TAILQ_REMOVE(&ic->pool, p, link);
+	ic->npool--;
+	icpt_leg_notify(p->ubev, p->usock); /* its session stays resumable */
+	bufferevent_free(p->ubev);
+	free(p);
+}
+
+/* A pooled leg answers nothing: any byte, its close, an error or its idle timeout end it. */
+static void
+icpt_pooled_read_cb(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	icpt_pooled_free(arg);
+}
+
+static void
+icpt_pooled_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev, (void)what;
+	icpt_pooled_free(arg);
+}
+
+/* The session store's key of c's upstream: its name, address and port. */
+static int
+icpt_up_key(struct icpt_conn *c)
+{
+	char a[INET6_ADDRSTRLEN];
+
+	if (inet_ntop(c->family, c->addr, a, sizeof(a)) == NULL)
+		return -1;
+	snprintf(c->sess_key, sizeof(c->sess_key), "%s %s %u", c->host, a, c->port);
+	return 0;
+}
+
+/* Keep at most cfg.upstream_idle_max legs in all, kept (attached) or pooled; c's own stays. */
+static void
+icpt_up_cap(struct intercept *ic, struct icpt_conn *c)
+{
+	while (ic->nidle + ic->npool > ic->cfg.upstream_idle_max) {
+		if (ic->npool > 0)
+			icpt_pooled_free(TAILQ_FIRST(&ic->pool));
+		else if (TAILQ_FIRST(&ic->idle) != c)
+			icpt_up_drop(TAILQ_FIRST(&ic->idle), "upstream_idle_max");
+		else
+			break;
+	}
+}
+
+void
+icpt_up_release(struct icpt_conn *c)
+{
+	struct intercept *ic = c->ic;
+	struct icpt_pooled *p;
+	SSL *ssl = c->ubev != NULL ? bufferevent_openssl_get_ssl(c->ubev) : NULL;
+	bool clean = c->idle && ssl != NULL && c->ubev != c->usock && c->h2 == NULL &&
+	             !c->want_h2 && !c->u_eof && c->sess_key[0] != '\0' &&
+	             evbuffer_get_length(bufferevent_get_input(c->ubev)) == 0 &&
+	             evbuffer_get_length(bufferevent_get_output(c->ubev)) == 0;
+
+	icpt_up_busy(c);
+	if (!clean || ic->cfg.upstream_idle_max == 0 || (p = calloc(1, sizeof(*p))) == NULL) {
+		icpt_up_free(c);
+		return;
+	}
+	icpt_flush_unwatch(c, c->usock);
+	SSL_set_app_data(ssl, NULL);
+	p->ic = ic;
+	p->ubev = c->ubev;
+	p->usock = c->usock;
+	snprintf(p->key, sizeof(p->key), "%s", c->sess_key);
+	c->ubev = c->usock = NULL;
+	bufferevent_setcb(p->ubev, icpt_pooled_read_cb, NULL, icpt_pooled_event_cb, p);
+	bufferevent_enable(p->ubev, EV_READ);
+	TAILQ_INSERT_TAIL(&ic->pool, p, link);
+	ic->npool++;
+	icpt_up_cap(ic, NULL);
+}
+
+/*
+ * A pooled leg for exactly c's name, address and port (HTTP/1.1, TLS),
+ * made c's: connected and verified already. False when there is none.
+ */
+static bool
+icpt_up_take(struct icpt_conn *c)
+{
+	struct intercept *ic = c->ic;
+	struct icpt_pooled *p;
+
+	if (!c->terminated || c->want_h2 || c->h2 != NULL || c->ubev != NULL || ic->npool == 0 ||
+	    icpt_up_key(c) != 0)
+		return false;
+	TAILQ_FOREACH_REVERSE(p, &ic->pool, icpt_pool_head, link)
+	{
+		if (strcmp(p->key, c->sess_key) == 0)
+			break;
+	}
+	if (p == NULL)
+		return false;
+	TAILQ_REMOVE(&ic->pool, p, link);
+	ic->npool--;
+	c->ubev = p->ubev;
+	c->usock = p->usock;
+	free(p);
+	SSL_set_app_data(bufferevent_openssl_get_ssl(c->ubev), c);
+	icpt_flush_watch(c, c->usock);
+	bufferevent_setcb(c->ubev, icpt_up_read_cb, icpt_up_write_cb, icpt_up_event_cb, c);
+	c->up_asked = c->up_ready = c->up_served = true;
+	bufferevent_set_max_single_read(c->ubev, 0); /* it may have been trimmed */
+	icpt_timeouts(c->ubev, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
+	if (evbuffer_get_length(c->toup) > 0)
+		evbuffer_add_buffer(bufferevent_get_output(c->ubev), c->toup);
+	bufferevent_enable(c->ubev, EV_READ | EV_WRITE);
+	icpt_count(ic, INTERCEPT_M_UPSTREAM_REUSED, 1);
+	return true;
+}
+
+void
+icpt_pool_free(struct intercept *ic)
+{
+	while (!TAILQ_EMPTY(&ic->pool))
+		icpt_pooled_free(TAILQ_FIRST(&ic->pool));
+}
+
+void
+intercept_pool_flush(struct intercept *ic)
+{
+	icpt_pool_free(ic);
 }
 
 /* Upstream unusable: record why; a waiting request gets 502. */
@@ -333,12 +479,10 @@ icpt_sess_slot(const char *key)
 static void
 icpt_sess_resume(struct icpt_conn *c, SSL *ssl)
 {
-	char a[INET6_ADDRSTRLEN];
 	struct icpt_sess *e;
 
-	if (inet_ntop(c->family, c->addr, a, sizeof(a)) == NULL)
+	if (icpt_up_key(c) != 0)
 		return;
-	snprintf(c->sess_key, sizeof(c->sess_key), "%s %s %u", c->host, a, c->port);
 	SSL_set_app_data(ssl, c);
 	e = &c->ic->sess[icpt_sess_slot(c->sess_key)];
 	if (e->sess != NULL && strcmp(e->key, c->sess_key) == 0 &&
@@ -484,6 +628,8 @@ icpt_up_start(struct icpt_conn *c)
 
 	if (family == 0)
 		return -1;
+	if (icpt_up_take(c))
+		return 0;
 	c->up_asked = true;
 	c->sockreqs++;
 	if (c->ic->ops->get_upstream_socket(c->ic->arg, family, icpt_sock_cb, c) != 0) {

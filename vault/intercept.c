@@ -167,9 +167,8 @@ icpt_release(struct icpt_conn *c)
 	if (c->ev_linger != NULL)
 		event_free(c->ev_linger); /* the same: it watches the workload's socket */
 	c->ev_linger = NULL;
-	icpt_up_busy(c);
 	icpt_unquiet(c);
-	icpt_up_free(c);
+	icpt_up_release(c);
 	if (c->cbev != NULL && c->cbev != c->craw) {
 		SSL *ssl = bufferevent_openssl_get_ssl(c->cbev);
 
@@ -516,6 +515,12 @@ icpt_flush_watch(struct icpt_conn *c, struct bufferevent *sock)
 	(void)evbuffer_add_cb(bufferevent_get_output(sock), icpt_flush_added, c);
 }
 
+void
+icpt_flush_unwatch(struct icpt_conn *c, struct bufferevent *sock)
+{
+	(void)evbuffer_remove_cb(bufferevent_get_output(sock), icpt_flush_added, c);
+}
+
 /* ---------------------------------------------------------------- quiet */
 
 /*
@@ -826,6 +831,7 @@ intercept_new(struct event_base *base, const struct intercept_ops *ops, void *ar
 	ic->arg = arg;
 	TAILQ_INIT(&ic->idle);
 	TAILQ_INIT(&ic->quiet);
+	TAILQ_INIT(&ic->pool);
 	ic->cfg = *cfg;
 	ic->cfg.max_conns = icpt_lim(cfg->max_conns, fdcap, fdcap);
 	ic->cfg.max_buffer = cfg->max_buffer == 0 || cfg->max_buffer > INTERCEPT_MAX_BUFFER
@@ -891,6 +897,7 @@ intercept_free(struct intercept *ic)
 		event_free(c->ev_free);
 		free(c);
 	}
+	icpt_pool_free(ic);
 	if (ic->ev_trim != NULL)
 		event_free(ic->ev_trim);
 	SSL_CTX_free(ic->srv_ctx);
@@ -937,6 +944,7 @@ intercept_metric_name(enum intercept_metric m)
 	    [INTERCEPT_M_H2_CALM] = "h2_calm",
 	    [INTERCEPT_M_REQUESTS_RETRIED] = "requests_retried",
 	    [INTERCEPT_M_TRIMMED] = "trimmed",
+	    [INTERCEPT_M_UPSTREAM_REUSED] = "upstream_reused",
 	};
 
 	return (unsigned)m < INTERCEPT_M_COUNT ? names[m] : "unknown";

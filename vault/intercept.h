@@ -50,6 +50,7 @@ enum intercept_metric {
 	INTERCEPT_M_H2_CALM,          /* HTTP/2 connections ended for abuse (ENHANCE_YOUR_CALM) */
 	INTERCEPT_M_REQUESTS_RETRIED, /* safe requests sent again: a kept upstream leg had closed */
 	INTERCEPT_M_TRIMMED,          /* connections quiet long enough to give their buffers back */
+	INTERCEPT_M_UPSTREAM_REUSED, /* upstream legs a new workload connection took from the pool */
 	INTERCEPT_M_COUNT,
 };
 
@@ -195,6 +196,13 @@ int intercept_set_proxy(struct intercept *ic, const struct sockaddr_storage *add
  * ticket is bound to the state it was issued under.
  */
 void intercept_tickets_reset(struct intercept *ic);
+
+/*
+ * The pooled upstream legs (those closed workload connections left) are
+ * closed: called with intercept_tickets_reset, so that no leg outlives
+ * the state it was opened under.
+ */
+void intercept_pool_flush(struct intercept *ic);
 
 /* Close the listeners and every connection. Accepts NULL. */
 void intercept_free(struct intercept *ic);

@@ -94,6 +94,8 @@ const struct metrics_def metrics_counters[] = {
         "Safe requests sent again on a new upstream connection: the kept one had closed."),
     MC(conns_trimmed, "egressd_intercept_conns_trimmed_total",
         "Keep-alive connections quiet for a second that gave their TLS buffers back."),
+    MC(upstream_reused, "egressd_intercept_upstream_reused_total",
+        "Upstream connections a new workload connection took from the pool (no handshake)."),
     MC(events_delivered, "egressd_deny_events_delivered_total",
         "Deny webhook events delivered (2xx)."),
     MC(events_dropped, "egressd_deny_events_dropped_total",

@@ -53,6 +53,7 @@ struct metrics {
 	uint64_t h2_calm;               /* of those, ended with GOAWAY ENHANCE_YOUR_CALM */
 	uint64_t requests_retried; /* safe requests sent again: a kept upstream leg had closed */
 	uint64_t conns_trimmed;    /* quiet connections that gave their buffers back */
+	uint64_t upstream_reused;  /* pooled upstream legs taken by a new workload connection */
 	/* The report process (egressd/report/) */
 	uint64_t events_delivered; /* deny webhook POSTs answered 2xx */
 	uint64_t events_dropped;   /* events dropped: the queue was full */

@@ -161,6 +161,9 @@ wintercept_count(void *arg, enum intercept_metric m, uint64_t n)
 	case INTERCEPT_M_TRIMMED:
 		mt->conns_trimmed += n;
 		break;
+	case INTERCEPT_M_UPSTREAM_REUSED:
+		mt->upstream_reused += n;
+		break;
 	default:
 		break;
 	}
@@ -548,6 +551,7 @@ wintercept_ca_changed(struct wintercept *w)
 	}
 	w->ca = wstate_ca(w->ws);
 	intercept_tickets_reset(w->ic);
+	intercept_pool_flush(w->ic);
 	return 0;
 }
 
@@ -556,6 +560,7 @@ void
 wintercept_state_changed(struct wintercept *w)
 {
 	intercept_tickets_reset(w->ic);
+	intercept_pool_flush(w->ic);
 }
 
 const char *

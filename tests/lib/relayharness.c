@@ -136,6 +136,7 @@ relay_new(struct vault_snap *snap)
 	ic->base = h->base;
 	TAILQ_INIT(&ic->idle);
 	TAILQ_INIT(&ic->quiet);
+	TAILQ_INIT(&ic->pool);
 	ic->ops = &f_ops;
 	ic->arg = h;
 	ic->cfg.tls_port = 15443;

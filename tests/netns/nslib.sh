@@ -148,9 +148,9 @@ ns_tcp_server() { # addr port
 	PIDS+=($!)
 }
 
-# ns_pki DIR NAME [CN]: a throwaway CA (DIR/ca.pem, readable by all, and
-# DIR/ca.key) and a server certificate for NAME signed by it (DIR/srv.pem,
-# DIR/srv.key), all P-256, valid 2 days.
+# ns_pki DIR NAME[,NAME...] [CN]: a throwaway CA (DIR/ca.pem, readable by
+# all, and DIR/ca.key) and a server certificate for the names signed by it
+# (DIR/srv.pem, DIR/srv.key; the first name its CN), all P-256, valid 2 days.
 ns_pki() {
 	(
 		cd "$1" || exit 1
@@ -158,8 +158,8 @@ ns_pki() {
 		    -subj "/CN=${3:-TestCA}" -addext basicConstraints=critical,CA:TRUE \
 		    -keyout ca.key -out ca.pem 2>/dev/null &&
 		    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-		    -subj "/CN=$2" -keyout srv.key -out srv.csr 2>/dev/null &&
-		    printf 'subjectAltName=DNS:%s\n' "$2" >ext &&
+		    -subj "/CN=${2%%,*}" -keyout srv.key -out srv.csr 2>/dev/null &&
+		    printf 'subjectAltName=DNS:%s\n' "${2//,/,DNS:}" >ext &&
 		    openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
 		    -extfile ext -out srv.pem 2>/dev/null
 	) || return 1

@@ -10,7 +10,9 @@ closes after it), then GET /who on the same workload connection. With
 "drop" or "droppost": GET /drop-next (the upstream drops the next request
 unanswered), then GET /who, or POST /who with an empty body, on the same
 workload connection; the status of the second is printed as "1: status S".
-usage: upidle_client.py CA DIR N | upidle_client.py CA DIR bye|drop|droppost"""
+With "one HOST": one connection to HOST, GET /who, "0: BODY", closed.
+usage: upidle_client.py CA DIR N | upidle_client.py CA DIR bye|drop|droppost
+       upidle_client.py CA DIR one HOST"""
 import http.client
 import os
 import ssl
@@ -21,8 +23,8 @@ ca, state = sys.argv[1], sys.argv[2]
 ctx = ssl.create_default_context(cafile=ca)
 
 
-def conn():
-    return http.client.HTTPSConnection("api.allowed.test", 443, context=ctx, timeout=10)
+def conn(host="api.allowed.test"):
+    return http.client.HTTPSConnection(host, 443, context=ctx, timeout=10)
 
 
 def get(c, path, method="GET", body=None):
@@ -51,6 +53,12 @@ try:
         same = pinned(c)
         print("1: " + get(c, "/who"), flush=True)
         same()
+        print("ok")
+        sys.exit(0)
+    if sys.argv[3] == "one":
+        c = conn(sys.argv[4])
+        print("0: " + get(c, "/who"), flush=True)
+        c.close()
         print("ok")
         sys.exit(0)
     if sys.argv[3] in ("drop", "droppost"):
