@@ -331,6 +331,7 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	replayable = c->up_served && icpt_safe_bodiless(req);
 	c->req_upgrade = req->upgrade;
 	c->req_keep = req->keep_alive;
+	c->up_keep = !req->upgrade && (req->keep_alive || req->version_minor == 1);
 	c->status = 0;
 	c->head_matches = 0;
 	c->resp_bytes = 0;
@@ -739,6 +740,9 @@ icpt_resp_finish(struct icpt_conn *c, bool eof)
 		return;
 	}
 	if (eof || !c->req_keep || !c->resp_keep || c->req != ICPT_REQ_DONE || c->c_eof) {
+		/* The workload's connection ends; a leg still in step goes to the pool. */
+		if (!eof && c->resp_keep && c->up_keep && c->req == ICPT_REQ_DONE)
+			icpt_up_idle(c);
 		icpt_drain(c);
 		return;
 	}
@@ -862,7 +866,19 @@ icpt_http_response(
 	if (m > 0)
 		icpt_count(ic, INTERCEPT_M_REDACTED, m);
 	c->head_matches += m;
-	bufferevent_write(c->cbev, ic->scratch, headlen);
+	if (!r->interim && !c->req_keep && r->keep_alive && r->framing != HTTPWIRE_FRAME_TUNNEL &&
+	    headlen >= 4 && memcmp(ic->scratch + headlen - 4, "\r\n\r\n", 4) == 0) {
+		/*
+		 * The workload asked to close, the upstream (asked for nothing)
+		 * did not say it will: the close is ours, and is said (RFC 9112
+		 * 9.6), or a client would send its next request into it.
+		 */
+		bufferevent_write(c->cbev, ic->scratch, headlen - 2);
+		bufferevent_write(c->cbev, "Connection: close\r\n\r\n", 21);
+		c->resp_bytes += 19;
+	} else {
+		bufferevent_write(c->cbev, ic->scratch, headlen);
+	}
 	c->resp_bytes += headlen;
 	evbuffer_drain(in, headlen);
 	c->scanned = 0;

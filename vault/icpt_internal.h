@@ -238,6 +238,7 @@ struct icpt_conn {
 	struct httpwire_body reqbody, respbody;
 	struct intercept_ovr_scan reqscan; /* credentialed request body: _method */
 	bool req_is_head, req_upgrade, req_keep, resp_keep, rechunk;
+	bool up_keep; /* the upstream was not asked to close after this request */
 	bool credentialed;
 	char method[ICPT_MAX_METHOD + 1];
 	char binding[BINDING_MAX_NAME + 1];

@@ -498,14 +498,19 @@ intercept_request_head(const struct httpwire_request *req, struct httpwire_heade
 	int rc;
 
 	arena.n = 0;
-	if (inject) {
-		/*
-		 * Hop-by-hop fields are the proxy's own (RFC 9110 7.6.1): the
-		 * workload's Connection, and every field it nominates, end here,
-		 * so no intermediary is told to strip what egressd sends; the
-		 * Connection upstream is egressd's.
-		 */
+	/*
+	 * Hop-by-hop fields are the proxy's own (RFC 9110 7.6.1): the
+	 * workload's Connection, and every field it nominates, end here, so
+	 * no intermediary is told to strip what egressd sends; the Connection
+	 * upstream is egressd's. An HTTP/1.1 workload's close ends its own
+	 * connection only: upstream the request asks for nothing (keep-alive,
+	 * HTTP/1.1's default), so the verified leg can serve the next
+	 * connection (icpt_up_release). Any other uncredentialed request goes
+	 * as it came.
+	 */
+	if (inject || (req->version_minor == 1 && !req->keep_alive && !req->upgrade))
 		intercept_drop_hop_by_hop(req, hdrs);
+	if (inject) {
 		for (size_t i = 0; i < req->nheaders; i++) {
 			struct httpwire_view n = hdrs[i].name;
 
@@ -532,7 +537,7 @@ intercept_request_head(const struct httpwire_request *req, struct httpwire_heade
 		extra[0].name = (struct httpwire_view){(const uint8_t *)"Accept-Encoding", 15};
 		extra[0].value = (struct httpwire_view){(const uint8_t *)"identity", 8};
 		nextra = 1;
-		if (req->upgrade || !req->keep_alive || req->version_minor == 0) {
+		if (req->upgrade || req->version_minor == 0) {
 			const char *v = req->upgrade      ? "upgrade"
 			                : req->keep_alive ? "keep-alive"
 			                                  : "close";

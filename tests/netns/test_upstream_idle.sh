@@ -141,6 +141,24 @@ check "the next connection to the same name took its upstream leg ($a, then $b)"
     test "$(field "$b" conn)" = "$(field "$a" conn)"
 check "with the credential injected on it" grep -q 'auth=ok' <<<"$b"
 check "counted as reused" test "$(reused)" = $((u0 + 1))
+# A workload that says "Connection: close" ends its own connection only:
+# the upstream is not told to close (this server, as nginx does, would
+# end the verified leg), the answer says close, egressd ends the
+# workload's connection, and the leg serves the next one.
+gone
+u1=$(reused)
+ws "$PY" "$TMP/cli.py" "$TMP/ca/ca.pem" "$TMP/st" close api.allowed.test >"$TMP/close.out" 2>&1
+x=$(answer "$TMP/close.out" 0)
+check "a request saying Connection: close was answered with the credential ($x)" \
+    grep -q 'auth=ok' <<<"$x"
+check "on the pooled leg" test "$(field "$x" conn)" = "$(field "$a" conn)"
+check "the answer said Connection: close" grep -qx 'close: said' "$TMP/close.out"
+check "and egressd ended the connection" grep -qx 'eof' "$TMP/close.out"
+check "the workload's connection is gone" gone
+y=$(one api.allowed.test)
+check "the leg outlived the workload's close: the next connection took it ($x, then $y)" \
+    test "$(field "$y" conn)" = "$(field "$a" conn)"
+check "counted as reused twice more" test "$(reused)" = $((u1 + 2))
 gone
 c=$(one api2.allowed.test)
 check "another name on the same address dials its own ($b, then $c)" \

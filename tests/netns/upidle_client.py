@@ -11,10 +11,14 @@ closes after it), then GET /who on the same workload connection. With
 unanswered), then GET /who, or POST /who with an empty body, on the same
 workload connection; the status of the second is printed as "1: status S".
 With "one HOST": one connection to HOST, GET /who, "0: BODY", closed.
+With "close HOST": the same, the request saying "Connection: close";
+then "close: said" when the answer said "Connection: close" too, and
+"eof" when the connection then ended without another byte.
 usage: upidle_client.py CA DIR N | upidle_client.py CA DIR bye|drop|droppost
-       upidle_client.py CA DIR one HOST"""
+       upidle_client.py CA DIR one|close HOST"""
 import http.client
 import os
+import socket
 import ssl
 import sys
 import time
@@ -59,6 +63,28 @@ try:
         c = conn(sys.argv[4])
         print("0: " + get(c, "/who"), flush=True)
         c.close()
+        print("ok")
+        sys.exit(0)
+    if sys.argv[3] == "close":
+        # A raw socket: http.client would close its own on the header and
+        # hide whether egressd ended the connection.
+        host = sys.argv[4]
+        raw = socket.create_connection((host, 443), timeout=10)
+        s = ctx.wrap_socket(raw, server_hostname=host)
+        s.sendall(b"GET /who HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" %
+                  host.encode())
+        data = b""
+        while True:
+            d = s.recv(65536)  # the timeout bounds it
+            if not d:
+                break
+            data += d
+        head, _, body = data.partition(b"\r\n\r\n")
+        print("0: " + body.decode().strip(), flush=True)
+        if b"\r\nconnection: close" in head.lower():
+            print("close: said", flush=True)
+        print("eof", flush=True)
+        s.close()
         print("ok")
         sys.exit(0)
     if sys.argv[3] in ("drop", "droppost"):

@@ -10,7 +10,9 @@ request is read and not answered: the connection closes (a server that
 closed it just as the request was on its way). A request body is read
 and its length is "len" in the answer; GET /big adds a MiB of "x". Each line of DIR/conns is
 a connection accepted, each line of DIR/closed one that ended, each line
-of DIR/reqs "N METHOD PATH", a request read.
+of DIR/reqs "N METHOD PATH", a request read. A request that says
+"Connection: close" is answered with it, and the connection closes after
+the answer, as nginx and most servers do.
 usage: upidle_server.py ADDR PORT CERT KEY SECRET DIR"""
 import os
 import socket
@@ -48,8 +50,11 @@ def serve(conn, n):
             drop = path == b"/drop-next"
             auth = b""
             clen = 0
+            close = False
             for ln in lines[1:]:
                 k, _, v = ln.partition(b":")
+                if k.strip().lower() == b"connection":
+                    close |= b"close" in [t.strip().lower() for t in v.split(b",")]
                 if k.strip().lower() == b"authorization":
                     auth = v.strip()
                 if k.strip().lower() == b"content-length":
@@ -65,9 +70,9 @@ def serve(conn, n):
                 b"ok" if auth.lower() == want.lower() else b"bad", len(got))
             if path == b"/big":
                 body += b"x" * (1 << 20)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" %
-                         (len(body), body))
-            if path == b"/bye":
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s" %
+                         (len(body), b"Connection: close\r\n" if close else b"", body))
+            if path == b"/bye" or close:
                 conn.unwrap()
                 return
     except OSError:

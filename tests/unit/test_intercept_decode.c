@@ -2,7 +2,8 @@
  * Unit test of the decoding rules for uncredentialed requests to a host
  * that has a binding (issue 15 item 6): such a host may return a secret it
  * was sent earlier, so the request must not invite a compressed or partial
- * response the redactor cannot see through. Drives the real helpers of
+ * response the redactor cannot see through; and a workload's
+ * "Connection: close" ends at the proxy. Drives the real helpers of
  * vault/inject.c (intercept_request_decodable, intercept_request_head).
  */
 #include <setjmp.h>
@@ -40,9 +41,9 @@ count(const char *hay, const char *needle)
 	return n;
 }
 
-/* The head an uncredentialed request to a bound host goes upstream with. */
+/* The head the uncredentialed request text goes upstream with. */
 static char *
-rewrite(bool decodable, size_t *lenp)
+rewrite_req(const char *text, bool decodable, size_t *lenp)
 {
 	struct httpwire_request req;
 	struct httpwire_header hdrs[HTTPWIRE_MAX_HEADERS];
@@ -52,7 +53,7 @@ rewrite(bool decodable, size_t *lenp)
 	char *s;
 
 	assert_non_null(out);
-	assert_int_equal(httpwire_parse_request((const uint8_t *)REQ, strlen(REQ), &req, hdrs,
+	assert_int_equal(httpwire_parse_request((const uint8_t *)text, strlen(text), &req, hdrs,
 	                     HTTPWIRE_MAX_HEADERS, &consumed),
 	    HTTPWIRE_OK);
 	if (decodable)
@@ -66,6 +67,50 @@ rewrite(bool decodable, size_t *lenp)
 	assert_int_equal(evbuffer_remove(out, s, *lenp), (int)*lenp);
 	evbuffer_free(out);
 	return s;
+}
+
+static char *
+rewrite(bool decodable, size_t *lenp)
+{
+	return rewrite_req(REQ, decodable, lenp);
+}
+
+/*
+ * An HTTP/1.1 workload's close is its own: upstream the request says
+ * nothing of the connection (and what Connection nominated is dropped with
+ * it), so the leg can serve another connection. HTTP/1.0, or a request
+ * that keeps its connection, goes as it came.
+ */
+static void
+test_close_is_the_workloads(void **state)
+{
+	static const char close11[] = "GET /x HTTP/1.1\r\nHost: a.test\r\n"
+	                              "Connection: close, X-Hop\r\nX-Hop: 1\r\nX-Keep: 1\r\n\r\n";
+	static const char close10[] = "GET /x HTTP/1.0\r\nHost: a.test\r\n"
+	                              "Connection: close, X-Hop\r\nX-Hop: 1\r\nX-Keep: 1\r\n\r\n";
+	static const char keep11[] = "GET /x HTTP/1.1\r\nHost: a.test\r\n"
+	                             "Connection: X-Hop\r\nX-Hop: 1\r\nX-Keep: 1\r\n\r\n";
+	size_t len;
+	char *s;
+
+	(void)state;
+	s = rewrite_req(close11, false, &len);
+	assert_int_equal(count(s, "connection:"), 0);
+	assert_int_equal(count(s, "x-hop"), 0);
+	assert_non_null(strstr(s, "\r\nX-Keep: 1\r\n"));
+	assert_non_null(strstr(s, "GET /x HTTP/1.1\r\nHost: a.test\r\n"));
+	assert_ptr_equal(strstr(s, "\r\n\r\n"), s + len - 4);
+	free(s);
+
+	s = rewrite_req(close10, false, &len);
+	assert_int_equal(len, strlen(close10));
+	assert_memory_equal(s, close10, len);
+	free(s);
+
+	s = rewrite_req(keep11, false, &len);
+	assert_int_equal(len, strlen(keep11));
+	assert_memory_equal(s, keep11, len);
+	free(s);
 }
 
 static void
@@ -100,6 +145,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_bound_host_gets_identity_whole_bodies),
+	    cmocka_unit_test(test_close_is_the_workloads),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
