@@ -43,7 +43,8 @@ dechunk() {
 	"$PY" - "$1" <<'P'
 import sys
 t = open(sys.argv[1], "rb").read()
-body = t.split(b"Transfer-Encoding: chunked\r\n\r\n", 1)[1]
+# the head ends at the first blank line after the framing header
+body = t.split(b"Transfer-Encoding: chunked\r\n", 1)[1].split(b"\r\n\r\n", 1)[1]
 out = b""
 while True:
     size, body = body.split(b"\r\n", 1)
