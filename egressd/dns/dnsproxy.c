@@ -27,6 +27,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
+#include <openssl/rand.h>
 
 #include "egressd/dns/dnshealth.h"
 #include "egressd/dns/dnsproxy.h"
@@ -592,6 +593,7 @@ dnsproxy_probe_cb(evutil_socket_t fd, short what, void *arg)
 	int type = r->set.probe[0] != '\0' ? 1 /* A */ : 2 /* NS */;
 	struct timeval tv = {0, 200000};
 	unsigned char *buf = NULL;
+	unsigned short id;
 	int len = 0;
 
 	/* The first round waits for the first marked sockets. */
@@ -602,7 +604,8 @@ dnsproxy_probe_cb(evutil_socket_t fd, short what, void *arg)
 	tv.tv_sec = (time_t)r->set.interval_s;
 	tv.tv_usec = 0;
 	evtimer_add(r->ev_probe, &tv);
-	if (ares_create_query(name, 1 /* IN */, type, 0, 1, &buf, &len, 0) != ARES_SUCCESS)
+	if (RAND_bytes((unsigned char *)&id, sizeof(id)) != 1 ||
+	    ares_create_query(name, 1 /* IN */, type, id, 1, &buf, &len, 0) != ARES_SUCCESS)
 		return;
 	for (size_t i = 0; i < r->n; i++) {
 		if (r->probing[i]) {
@@ -654,10 +657,12 @@ dnsproxy_achan_init(
 	opts.tries = 1;
 	/*
 	 * NOCHECKRESP: every answer comes back to us, and the failover on
-	 * RCODE is ours. STAYOPEN: keep upstream sockets between queries;
-	 * each new one is a round trip to the parent for a marked socket.
+	 * RCODE is ours. No STAYOPEN: c-ares closes its upstream sockets once
+	 * no query is outstanding, so each burst of queries leaves from a new
+	 * random port (the marked socket comes ready from the pool); a kept
+	 * socket would give a forger a port that never changes.
 	 */
-	opts.flags = ARES_FLAG_NOCHECKRESP | ARES_FLAG_STAYOPEN;
+	opts.flags = ARES_FLAG_NOCHECKRESP;
 	/* Through the proxy, DNS over TCP: CONNECT carries TCP only. */
 	if (wstate_cfg(r->d->ws)->dns_via_proxy)
 		opts.flags |= ARES_FLAG_USEVC;
@@ -1047,6 +1052,7 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 	struct policy_decision dec;
 	size_t used;
 	uint8_t qbuf[DNSWIRE_HDR_LEN + DNSWIRE_MAX_QUESTION + 16];
+	uint16_t up_id;
 	size_t qlen;
 	enum dnswire_status st;
 	struct log_line l;
@@ -1125,9 +1131,14 @@ dnsproxy_query(struct dnsproxy *d, const uint8_t *pkt, size_t len, struct dnsq *
 	log_uint(&l, "qtype", dq->q.qtype);
 	log_str(&l, "rule", dec.target);
 	log_end(&l);
-	/* A fresh query: only the question, our flags; c-ares sets a new id. */
-	if (dnswire_build_query(
-	        0, dq->q.name, dq->q.qtype, dq->q.qclass, qbuf, sizeof(qbuf), &qlen) != 0) {
+	/*
+	 * A fresh query: only the question, our flags, a random id (c-ares
+	 * 1.18's ares_send keeps the caller's: with 0, the id and a kept port
+	 * would be all an off-path forger had to match).
+	 */
+	if (RAND_bytes((unsigned char *)&up_id, sizeof(up_id)) != 1 ||
+	    dnswire_build_query(
+	        up_id, dq->q.name, dq->q.qtype, dq->q.qclass, qbuf, sizeof(qbuf), &qlen) != 0) {
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
 		return;
 	}

@@ -50,6 +50,10 @@ enum nftrules_set_kind {
 #define NFTRULES_NAT_PRIO (-100)
 #define NFTRULES_CHAIN_INPUT "input"
 #define NFTRULES_INPUT_PRIO (-150)
+/* Before conntrack (-200): the sidecar's marked flows get their own zone. */
+#define NFTRULES_CHAIN_ZONE "zone"
+#define NFTRULES_ZONE_PRIO (-300)
+#define NFTRULES_CT_ZONE 1
 
 /* Start an empty batch whose first message gets sequence number seq. */
 void nftrules_batch_init(struct nftrules_batch *b, uint32_t seq);

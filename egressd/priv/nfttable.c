@@ -1,14 +1,16 @@
 /*
  * nfttable: the layout of the `inet egressd` table (parent process): the
- * filter chain on output before NAT (mark, established, loopback, DNS,
- * deny sets, allow and learned sets, default), and the NAT chain that
- * sends DNS and the intercepted ports to the local listeners. Exemption
- * is by packet mark only, never by uid.
+ * zone chain before conntrack (the sidecar's marked flows in a conntrack
+ * zone of their own), the filter chain on output before NAT (mark,
+ * established, loopback, DNS, deny sets, allow and learned sets,
+ * default), and the NAT chain that sends DNS and the intercepted ports to
+ * the local listeners. Exemption is by packet mark only, never by uid.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_conntrack_common.h>
+#include <linux/netfilter/nf_conntrack_tuple_common.h>
 #include <linux/netfilter/nf_nat.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
@@ -804,6 +806,56 @@ rule_conn_cap(
 	msg_rule(b, r, oom, NFTRULES_CHAIN_INPUT);
 }
 
+/*
+ * The zone chain (priority raw, before conntrack): every packet that
+ * carries one of the sidecar's marks is tracked with its original
+ * direction in conntrack zone NFTRULES_CT_ZONE, the reply direction in the
+ * default zone. A flow's NAT verdict and its "established" state belong
+ * to its first packet, and a UDP entry outlives its socket by 30 s or
+ * more; in one zone a workload that binds the source port of the proxy's
+ * finished upstream query would send as that established flow, straight
+ * past the redirect, and a proxy query on a port the workload just used
+ * would be redirected by the workload's flow. Replies still match: the
+ * reply tuple is hashed in the default zone, as the packets that come
+ * back are (and as the sidecar's answers to the workload's redirected
+ * flows are looked up).
+ */
+static void
+chain_zone_rules(struct nftrules_batch *b, const struct nftrules_config *cfg)
+{
+	const uint32_t marks[] = {cfg->mark, cfg->dns_mark, cfg->report_mark};
+	const uint16_t zone = NFTRULES_CT_ZONE;
+
+	for (size_t i = 0; i < sizeof(marks) / sizeof(marks[0]); i++) {
+		struct nftnl_rule *r;
+		struct nftnl_expr *e;
+		bool oom, dup = false;
+
+		for (size_t j = 0; j < i; j++)
+			dup = dup || marks[j] == marks[i];
+		if (marks[i] == 0 || dup)
+			continue;
+		r = rule_new(cfg, NFTRULES_CHAIN_ZONE);
+		oom = r == NULL;
+		if (r != NULL) {
+			ex_meta(r, NFT_META_MARK, NFT_REG32_00, &oom);
+			ex_cmp(r, NFT_CMP_EQ, &marks[i], sizeof(marks[i]), &oom);
+			e = ex(r, "immediate", &oom);
+			if (e != NULL) {
+				nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG32_00);
+				nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, &zone, sizeof(zone));
+			}
+			e = ex(r, "ct", &oom);
+			if (e != NULL) {
+				nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, NFT_CT_ZONE);
+				nftnl_expr_set_u8(e, NFTNL_EXPR_CT_DIR, IP_CT_DIR_ORIGINAL);
+				nftnl_expr_set_u32(e, NFTNL_EXPR_CT_SREG, NFT_REG32_00);
+			}
+		}
+		msg_rule(b, r, oom, NFTRULES_CHAIN_ZONE);
+	}
+}
+
 static void
 chain_input_rules(struct nftrules_batch *b, const struct nftrules_config *cfg)
 {
@@ -901,6 +953,8 @@ nftrules_build_install(
 				nftrules_msg_set(b, cfg, (enum nftrules_set_kind)k, fams[f]);
 	nftrules_static_elems(b, cfg, st);
 	nftrules_doh_elems(b, cfg);
+	msg_chain(b, cfg, NFTRULES_CHAIN_ZONE, "filter", NF_INET_LOCAL_OUT, NFTRULES_ZONE_PRIO);
+	chain_zone_rules(b, cfg);
 	msg_chain(b, cfg, NFTRULES_CHAIN_FILTER, "filter", NF_INET_LOCAL_OUT, NFTRULES_FILTER_PRIO);
 	chain_filter_rules(b, cfg, st->default_action);
 	msg_chain(b, cfg, NFTRULES_CHAIN_NAT, "nat", NF_INET_LOCAL_OUT, NFTRULES_NAT_PRIO);

@@ -5,6 +5,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,6 +22,8 @@
 #include <libnftnl/set.h>
 #include <libnftnl/table.h>
 #include <linux/netfilter.h>
+#include <linux/netfilter/nf_conntrack_common.h>
+#include <linux/netfilter/nf_conntrack_tuple_common.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 
@@ -220,6 +223,113 @@ count_cmd(const struct nftrules_batch *b, uint16_t cmd, const char *name)
 	return n;
 }
 
+struct zone_rule {
+	uint32_t mark;
+	bool zone_set, orig;
+	uint16_t zone;
+};
+
+static int
+zone_expr_cb(struct nftnl_expr *e, void *arg)
+{
+	struct zone_rule *z = arg;
+	const char *name = nftnl_expr_get_str(e, NFTNL_EXPR_NAME);
+	uint32_t len = 0;
+	const void *d;
+
+	if (strcmp(name, "cmp") == 0) {
+		d = nftnl_expr_get(e, NFTNL_EXPR_CMP_DATA, &len);
+		if (len == sizeof(z->mark))
+			memcpy(&z->mark, d, sizeof(z->mark));
+	} else if (strcmp(name, "immediate") == 0) {
+		d = nftnl_expr_get(e, NFTNL_EXPR_IMM_DATA, &len);
+		if (d != NULL && len == sizeof(z->zone))
+			memcpy(&z->zone, d, sizeof(z->zone));
+	} else if (strcmp(name, "ct") == 0 && nftnl_expr_is_set(e, NFTNL_EXPR_CT_SREG)) {
+		z->zone_set = nftnl_expr_get_u32(e, NFTNL_EXPR_CT_KEY) == NFT_CT_ZONE;
+		z->orig = nftnl_expr_is_set(e, NFTNL_EXPR_CT_DIR) &&
+		          nftnl_expr_get_u8(e, NFTNL_EXPR_CT_DIR) == IP_CT_DIR_ORIGINAL;
+	}
+	return 0;
+}
+
+/* The zone rules of an install batch, in order (at most max). */
+static size_t
+zone_rules(const struct nftrules_batch *b, struct zone_rule *out, size_t max)
+{
+	const struct nlmsghdr *nlh = (const struct nlmsghdr *)b->buf;
+	int len = (int)b->len;
+	size_t n = 0;
+
+	for (; mnl_nlmsg_ok(nlh, len); nlh = mnl_nlmsg_next(nlh, &len)) {
+		struct nftnl_rule *r;
+
+		if (nlh->nlmsg_type >> 8 != NFNL_SUBSYS_NFTABLES || cmd_of(nlh) != NFT_MSG_NEWRULE)
+			continue;
+		r = nftnl_rule_alloc();
+		assert_int_equal(nftnl_rule_nlmsg_parse(nlh, r), 0);
+		if (strcmp(nftnl_rule_get_str(r, NFTNL_RULE_CHAIN), "zone") == 0 && n < max) {
+			memset(&out[n], 0, sizeof(out[n]));
+			nftnl_expr_foreach(r, zone_expr_cb, &out[n]);
+			n++;
+		}
+		nftnl_rule_free(r);
+	}
+	return n;
+}
+
+/*
+ * Every sidecar mark puts the original direction of its flows in zone 1:
+ * a workload flow and a sidecar flow with the same tuple are never one
+ * conntrack entry (EX-073b). The reply direction stays in the default
+ * zone, so the packets that come back still find the flow.
+ */
+static void
+test_zone_chain(void **state)
+{
+	struct nftrules_config cfg;
+	struct nftrules_batch b;
+	struct nftrules_static st = {NULL, 0, NFTRULES_DENY, NULL};
+	struct zone_rule z[4];
+	size_t n;
+
+	(void)state;
+	nftrules_config_default(&cfg);
+	cfg.mark = 0x4242;
+	cfg.dns_mark = 0x5353;
+	nftrules_batch_init(&b, SEQ0);
+	assert_int_equal(nftrules_build_install(&b, &cfg, &st), 0);
+	n = zone_rules(&b, z, 4);
+	nftrules_batch_deinit(&b);
+	assert_int_equal(n, 2);
+	assert_int_equal(z[0].mark, 0x4242);
+	assert_int_equal(z[1].mark, 0x5353);
+	for (size_t i = 0; i < n; i++) {
+		assert_true(z[i].zone_set);
+		assert_true(z[i].orig);
+		assert_int_equal(z[i].zone, 1);
+	}
+
+	/* The report process's mark too; a mark given twice gets one rule. */
+	cfg.report_mark = 0x7272;
+	nftrules_batch_init(&b, SEQ0);
+	assert_int_equal(nftrules_build_install(&b, &cfg, &st), 0);
+	assert_int_equal(zone_rules(&b, z, 4), 3);
+	assert_int_equal(z[2].mark, 0x7272);
+	nftrules_batch_deinit(&b);
+	cfg.report_mark = cfg.mark;
+	nftrules_batch_init(&b, SEQ0);
+	assert_int_equal(nftrules_build_install(&b, &cfg, &st), 0);
+	assert_int_equal(zone_rules(&b, z, 4), 2);
+	nftrules_batch_deinit(&b);
+
+	/* A policy update refills the filter chain only: the zone chain stays. */
+	nftrules_batch_init(&b, SEQ0);
+	assert_int_equal(nftrules_build_update_static(&b, &cfg, &st), 0);
+	assert_int_equal(zone_rules(&b, z, 4), 0);
+	nftrules_batch_deinit(&b);
+}
+
 static void
 test_install_framing_and_objects(void **state)
 {
@@ -298,6 +408,11 @@ test_install_framing_and_objects(void **state)
 				assert_string_equal(
 				    nftnl_chain_get_str(c, NFTNL_CHAIN_TYPE), "filter");
 				assert_int_equal(nftnl_chain_get_s32(c, NFTNL_CHAIN_PRIO), -150);
+			} else if (strcmp(name, "zone") == 0) {
+				/* Before conntrack (-200), so the zone is the flow's from its first packet. */
+				assert_string_equal(
+				    nftnl_chain_get_str(c, NFTNL_CHAIN_TYPE), "filter");
+				assert_int_equal(nftnl_chain_get_s32(c, NFTNL_CHAIN_PRIO), -300);
 			} else {
 				assert_string_equal(name, "nat");
 				assert_string_equal(
@@ -310,7 +425,7 @@ test_install_framing_and_objects(void **state)
 	}
 	assert_int_equal(ntables, 3);
 	assert_int_equal(nsets, 12);
-	assert_int_equal(nchains, 3);
+	assert_int_equal(nchains, 4);
 	/* One guard per listener: none configured here. */
 	assert_int_equal(count_cmd(&b, NFT_MSG_NEWRULE, "input"), 0);
 	/* Interception off: the two marks' returns and the two DNS redirects only. */
@@ -1337,6 +1452,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_install_framing_and_objects),
+	    cmocka_unit_test(test_zone_chain),
 	    cmocka_unit_test(test_mark_is_scoped),
 	    cmocka_unit_test(test_proxy_dests),
 	    cmocka_unit_test(test_default_action),

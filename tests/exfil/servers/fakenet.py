@@ -190,10 +190,12 @@ def rr_for(owner, t, data, ttl):
     return RR(owner, code, rdata=rd, ttl=ttl)
 
 
-def dns_answer(raw, src, proto, port):
+def dns_answer(raw, src, proto, port, sport=None):
     """Logs one query and returns the answer bytes (or None to drop)."""
     rec = {"src": src, "proto": proto, "port": port, "len": len(raw),
            "hex": raw[:1024].hex()}
+    if sport is not None:
+        rec["sport"] = sport
     try:
         q = DNSRecord.parse(raw)
     except Exception as e:  # malformed: log it and drop
@@ -251,7 +253,7 @@ class DNSUDP(socketserver.BaseRequestHandler):
     def handle(self):
         data, sock = self.request
         out = dns_answer(data, self.client_address[0], "udp",
-                         self.server.server_address[1])
+                         self.server.server_address[1], self.client_address[1])
         if out:
             sock.sendto(out, self.client_address)
 
