@@ -29,7 +29,11 @@
 
 struct ctflush_match {
 	uint16_t len;
-	uint8_t tuple[CTFLUSH_TUPLE_MAX]; /* the CTA_TUPLE_ORIG attribute, whole */
+	/*
+	 * The CTA_TUPLE_ORIG attribute, whole: with its CTA_TUPLE_ZONE, so the
+	 * delete finds the sidecar's flows in their zone (the zone chain).
+	 */
+	uint8_t tuple[CTFLUSH_TUPLE_MAX];
 };
 
 struct ctflush_ctx {

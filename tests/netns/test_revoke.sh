@@ -19,10 +19,18 @@ ns_egressd OPENSANDBOX_EGRESS_RULES='{"defaultAction":"deny","egress":[
 wdig @203.0.113.53 api.allowed.test A >/dev/null
 
 # A workload client: connect, send "before", wait for the go file, send "after".
-client() { # addr tag
-	ws $PY -c '
+# With a mark, the client is a sidecar socket (root, SO_MARK): the
+# intercept's own upstream legs are ended as well, in their conntrack zone.
+client() { # addr tag [mark]
+	local run=(ws)
+	[ -n "${3:-}" ] && run=(ip netns exec "$SBX" env MARK="$3")
+	"${run[@]}" $PY -c '
 import os, socket, sys, time
-s = socket.create_connection((sys.argv[1], 9000), timeout=3)
+s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
+if os.environ.get("MARK"):
+    s.setsockopt(socket.SOL_SOCKET, 36, int(os.environ["MARK"], 16))  # SO_MARK
+s.settimeout(3)
+s.connect((sys.argv[1], 9000))
 s.sendall(b"before-" + sys.argv[2].encode() + b"\n")
 for _ in range(100):
     if os.path.exists(sys.argv[3]): break
@@ -39,18 +47,20 @@ time.sleep(0.3)' "$1" "$2" "$TMP/go" &
 client 198.51.100.7 cidr
 client 203.0.113.11 keep
 client 203.0.113.10 name
+client 198.51.100.7 marked 0x1
 for i in $(seq 1 50); do
-	[ "$(cat "$TMP"/sink-* 2>/dev/null | grep -c before)" -ge 3 ] && break
+	[ "$(cat "$TMP"/sink-* 2>/dev/null | grep -c before)" -ge 4 ] && break
 	sleep 0.1
 done
-check "three flows are established" test "$(cat "$TMP"/sink-* | grep -c before)" = 3
+check "four flows are established" test "$(cat "$TMP"/sink-* | grep -c before)" = 4
 
 out=$(api PUT /policy '{"defaultAction":"deny","egress":[{"action":"allow","target":"203.0.113.11"}]}')
 check "PUT /policy removing the CIDR and the name answers 200" grep -q '^200$' <<<"$out"
 touch "$TMP/go"
-for p in "${PIDS[@]: -3}"; do wait "$p" 2>/dev/null; done
+for p in "${PIDS[@]: -4}"; do wait "$p" 2>/dev/null; done
 refute "no byte reaches a CIDR destination after its rule was removed" grep -q after-cidr "$TMP/sink-198.51.100.7"
 refute "no byte reaches a learned name's address after the name was removed" grep -q after-name "$TMP/sink-203.0.113.10"
+refute "nor from a sidecar flow (mark, conntrack zone 1) to the removed CIDR" grep -q after-marked "$TMP/sink-198.51.100.7"
 check "a flow that stays allowed goes on" grep -q after2-keep "$TMP/sink-203.0.113.11"
 check "the revocation is logged" grep -q '"event":"ct_revoke"' "$TMP/egressd.log"
 ns_finish
