@@ -43,6 +43,85 @@
 #include "vault/tlspeek.h"
 #include "vault/icpt_internal.h"
 
+/* ---------------------------------------------------------------- first bytes */
+
+/*
+ * The workload's first bytes are peeked (MSG_PEEK), never read, until they
+ * decide the path: a terminated connection's TLS then runs on the socket
+ * from its first byte, the ClientHello included (OpenSSL reads it again,
+ * and its ClientHello callback checks it names the host tlspeek found);
+ * a passed-through one reads them into its bufferevent. The event is
+ * edge-triggered: each arrival brings one more peek, and a peer that
+ * half-closed before its bytes were whole (EV_CLOSED) ends the wait.
+ */
+static uint8_t icpt_first_buf[ICPT_HELLO_WATERMARK];
+
+/* Peek at most max of the workload's bytes: > 0 bytes, 0 EOF, -1 none yet, -2 an error. */
+static ssize_t
+icpt_first_peek(struct icpt_conn *c, size_t max)
+{
+	ssize_t n;
+
+	do
+		n = recv(c->cfd, icpt_first_buf, max, MSG_PEEK);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : -2;
+	c->first = (size_t)n;
+	return n;
+}
+
+/* The first bytes decided: no more peeking. */
+static void
+icpt_first_done(struct icpt_conn *c)
+{
+	if (c->ev_first != NULL)
+		event_free(c->ev_first);
+	c->ev_first = NULL;
+}
+
+/*
+ * Passthrough: a socket bufferevent takes the workload's socket, with the
+ * bytes peeked so far read into its input (reading then off). 0, or -1
+ * (the connection closed).
+ */
+static int
+icpt_first_to_craw(struct icpt_conn *c)
+{
+	struct intercept *ic = c->ic;
+	struct evbuffer *in;
+	ssize_t n = 0;
+	int rc;
+
+	icpt_first_done(c);
+	if (c->first > 0) {
+		do
+			n = recv(c->cfd, icpt_first_buf, c->first, 0);
+		while (n < 0 && errno == EINTR);
+		if (n != (ssize_t)c->first) {
+			icpt_close(c, "client_closed_in_hello");
+			return -1;
+		}
+	}
+	c->craw = bufferevent_socket_new(ic->base, c->cfd, BEV_OPT_CLOSE_ON_FREE);
+	if (c->craw == NULL) {
+		icpt_close(c, "oom");
+		return -1;
+	}
+	/* The input's end is the bufferevent's own (frozen): thawed for these bytes. */
+	in = bufferevent_get_input(c->craw);
+	evbuffer_unfreeze(in, 0);
+	rc = n > 0 ? evbuffer_add(in, icpt_first_buf, (size_t)n) : 0;
+	evbuffer_freeze(in, 0);
+	if (rc != 0) {
+		icpt_close(c, "oom");
+		return -1;
+	}
+	bufferevent_setwatermark(c->craw, EV_READ, 0, ICPT_HELLO_WATERMARK);
+	bufferevent_disable(c->craw, EV_READ);
+	return 0;
+}
+
 /* ---------------------------------------------------------------- TLS entry */
 
 /* Terminate TLS with leaf (a reference, taken) and connect upstream in parallel. */
@@ -61,6 +140,7 @@ icpt_terminate_with(struct icpt_conn *c, X509 *leaf, EVP_PKEY *key)
 		return;
 	}
 	X509_free(leaf);
+	icpt_first_done(c);
 	if (!icpt_enter(c, ICPT_S_HTTP)) {
 		SSL_free(ssl);
 		return;
@@ -71,17 +151,13 @@ icpt_terminate_with(struct icpt_conn *c, X509 *leaf, EVP_PKEY *key)
 	c->want_h2 = !ic->cfg.no_http2 && tlspeek_offers_alpn(c->hello, "h2");
 	free(c->hello);
 	c->hello = NULL;
-	/* The ClientHello is still in craw's input: the filter reads it from there. */
-	c->cbev = bufferevent_openssl_filter_new(ic->base, c->craw, ssl, BUFFEREVENT_SSL_ACCEPTING,
-	    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if (c->cbev == NULL) {
-		SSL_free(ssl);
-		c->cbev = c->craw;
+	/* TLS on the socket itself: the ClientHello is still in it, peeked only. */
+	c->cl = icpt_leg_new(ic->base, c->cfd, ssl, ICPT_LEG_ACCEPT);
+	if (c->cl == NULL) {
+		c->cfd = -1; /* closed with the leg that could not be */
 		icpt_close(c, "tls_setup");
 		return;
 	}
-	bufferevent_openssl_set_allow_dirty_shutdown(c->cbev, 1);
-	icpt_flush_watch(c, c->craw);
 	icpt_count(ic, INTERCEPT_M_TERMINATED, 1);
 	icpt_http_start(c);
 	if (c->state == ICPT_S_HTTP && icpt_up_start(c) != 0)
@@ -103,7 +179,6 @@ icpt_leaf_cb(X509 *leaf, void *arg)
 		icpt_alert(c, TLSPEEK_ALERT_INTERNAL_ERROR);
 		return;
 	}
-	bufferevent_enable(c->craw, EV_READ);
 	icpt_terminate_with(c, leaf, leaf_cache_key(c->ic->cfg.leaves));
 }
 
@@ -129,7 +204,7 @@ icpt_terminate(struct icpt_conn *c)
 		return;
 	}
 	if (ic->ops->get_leaf != NULL) {
-		bufferevent_disable(c->craw, EV_READ);
+		icpt_first_done(c); /* the hello waits in the socket */
 		c->sockreqs++;
 		if (ic->ops->get_leaf(ic->arg, c->host, icpt_leaf_cb, c) == 0)
 			return;
@@ -141,22 +216,27 @@ icpt_terminate(struct icpt_conn *c)
 
 /* Peek the ClientHello and run every check before anything is forwarded. */
 static void
-icpt_hello_cb(struct bufferevent *bev, void *arg)
+icpt_hello_step(struct icpt_conn *c, short what)
 {
-	struct icpt_conn *c = arg;
 	struct intercept *ic = c->ic;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	size_t len = evbuffer_get_length(in), consumed = 0, clen;
-	uint8_t *data = evbuffer_pullup(in, -1);
+	ssize_t n = icpt_first_peek(c, ICPT_HELLO_WATERMARK);
+	size_t consumed = 0, clen;
 	enum tlspeek_status st;
 	struct vault_snap *snap;
 	bool bound;
 
-	if (data == NULL)
+	if (n == -1)
 		return;
-	st = tlspeek_parse(data, len, c->hello, &consumed);
-	if (st == TLSPEEK_NEED_MORE)
+	if (n <= 0) {
+		icpt_close(c, "client_closed_in_hello");
 		return;
+	}
+	st = tlspeek_parse(icpt_first_buf, (size_t)n, c->hello, &consumed);
+	if (st == TLSPEEK_NEED_MORE) {
+		if (what & EV_CLOSED)
+			icpt_close(c, "client_closed_in_hello");
+		return;
+	}
 	if (st != TLSPEEK_OK) {
 		icpt_reject(c, tlspeek_reason_str(c->hello->reason));
 		icpt_alert(c, TLSPEEK_ALERT_DECODE_ERROR);
@@ -190,8 +270,6 @@ icpt_hello_cb(struct bufferevent *bev, void *arg)
 		icpt_alert(c, TLSPEEK_ALERT_ACCESS_DENIED);
 		return;
 	}
-	bufferevent_disable(bev, EV_READ);
-	bufferevent_set_timeouts(bev, NULL, NULL);
 	snap = ic->ops->snapshot(ic->arg);
 	/* Bindings act on intercepted ports only; terminateAll closes domain fronting. */
 	bound =
@@ -210,9 +288,9 @@ icpt_hello_cb(struct bufferevent *bev, void *arg)
 	c->retry = ICPT_RETRY_SERVER;
 	free(c->hello);
 	c->hello = NULL;
-	if (!icpt_enter(c, ICPT_S_SPLICE))
+	if (!icpt_enter(c, ICPT_S_SPLICE) || icpt_first_to_craw(c) != 0)
 		return;
-	bufferevent_setcb(bev, NULL, NULL, icpt_splice_event_cb, c);
+	bufferevent_setcb(c->craw, NULL, NULL, icpt_splice_event_cb, c);
 	if (icpt_up_start(c) != 0)
 		icpt_up_fail(c, "upstream_socket_unavailable");
 }
@@ -275,20 +353,6 @@ icpt_client_hello_cb(SSL *ssl, int *al, void *arg)
 	return SSL_CLIENT_HELLO_ERROR;
 }
 
-/* No complete hello in time, or the workload went away. */
-static void
-icpt_hello_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-	struct icpt_conn *c = arg;
-
-	if (what & BEV_EVENT_TIMEOUT) {
-		icpt_reject(c, "hello_timeout");
-		icpt_close(c, NULL);
-		return;
-	}
-	icpt_close(c, "client_closed_in_hello");
-}
-
 /* ---------------------------------------------------------------- peek */
 
 /* RFC 9110 tchar: the bytes of a method token. */
@@ -344,13 +408,11 @@ icpt_peek_opaque(struct icpt_conn *c)
 	icpt_deadline_stop(c);
 	if (c->ev_probe != NULL)
 		evtimer_del(c->ev_probe);
-	bufferevent_disable(c->craw, EV_READ);
-	bufferevent_set_timeouts(c->craw, NULL, NULL);
+	if (icpt_first_to_craw(c) != 0)
+		return;
 	bufferevent_setcb(c->craw, NULL, NULL, icpt_splice_event_cb, c);
 	icpt_log(c, INTERCEPT_L_DEBUG, "conn_opaque",
-	    evbuffer_get_length(bufferevent_get_input(c->craw)) == 0 ? "server_first"
-	                                                             : "not_tls_http",
-	    0);
+	    c->first == 0 ? "server_first" : "not_tls_http", 0);
 	if (c->probe_up)
 		icpt_splice_start(c);
 	else if (!c->probing && icpt_up_start(c) != 0)
@@ -364,7 +426,7 @@ icpt_probe_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct icpt_conn *c = arg;
 
-	if (c->state == ICPT_S_PEEK && evbuffer_get_length(bufferevent_get_input(c->craw)) == 0) {
+	if (c->state == ICPT_S_PEEK && c->first == 0) {
 		icpt_peek_opaque(c);
 		return;
 	}
@@ -430,8 +492,7 @@ icpt_probe_cb(evutil_socket_t fd, short what, void *arg)
 	struct intercept *ic = c->ic;
 	int family;
 
-	if (c->state != ICPT_S_PEEK || c->probing ||
-	    evbuffer_get_length(bufferevent_get_input(c->craw)) > 0)
+	if (c->state != ICPT_S_PEEK || c->probing || c->first > 0)
 		return;
 	if ((family = icpt_dial_family(c)) == 0)
 		return; /* no proxy address: the client's first bytes fail the connection */
@@ -443,20 +504,39 @@ icpt_probe_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/*
+ * Plain HTTP: a native leg takes the workload's socket (its bytes are
+ * still in it) and the relay starts.
+ */
+static void
+icpt_first_to_http(struct icpt_conn *c)
+{
+	icpt_first_done(c);
+	c->cl = icpt_leg_new(c->ic->base, c->cfd, NULL, ICPT_LEG_PLAIN);
+	if (c->cl == NULL) {
+		c->cfd = -1;
+		icpt_close(c, "oom");
+		return;
+	}
+	icpt_http_start(c);
+}
+
 /* The first bytes of a peek connection decide its path. */
 static void
-icpt_peek_cb(struct bufferevent *bev, void *arg)
+icpt_peek_step(struct icpt_conn *c, short what)
 {
-	struct icpt_conn *c = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	size_t len = evbuffer_get_length(in);
-	size_t n = len > ICPT_MAX_METHOD + 1 ? ICPT_MAX_METHOD + 1 : len;
-	uint8_t *data = evbuffer_pullup(in, (ssize_t)n);
+	ssize_t n = icpt_first_peek(c, ICPT_MAX_METHOD + 1);
 
-	if (data == NULL)
+	if (n == -1)
 		return;
-	switch (intercept_peek_classify(data, n)) {
+	if (n <= 0) {
+		icpt_close(c, "client_closed_in_peek");
+		return;
+	}
+	switch (intercept_peek_classify(icpt_first_buf, (size_t)n)) {
 	case INTERCEPT_PEEK_MORE:
+		if (what & EV_CLOSED)
+			icpt_close(c, "client_closed_in_peek");
 		return;
 	case INTERCEPT_PEEK_TLS:
 		icpt_probe_drop(c);
@@ -468,17 +548,15 @@ icpt_peek_cb(struct bufferevent *bev, void *arg)
 			icpt_close(c, "oom");
 			return;
 		}
-		bufferevent_setcb(c->craw, icpt_hello_cb, NULL, icpt_hello_event_cb, c);
-		icpt_hello_cb(c->craw, c);
+		icpt_hello_step(c, what);
 		return;
 	case INTERCEPT_PEEK_HTTP:
 		icpt_probe_drop(c);
 		if (!icpt_enter(c, ICPT_S_HTTP))
 			return;
 		icpt_deadline_arm(c, c->ic->cfg.head_timeout_s, "head_timeout");
-		icpt_http_start(c);
 		if (c->state == ICPT_S_HTTP)
-			icpt_http_client(c);
+			icpt_first_to_http(c);
 		return;
 	case INTERCEPT_PEEK_OPAQUE:
 		icpt_peek_opaque(c);
@@ -486,13 +564,27 @@ icpt_peek_cb(struct bufferevent *bev, void *arg)
 	}
 }
 
-/* The client went away (or errored) before its first bytes were classified. */
+/* The workload's socket is readable (edge), or it half-closed: peek again. */
 static void
-icpt_peek_event_cb(struct bufferevent *bev, short what, void *arg)
+icpt_first_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct icpt_conn *c = arg;
 
-	icpt_close(c, "client_closed_in_peek");
+	(void)fd;
+	if (c->state == ICPT_S_PEEK)
+		icpt_peek_step(c, what);
+	else if (c->state == ICPT_S_HELLO)
+		icpt_hello_step(c, what);
+}
+
+/* Peek at the workload's bytes as they come (edge-triggered, and its half-close). */
+static void
+icpt_first_watch(struct icpt_conn *c)
+{
+	c->ev_first = event_new(
+	    c->ic->base, c->cfd, EV_READ | EV_ET | EV_CLOSED | EV_PERSIST, icpt_first_cb, c);
+	if (c->ev_first == NULL || event_add(c->ev_first, NULL) != 0)
+		icpt_close(c, "oom");
 }
 
 /* ---------------------------------------------------------------- accept */
@@ -632,22 +724,15 @@ icpt_accept_cb(
 	c->state = c->peek ? ICPT_S_PEEK : ICPT_S_HELLO;
 	c->ev_free = event_new(ic->base, -1, 0, icpt_free_cb, c);
 	icpt_nodelay(fd);
-	c->craw = bufferevent_socket_new(ic->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	c->cbev = c->craw;
+	c->cfd = fd;
 	c->next = ic->conns;
 	if (ic->conns != NULL)
 		ic->conns->prev = c;
 	ic->conns = c;
 	ic->nconns++;
-	if (c->ev_free == NULL || c->craw == NULL) {
-		if (c->craw == NULL)
-			close(fd);
-		if (c->ev_free == NULL) {
-			icpt_release(c);
-			free(c);
-			return;
-		}
-		icpt_close(c, "oom");
+	if (c->ev_free == NULL) {
+		icpt_release(c);
+		free(c);
 		return;
 	}
 	if (icpt_orig_dst(c, fd, ls.ss_family) != 0) {
@@ -673,10 +758,7 @@ icpt_accept_cb(
 		}
 		struct timeval pt = {ICPT_PEEK_MS / 1000, (ICPT_PEEK_MS % 1000) * 1000};
 		evtimer_add(c->ev_probe, &pt);
-		bufferevent_setcb(c->craw, icpt_peek_cb, NULL, icpt_peek_event_cb, c);
-		bufferevent_setwatermark(c->craw, EV_READ, 0, ICPT_HELLO_WATERMARK);
-		icpt_timeouts(c->craw, ic->cfg.hello_timeout_s, ic->cfg.hello_timeout_s);
-		bufferevent_enable(c->craw, EV_READ);
+		icpt_first_watch(c);
 		return;
 	}
 	if (!tls) {
@@ -686,7 +768,7 @@ icpt_accept_cb(
 		icpt_deadline_arm(c, ic->cfg.head_timeout_s, "head_timeout");
 		if (c->state == ICPT_S_CLOSED)
 			return;
-		icpt_http_start(c);
+		icpt_first_to_http(c);
 		return;
 	}
 	c->hello = malloc(sizeof(*c->hello));
@@ -698,14 +780,5 @@ icpt_accept_cb(
 	icpt_deadline_arm(c, ic->cfg.hello_timeout_s, "hello_timeout");
 	if (c->state == ICPT_S_CLOSED)
 		return;
-	bufferevent_setcb(c->craw, icpt_hello_cb, NULL, icpt_hello_event_cb, c);
-	bufferevent_setwatermark(c->craw, EV_READ, 0, ICPT_HELLO_WATERMARK);
-	/*
-	 * No bufferevent timeouts on the socket here: the deadline above bounds
-	 * the hello, and a terminated connection's TLS filter keeps its own.
-	 * Timeouts set on the socket now outlived the filter put over it
-	 * (libevent), so every idle keep-alive connection was closed at the
-	 * hello timeout (10 s) instead of the keep-alive timeout.
-	 */
-	bufferevent_enable(c->craw, EV_READ);
+	icpt_first_watch(c);
 }

@@ -23,7 +23,6 @@
 #include <time.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <nghttp2/nghttp2.h>
 #include <openssl/ssl.h>
@@ -1245,8 +1244,8 @@ h2_h1_upstream(struct icpt_conn *c)
 	struct intercept *ic = c->ic;
 	struct icpt_h2 *h = c->h2;
 
-	while (c->ubev != NULL) {
-		struct evbuffer *in = bufferevent_get_input(c->ubev);
+	while (c->ul != NULL) {
+		struct evbuffer *in = icpt_leg_input(c->ul);
 		size_t len = evbuffer_get_length(in);
 		struct h2s *s = h->cur;
 
@@ -1408,15 +1407,15 @@ h2_flush(struct icpt_conn *c)
 	const uint8_t *data;
 	ssize_t n = 0;
 
-	if (h->us != NULL && c->ubev != NULL) {
-		struct evbuffer *o = bufferevent_get_output(c->ubev);
+	if (h->us != NULL && c->ul != NULL) {
+		struct evbuffer *o = icpt_leg_output(c->ul);
 
 		while (evbuffer_get_length(o) < ic->cfg.max_buffer &&
 		       (n = nghttp2_session_mem_send(h->us, &data)) > 0)
 			evbuffer_add(o, data, (size_t)n);
 	}
 	{
-		struct evbuffer *o = bufferevent_get_output(c->cbev);
+		struct evbuffer *o = icpt_leg_output(c->cl);
 
 		while (evbuffer_get_length(o) < ic->cfg.max_buffer &&
 		       (n = nghttp2_session_mem_send(h->ws, &data)) > 0)
@@ -1427,18 +1426,18 @@ h2_flush(struct icpt_conn *c)
 		}
 	}
 	/* The workload is behind: stop reading upstream until it catches up. */
-	if (c->ubev != NULL) {
+	if (c->ul != NULL) {
 		if (h->outq >= ic->cfg.max_buffer ||
-		    evbuffer_get_length(bufferevent_get_output(c->cbev)) >= ic->cfg.max_buffer)
-			bufferevent_disable(c->ubev, EV_READ);
+		    evbuffer_get_length(icpt_leg_output(c->cl)) >= ic->cfg.max_buffer)
+			icpt_leg_disable(c->ul, EV_READ);
 		else if (c->up_ready)
-			bufferevent_enable(c->ubev, EV_READ);
+			icpt_leg_enable(c->ul, EV_READ);
 	}
 	/* Upstream is behind: stop reading the workload. */
 	if (icpt_up_pending(c) >= ic->cfg.max_buffer)
-		bufferevent_disable(c->cbev, EV_READ);
+		icpt_leg_disable(c->cl, EV_READ);
 	else if (!c->c_eof && !h->calm)
-		bufferevent_enable(c->cbev, EV_READ);
+		icpt_leg_enable(c->cl, EV_READ);
 }
 
 /*
@@ -1503,10 +1502,10 @@ h2_pump(struct icpt_conn *c)
 
 /* Workload bytes: into the server session. */
 static void
-h2_c_read_cb(struct bufferevent *bev, void *arg)
+h2_c_read_cb(struct icpt_leg *l, void *arg)
 {
 	struct icpt_conn *c = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer *in = icpt_leg_input(l);
 
 	while (c->state == ICPT_S_HTTP && evbuffer_get_length(in) > 0 && !c->h2->calm) {
 		struct evbuffer_iovec v;
@@ -1537,23 +1536,23 @@ h2_c_read_cb(struct bufferevent *bev, void *arg)
 }
 
 static void
-h2_c_write_cb(struct bufferevent *bev, void *arg)
+h2_c_write_cb(struct icpt_leg *l, void *arg)
 {
-	(void)bev;
+	(void)l;
 	h2_pump(arg);
 }
 
 static void
-h2_c_event_cb(struct bufferevent *bev, short what, void *arg)
+h2_c_event_cb(struct icpt_leg *l, short what, void *arg)
 {
 	struct icpt_conn *c = arg;
 
-	(void)bev;
+	(void)l;
 	if (what & BEV_EVENT_CONNECTED)
 		return;
 	if (what & BEV_EVENT_EOF) {
 		c->c_eof = true;
-		bufferevent_disable(c->cbev, EV_READ);
+		icpt_leg_disable(c->cl, EV_READ);
 		h2_pump(c);
 		return;
 	}
@@ -1600,11 +1599,11 @@ h2_session_new(nghttp2_session **out, bool server, struct icpt_conn *c)
 	return rc == 0 ? 0 : -1;
 }
 
-/* Whether the TLS leg bev (NULL, or not TLS: no) chose h2 in ALPN. */
+/* Whether the TLS leg l (NULL, or not TLS: no) chose h2 in ALPN. */
 static bool
-h2_alpn_h2(struct bufferevent *bev)
+h2_alpn_h2(struct icpt_leg *l)
 {
-	SSL *ssl = bev != NULL ? bufferevent_openssl_get_ssl(bev) : NULL;
+	SSL *ssl = icpt_leg_ssl(l);
 	const unsigned char *p = NULL;
 	unsigned len = 0;
 
@@ -1618,7 +1617,7 @@ h2_alpn_h2(struct bufferevent *bev)
 bool
 icpt_h2_negotiated(struct icpt_conn *c)
 {
-	return h2_alpn_h2(c->cbev);
+	return h2_alpn_h2(c->cl);
 }
 
 /* The workload's handshake chose h2: the relay becomes an HTTP/2 one. */
@@ -1642,13 +1641,13 @@ icpt_h2_start(struct icpt_conn *c)
 	}
 	icpt_count(c->ic, INTERCEPT_M_H2, 1);
 	icpt_deadline_stop(c);
-	icpt_timeouts(c->cbev, c->ic->cfg.idle_timeout_s, c->ic->cfg.idle_timeout_s);
-	bufferevent_setcb(c->cbev, h2_c_read_cb, h2_c_write_cb, h2_c_event_cb, c);
-	bufferevent_enable(c->cbev, EV_READ | EV_WRITE);
+	icpt_leg_timeouts(c->cl, c->ic->cfg.idle_timeout_s, c->ic->cfg.idle_timeout_s);
+	icpt_leg_setcb(c->cl, h2_c_read_cb, h2_c_write_cb, h2_c_event_cb, c);
+	icpt_leg_enable(c->cl, EV_READ | EV_WRITE);
 	/* An upstream that connected during the handshake. */
 	if (c->up_ready)
 		icpt_h2_up_ready(c);
-	h2_c_read_cb(c->cbev, c);
+	h2_c_read_cb(c->cl, c);
 }
 
 /* The upstream is connected and verified: its protocol decides the upstream side. */
@@ -1665,7 +1664,7 @@ icpt_h2_up_ready(struct icpt_conn *c)
 	if (h == NULL)
 		return;
 	/* A lost upstream's session went with it (h2_up_reset): h->us is NULL here. */
-	if (h2_alpn_h2(c->ubev)) {
+	if (h2_alpn_h2(c->ul)) {
 		if (h2_session_new(&h->us, false, c) != 0 ||
 		    nghttp2_submit_settings(h->us, NGHTTP2_FLAG_NONE, set, 3) != 0) {
 			icpt_close(c, "oom");
@@ -1685,10 +1684,10 @@ icpt_h2_upstream(struct icpt_conn *c)
 		return;
 	if (h->us == NULL) {
 		h2_h1_upstream(c);
-	} else if (c->ubev != NULL) {
-		struct evbuffer *in = bufferevent_get_input(c->ubev);
+	} else if (c->ul != NULL) {
+		struct evbuffer *in = icpt_leg_input(c->ul);
 
-		while (c->state == ICPT_S_HTTP && c->ubev != NULL && evbuffer_get_length(in) > 0) {
+		while (c->state == ICPT_S_HTTP && c->ul != NULL && evbuffer_get_length(in) > 0) {
 			struct evbuffer_iovec v;
 			ssize_t r;
 

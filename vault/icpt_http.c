@@ -47,11 +47,11 @@ icpt_client_timeouts(struct icpt_conn *c)
 		icpt_deadline_stop(c); /* the head is complete */
 	/* A silent workload waiting for a long response (SSE) is not idle. */
 	if (c->req == ICPT_REQ_HEAD)
-		icpt_timeouts(c->cbev, ic->cfg.keepalive_timeout_s, ic->cfg.idle_timeout_s);
+		icpt_leg_timeouts(c->cl, ic->cfg.keepalive_timeout_s, ic->cfg.idle_timeout_s);
 	else if (c->req == ICPT_REQ_BODY)
-		icpt_timeouts(c->cbev, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
+		icpt_leg_timeouts(c->cl, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
 	else
-		icpt_timeouts(c->cbev, 0, ic->cfg.idle_timeout_s);
+		icpt_leg_timeouts(c->cl, 0, ic->cfg.idle_timeout_s);
 }
 
 /*
@@ -259,7 +259,7 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 {
 	struct intercept *ic = c->ic;
 	char host[POLICY_NAME_MAX + 1];
-	struct evbuffer *in = bufferevent_get_input(c->cbev);
+	struct evbuffer *in = icpt_leg_input(c->cl);
 	struct evbuffer *head;
 	struct icpt_verdict v;
 	const char *why;
@@ -493,7 +493,7 @@ icpt_h2_switch(struct icpt_conn *c)
 		return true;
 	if (c->h2_checked || !c->want_h2)
 		return false;
-	ssl = c->cbev != NULL ? bufferevent_openssl_get_ssl(c->cbev) : NULL;
+	ssl = icpt_leg_ssl(c->cl);
 	if (ssl == NULL || !SSL_is_init_finished(ssl))
 		return true;
 	c->h2_checked = true;
@@ -513,7 +513,7 @@ icpt_http_client(struct icpt_conn *c)
 		return;
 
 	while (c->state == ICPT_S_HTTP) {
-		struct evbuffer *in = bufferevent_get_input(c->cbev);
+		struct evbuffer *in = icpt_leg_input(c->cl);
 		size_t len = evbuffer_get_length(in);
 
 		if (c->req == ICPT_REQ_HEAD) {
@@ -607,7 +607,7 @@ icpt_http_client(struct icpt_conn *c)
 			}
 			/* Backpressure: stop reading the workload while upstream is behind. */
 			if (icpt_up_pending(c) >= ic->cfg.max_buffer) {
-				bufferevent_disable(c->cbev, EV_READ);
+				icpt_leg_disable(c->cl, EV_READ);
 				return;
 			}
 			continue;
@@ -615,11 +615,11 @@ icpt_http_client(struct icpt_conn *c)
 		return; /* REQ_DONE: the next request waits for this response */
 	}
 	if (c->state == ICPT_S_TUNNEL && c->up_ready) {
-		struct evbuffer *in = bufferevent_get_input(c->cbev);
+		struct evbuffer *in = icpt_leg_input(c->cl);
 
 		icpt_to_upstream(c, in, evbuffer_get_length(in));
 		if (icpt_up_pending(c) >= ic->cfg.max_buffer)
-			bufferevent_disable(c->cbev, EV_READ);
+			icpt_leg_disable(c->cl, EV_READ);
 	}
 }
 
@@ -627,7 +627,7 @@ icpt_http_client(struct icpt_conn *c)
 static int
 icpt_emit(struct icpt_conn *c)
 {
-	struct evbuffer *out = bufferevent_get_output(c->cbev);
+	struct evbuffer *out = icpt_leg_output(c->cl);
 	size_t n = evbuffer_get_length(c->tmp);
 
 	if (n == 0)
@@ -713,7 +713,7 @@ icpt_resp_finish(struct icpt_conn *c, bool eof)
 		return;
 	}
 	if (c->rechunk)
-		bufferevent_write(c->cbev, "0\r\n\r\n", 5);
+		icpt_leg_write(c->cl, "0\r\n\r\n", 5);
 	m += c->head_matches;
 	c->head_matches = 0;
 	icpt_audit(c, c->method, c->credentialed ? c->binding : NULL, c->status, c->resp_bytes, m);
@@ -728,7 +728,7 @@ icpt_resp_finish(struct icpt_conn *c, bool eof)
 	 * next one (a response desync). The upstream connection is no longer
 	 * in step; this exchange ends here.
 	 */
-	if (!eof && c->ubev != NULL && evbuffer_get_length(bufferevent_get_input(c->ubev)) > 0) {
+	if (!eof && c->ul != NULL && evbuffer_get_length(icpt_leg_input(c->ul)) > 0) {
 		struct intercept_event ev = {.level = INTERCEPT_L_WARN,
 		    .event = "conn_reject",
 		    .conn = c->id,
@@ -752,7 +752,7 @@ icpt_resp_finish(struct icpt_conn *c, bool eof)
 	icpt_up_idle(c);
 	icpt_quiet(c);
 	icpt_client_timeouts(c);
-	bufferevent_enable(c->cbev, EV_READ);
+	icpt_leg_enable(c->cl, EV_READ);
 	icpt_http_client(c);
 }
 
@@ -829,7 +829,7 @@ icpt_http_response(
 {
 	struct intercept *ic = c->ic;
 	struct redact_set *set = vault_snap_redact(c->snap);
-	struct evbuffer *in = bufferevent_get_input(c->ubev);
+	struct evbuffer *in = icpt_leg_input(c->ul);
 	enum redact_mode mode;
 	const char *why;
 	uint64_t m = 0;
@@ -873,11 +873,11 @@ icpt_http_response(
 		 * did not say it will: the close is ours, and is said (RFC 9112
 		 * 9.6), or a client would send its next request into it.
 		 */
-		bufferevent_write(c->cbev, ic->scratch, headlen - 2);
-		bufferevent_write(c->cbev, "Connection: close\r\n\r\n", 21);
+		icpt_leg_write(c->cl, ic->scratch, headlen - 2);
+		icpt_leg_write(c->cl, "Connection: close\r\n\r\n", 21);
 		c->resp_bytes += 19;
 	} else {
-		bufferevent_write(c->cbev, ic->scratch, headlen);
+		icpt_leg_write(c->cl, ic->scratch, headlen);
 	}
 	c->resp_bytes += headlen;
 	evbuffer_drain(in, headlen);
@@ -897,8 +897,8 @@ icpt_http_response(
 		/* WebSocket: raw both ways from here; toward the workload still redacted. */
 		if (!icpt_enter(c, ICPT_S_TUNNEL))
 			return false;
-		icpt_timeouts(c->cbev, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
-		bufferevent_enable(c->cbev, EV_READ);
+		icpt_leg_timeouts(c->cl, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
+		icpt_leg_enable(c->cl, EV_READ);
 		icpt_http_client(c);
 		return true;
 	}
@@ -917,12 +917,12 @@ icpt_http_upstream(struct icpt_conn *c)
 	struct intercept *ic = c->ic;
 
 	while (c->state == ICPT_S_HTTP || c->state == ICPT_S_TUNNEL) {
-		struct evbuffer *in = bufferevent_get_input(c->ubev);
+		struct evbuffer *in = icpt_leg_input(c->ul);
 		size_t len = evbuffer_get_length(in);
 
 		/* Backpressure: the workload is behind; its write callback resumes us. */
-		if (evbuffer_get_length(bufferevent_get_output(c->cbev)) >= ic->cfg.max_buffer) {
-			bufferevent_disable(c->ubev, EV_READ);
+		if (evbuffer_get_length(icpt_leg_output(c->cl)) >= ic->cfg.max_buffer) {
+			icpt_leg_disable(c->ul, EV_READ);
 			return;
 		}
 		if (c->state == ICPT_S_TUNNEL) {
@@ -1042,23 +1042,25 @@ icpt_http_upstream(struct icpt_conn *c)
 
 /* Request bytes from the workload. */
 static void
-icpt_c_read_cb(struct bufferevent *bev, void *arg)
+icpt_c_read_cb(struct icpt_leg *l, void *arg)
 {
 	struct icpt_conn *c = arg;
 
+	(void)l;
 	icpt_http_client(c);
 }
 
 /* The workload caught up: resume reading upstream. */
 static void
-icpt_c_write_cb(struct bufferevent *bev, void *arg)
+icpt_c_write_cb(struct icpt_leg *l, void *arg)
 {
 	struct icpt_conn *c = arg;
 
+	(void)l;
 	/* The workload caught up: read upstream again. */
-	if ((c->state == ICPT_S_HTTP || c->state == ICPT_S_TUNNEL) && c->ubev != NULL &&
+	if ((c->state == ICPT_S_HTTP || c->state == ICPT_S_TUNNEL) && c->ul != NULL &&
 	    c->up_ready && !c->u_eof) {
-		bufferevent_enable(c->ubev, EV_READ);
+		icpt_leg_enable(c->ul, EV_READ);
 		icpt_http_upstream(c);
 	}
 }
@@ -1068,20 +1070,21 @@ icpt_c_write_cb(struct bufferevent *bev, void *arg)
  * CA's leaf (an alert such as unknown_ca or bad_certificate: a pinned or
  * misconfigured client) is logged once at info level, so that an operator
  * sees it. An alert of ours (no_application_protocol, illegal_parameter
- * from the ClientHello callback) is still in the socket's buffer: it is
- * sent before the close, or the client would only see a reset.
+ * from the ClientHello callback) is in the socket already: the connection
+ * drains and lingers, so that a close with the client's bytes unread does
+ * not reset it away before the client reads it.
  */
 static void
-icpt_c_handshake_failed(struct icpt_conn *c, struct bufferevent *bev)
+icpt_c_handshake_failed(struct icpt_conn *c, struct icpt_leg *l)
 {
 	const char *alert = NULL;
 	unsigned long e;
 
 	if (c->state == ICPT_S_DRAIN) {
-		icpt_close(c, NULL); /* our alert is out: the filter saw the failure again */
+		icpt_close(c, NULL);
 		return;
 	}
-	while ((e = bufferevent_get_openssl_error(bev)) != 0) {
+	while ((e = icpt_leg_error(l)) != 0) {
 		int r = ERR_GET_REASON(e);
 
 		if (alert == NULL && ERR_GET_LIB(e) == ERR_LIB_SSL && r > SSL_AD_REASON_OFFSET)
@@ -1089,17 +1092,13 @@ icpt_c_handshake_failed(struct icpt_conn *c, struct bufferevent *bev)
 	}
 	if (alert != NULL)
 		icpt_log(c, INTERCEPT_L_INFO, "client_rejected_ca", alert, 0);
-	if (c->craw != NULL && evbuffer_get_length(bufferevent_get_output(c->craw)) > 0) {
-		icpt_log(c, INTERCEPT_L_DEBUG, "conn_close", "client_handshake_failed", 0);
-		icpt_drain(c);
-		return;
-	}
-	icpt_close(c, "client_handshake_failed");
+	icpt_log(c, INTERCEPT_L_DEBUG, "conn_close", "client_handshake_failed", 0);
+	icpt_drain(c);
 }
 
 /* Workload EOF, error or timeout (handshake completion is ignored). */
 static void
-icpt_c_event_cb(struct bufferevent *bev, short what, void *arg)
+icpt_c_event_cb(struct icpt_leg *l, short what, void *arg)
 {
 	struct icpt_conn *c = arg;
 	SSL *ssl;
@@ -1110,7 +1109,7 @@ icpt_c_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	if (what & BEV_EVENT_EOF) {
 		c->c_eof = true;
-		bufferevent_disable(bev, EV_READ);
+		icpt_leg_disable(l, EV_READ);
 		if (c->state == ICPT_S_HTTP && c->resp != ICPT_RESP_IDLE)
 			return; /* let the response finish, then close */
 		icpt_close(c, "client_eof");
@@ -1120,9 +1119,8 @@ icpt_c_event_cb(struct bufferevent *bev, short what, void *arg)
 		icpt_close(c, c->req == ICPT_REQ_HEAD ? "head_timeout" : "idle_timeout");
 		return;
 	}
-	if (c->terminated && bev != c->craw && (ssl = bufferevent_openssl_get_ssl(bev)) != NULL &&
-	    !SSL_is_init_finished(ssl)) {
-		icpt_c_handshake_failed(c, bev);
+	if (c->terminated && (ssl = icpt_leg_ssl(l)) != NULL && !SSL_is_init_finished(ssl)) {
+		icpt_c_handshake_failed(c, l);
 		return;
 	}
 	icpt_close(c, "client_error");
@@ -1142,17 +1140,14 @@ icpt_http_start(struct icpt_conn *c)
 	}
 	c->req = ICPT_REQ_HEAD;
 	c->resp = ICPT_RESP_IDLE;
-	bufferevent_setcb(c->cbev, icpt_c_read_cb, icpt_c_write_cb, icpt_c_event_cb, c);
+	icpt_leg_setcb(c->cl, icpt_c_read_cb, icpt_c_write_cb, icpt_c_event_cb, c);
 	/* Bound what is buffered from the workload while a response is pending. */
-	bufferevent_setwatermark(c->cbev, EV_READ, 0, ic->cfg.max_buffer);
+	icpt_leg_read_high(c->cl, ic->cfg.max_buffer);
 	/*
-	 * Back-pressure through the TLS layer: the filter stops encrypting
-	 * into the socket's buffer at its write high-water mark, so a slow
-	 * reader fills cbev's output, which stops reading the upstream
-	 * (icpt_http_upstream) instead of buffering the whole response.
+	 * Back-pressure: a slow reader leaves the leg's output unwritten (TLS
+	 * records are made only as the socket takes them), which stops reading
+	 * the upstream (icpt_http_upstream) instead of buffering the response.
 	 */
-	if (c->craw != NULL && c->craw != c->cbev)
-		bufferevent_setwatermark(c->craw, EV_WRITE, 0, ic->cfg.max_buffer);
 	icpt_client_timeouts(c);
-	bufferevent_enable(c->cbev, EV_READ | EV_WRITE);
+	icpt_leg_enable(c->cl, EV_READ | EV_WRITE);
 }

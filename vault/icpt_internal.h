@@ -20,6 +20,7 @@
 #include "policy/binding.h"
 #include "policy/name.h"
 #include "vault/httpwire.h"
+#include "vault/icpt_leg.h"
 #include "vault/intercept.h"
 #include "vault/intercept_internal.h"
 #include "vault/redact.h"
@@ -49,9 +50,7 @@
 #define ICPT_HELLO_WATERMARK (TLSPEEK_MAX_WIRE + 64)
 /* The same after a HelloRetryRequest: records before the second hello too. */
 #define ICPT_RETRY_WATERMARK (TLSPEEK_MAX_WIRE + TLSPEEK_MAX_SKIP + 64)
-#define ICPT_RECORD 16384  /* the most plaintext one TLS record carries */
-#define ICPT_TRIM_MS 1000  /* between requests this long: the TLS legs give their buffers back */
-#define ICPT_TRIM_READ 512 /* a trimmed leg's reads, until bytes come (a small chain) */
+#define ICPT_TRIM_MS 1000 /* between requests this long: the TLS legs give their buffers back */
 /* The raw relay of a passed-through connection (icpt_splice.c). */
 #define ICPT_RAW_READ (64 * 1024)    /* one read, written at once */
 #define ICPT_RAW_BUDGET (256 * 1024) /* bytes one direction moves per loop turn */
@@ -172,7 +171,7 @@ struct intercept {
 struct icpt_pooled {
 	TAILQ_ENTRY(icpt_pooled) link;
 	struct intercept *ic;
-	struct bufferevent *ubev, *usock;
+	struct icpt_leg *ul;
 	char key[ICPT_SESS_KEY]; /* "host addr port", as the session store's */
 };
 
@@ -224,11 +223,20 @@ struct icpt_conn {
 	size_t hello_bytes;          /* wire bytes of the peeked ClientHello */
 	bool early_data;             /* the peeked hello offered 0-RTT data */
 	unsigned hellos;             /* ClientHellos OpenSSL processed (terminated) */
-	struct bufferevent *craw;    /* workload socket */
-	struct bufferevent *cbev;    /* workload application bytes (craw or its TLS filter) */
-	struct bufferevent *usock;   /* upstream socket */
-	struct bufferevent *ubev;    /* upstream application bytes */
-	struct evbuffer *toup;       /* bytes for upstream while it is not ready */
+	/*
+	 * The workload's socket: peeked (MSG_PEEK, ev_first) while its first
+	 * bytes decide the path, so that a terminated connection's TLS runs
+	 * on the socket from its first byte; then owned by cl (HTTP) or craw
+	 * (passthrough). c's own (closed with it) until then.
+	 */
+	int cfd;
+	struct event *ev_first;    /* PEEK, HELLO: the workload's socket is readable */
+	size_t first;              /* bytes of the workload's seen so far (peeked) */
+	struct bufferevent *craw;  /* passthrough: the workload's socket */
+	struct bufferevent *usock; /* upstream socket while it connects; passthrough: upstream */
+	struct icpt_leg *cl;       /* HTTP, TUNNEL: the workload's leg (plain or TLS on cfd) */
+	struct icpt_leg *ul;       /* HTTP, TUNNEL: upstream's, once connected (and verified) */
+	struct evbuffer *toup;     /* bytes for upstream while it is not ready */
 	struct evbuffer *replay; /* a safe request's head, sent on a served leg (icpt_up_replay) */
 	struct evbuffer *tmp;    /* redactor output */
 
@@ -257,7 +265,6 @@ struct icpt_conn {
 	struct event *ev_deadline; /* hello, peek or request head deadline */
 	const char *deadline_why;
 	struct event *ev_probe; /* peek: silence timer */
-	struct event *ev_flush; /* the TLS legs' sockets are written at the end of the turn */
 	int drain_polls;
 	struct event
 	    *ev_linger; /* the workload socket shut for writing, read until EOF (bounded) */
@@ -374,8 +381,10 @@ void icpt_splice_event_cb(struct bufferevent *bev, short what, void *arg);
 void icpt_splice_start(struct icpt_conn *c);
 void icpt_raw_free(struct icpt_conn *c);
 void icpt_timeouts(struct bufferevent *bev, unsigned rd_s, unsigned wr_s);
-void icpt_flush_watch(struct icpt_conn *c, struct bufferevent *sock);
-void icpt_flush_unwatch(struct icpt_conn *c, struct bufferevent *sock);
+/*
+ * The socket's bytes are written at once, not once epoll has said the new
+ * socket is writable (a passed-through ClientHello, a CONNECT).
+ */
 void icpt_flush_sock(struct bufferevent *sock);
 void icpt_to_upstream(struct icpt_conn *c, struct evbuffer *src, size_t n);
 void icpt_up_fail(struct icpt_conn *c, const char *why);

@@ -266,20 +266,22 @@ icpt_raw_start(struct icpt_conn *c)
 	int d;
 
 	if (c->raw != NULL || c->state != ICPT_S_SPLICE || c->retry != ICPT_RETRY_OFF || c->c_eof ||
-	    c->u_eof || c->cbev != c->craw || c->ubev == NULL || c->ubev != c->usock ||
-	    bufferevent_openssl_get_ssl(c->ubev) != NULL ||
+	    c->u_eof || c->craw == NULL || c->usock == NULL || !c->up_ready ||
+	    bufferevent_openssl_get_ssl(c->usock) != NULL ||
 	    !(event_base_get_features(ic->base) & EV_FEATURE_ET))
 		return;
 	if ((r = calloc(1, sizeof(*r))) == NULL)
 		return;
 	r->c = c;
-	r->fd[0] = bufferevent_getfd(c->cbev);
-	r->fd[1] = bufferevent_getfd(c->ubev);
+	r->fd[0] = bufferevent_getfd(c->craw);
+	r->fd[1] = bufferevent_getfd(c->usock);
 	r->last = icpt_raw_now();
 	c->raw = r;
 	/* Toward upstream: what its bufferevent had not sent, then what the client's had read. */
-	if (!icpt_raw_take(r, 0, bufferevent_get_output(c->ubev), bufferevent_get_input(c->cbev)) ||
-	    !icpt_raw_take(r, 1, bufferevent_get_output(c->cbev), bufferevent_get_input(c->ubev))) {
+	if (!icpt_raw_take(
+	        r, 0, bufferevent_get_output(c->usock), bufferevent_get_input(c->craw)) ||
+	    !icpt_raw_take(
+	        r, 1, bufferevent_get_output(c->craw), bufferevent_get_input(c->usock))) {
 		icpt_close(c, "oom");
 		return;
 	}
@@ -295,12 +297,12 @@ icpt_raw_start(struct icpt_conn *c)
 		icpt_close(c, "oom");
 		return;
 	}
-	bufferevent_disable(c->cbev, EV_READ | EV_WRITE);
-	bufferevent_disable(c->ubev, EV_READ | EV_WRITE);
-	bufferevent_set_timeouts(c->cbev, NULL, NULL);
-	bufferevent_set_timeouts(c->ubev, NULL, NULL);
-	bufferevent_setcb(c->cbev, NULL, NULL, NULL, NULL);
-	bufferevent_setcb(c->ubev, NULL, NULL, NULL, NULL);
+	bufferevent_disable(c->craw, EV_READ | EV_WRITE);
+	bufferevent_disable(c->usock, EV_READ | EV_WRITE);
+	bufferevent_set_timeouts(c->craw, NULL, NULL);
+	bufferevent_set_timeouts(c->usock, NULL, NULL);
+	bufferevent_setcb(c->craw, NULL, NULL, NULL, NULL);
+	bufferevent_setcb(c->usock, NULL, NULL, NULL, NULL);
 	if (event_add(r->ev[0], NULL) != 0 || event_add(r->ev[1], NULL) != 0 ||
 	    evtimer_add(r->idle, &tv) != 0) {
 		icpt_close(c, "event_add");
@@ -319,32 +321,32 @@ icpt_raw_start(struct icpt_conn *c)
 static struct bufferevent *
 icpt_peer(struct icpt_conn *c, struct bufferevent *bev)
 {
-	return bev == c->cbev ? c->ubev : c->cbev;
+	return bev == c->craw ? c->usock : c->craw;
 }
 
 /* Forward half-closes once drained; close when both sides are done. */
 static void
 icpt_splice_shut(struct icpt_conn *c)
 {
-	if (c->ubev == NULL) {
+	if (!c->up_ready) {
 		icpt_close(c, "client_closed_before_upstream");
 		return;
 	}
 	/* Half-close: pass on an EOF once the bytes before it are out (none held). */
-	if (c->c_eof && c->retry == ICPT_RETRY_OFF && c->ubev != NULL &&
-	    evbuffer_get_length(bufferevent_get_output(c->ubev)) == 0) {
-		SSL *tls = bufferevent_openssl_get_ssl(c->ubev);
+	if (c->c_eof && c->retry == ICPT_RETRY_OFF && c->usock != NULL &&
+	    evbuffer_get_length(bufferevent_get_output(c->usock)) == 0) {
+		SSL *tls = bufferevent_openssl_get_ssl(c->usock);
 
 		/* Through an https:// proxy the half-close is TLS's close_notify. */
 		if (tls != NULL)
 			(void)SSL_shutdown(tls);
 		else
-			shutdown(bufferevent_getfd(c->ubev), SHUT_WR);
+			shutdown(bufferevent_getfd(c->usock), SHUT_WR);
 	}
-	if (c->u_eof && evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0)
-		shutdown(bufferevent_getfd(c->cbev), SHUT_WR);
-	if (c->c_eof && c->u_eof && evbuffer_get_length(bufferevent_get_output(c->ubev)) == 0 &&
-	    evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0)
+	if (c->u_eof && evbuffer_get_length(bufferevent_get_output(c->craw)) == 0)
+		shutdown(bufferevent_getfd(c->craw), SHUT_WR);
+	if (c->c_eof && c->u_eof && evbuffer_get_length(bufferevent_get_output(c->usock)) == 0 &&
+	    evbuffer_get_length(bufferevent_get_output(c->craw)) == 0)
 		icpt_close(c, "splice_done");
 }
 
@@ -355,10 +357,10 @@ icpt_retry_done(struct icpt_conn *c)
 	c->retry = ICPT_RETRY_OFF;
 	free(c->hello);
 	c->hello = NULL;
-	bufferevent_setwatermark(c->cbev, EV_READ, 0, ICPT_HELLO_WATERMARK);
-	evbuffer_add_buffer(bufferevent_get_output(c->ubev), bufferevent_get_input(c->cbev));
+	bufferevent_setwatermark(c->craw, EV_READ, 0, ICPT_HELLO_WATERMARK);
+	evbuffer_add_buffer(bufferevent_get_output(c->usock), bufferevent_get_input(c->craw));
 	if (!c->c_eof)
-		bufferevent_enable(c->cbev, EV_READ);
+		bufferevent_enable(c->craw, EV_READ);
 }
 
 /*
@@ -369,7 +371,7 @@ icpt_retry_done(struct icpt_conn *c)
 static bool
 icpt_retry_server(struct icpt_conn *c)
 {
-	struct evbuffer *in = bufferevent_get_input(c->ubev);
+	struct evbuffer *in = bufferevent_get_input(c->usock);
 	size_t len = evbuffer_get_length(in);
 	size_t n = len > TLSPEEK_SERVER_FIRST_MAX ? TLSPEEK_SERVER_FIRST_MAX : len;
 	uint8_t *data = evbuffer_pullup(in, (ssize_t)n);
@@ -401,9 +403,9 @@ icpt_retry_server(struct icpt_conn *c)
 	icpt_log(c, INTERCEPT_L_DEBUG, "hello_retry", NULL, 0);
 	/* The second hello, like the first, within the hello deadline. */
 	icpt_deadline_arm(c, c->ic->cfg.hello_timeout_s, "hello_timeout");
-	bufferevent_setwatermark(c->cbev, EV_READ, 0, ICPT_RETRY_WATERMARK);
+	bufferevent_setwatermark(c->craw, EV_READ, 0, ICPT_RETRY_WATERMARK);
 	if (!c->c_eof)
-		bufferevent_enable(c->cbev, EV_READ);
+		bufferevent_enable(c->craw, EV_READ);
 	return c->state == ICPT_S_SPLICE;
 }
 
@@ -414,7 +416,7 @@ icpt_retry_server(struct icpt_conn *c)
 static bool
 icpt_retry_client(struct icpt_conn *c)
 {
-	struct evbuffer *in = bufferevent_get_input(c->cbev);
+	struct evbuffer *in = bufferevent_get_input(c->craw);
 	size_t len = evbuffer_get_length(in), consumed = 0;
 	uint8_t *data;
 	enum tlspeek_status st;
@@ -457,7 +459,7 @@ icpt_splice_read_cb(struct bufferevent *bev, void *arg)
 
 	if (c->state != ICPT_S_SPLICE)
 		return;
-	if (bev == c->cbev && c->retry != ICPT_RETRY_OFF) {
+	if (bev == c->craw && c->retry != ICPT_RETRY_OFF) {
 		/* Held until the server's first message, then until the second hello. */
 		if (c->retry == ICPT_RETRY_SERVER) {
 			bufferevent_disable(bev, EV_READ);
@@ -466,7 +468,7 @@ icpt_splice_read_cb(struct bufferevent *bev, void *arg)
 		if (!icpt_retry_client(c))
 			return;
 	}
-	if (bev == c->ubev && c->retry == ICPT_RETRY_SERVER && !icpt_retry_server(c))
+	if (bev == c->usock && c->retry == ICPT_RETRY_SERVER && !icpt_retry_server(c))
 		return;
 	evbuffer_add_buffer(out, bufferevent_get_input(bev));
 	/* Backpressure: stop reading this side while the other is behind. */
@@ -476,9 +478,9 @@ icpt_splice_read_cb(struct bufferevent *bev, void *arg)
 	if (was != ICPT_RETRY_OFF && c->retry == ICPT_RETRY_OFF && c->c_eof)
 		icpt_splice_shut(c);
 	/* Bytes of the second hello that came before the HelloRetryRequest was relayed. */
-	else if (bev == c->ubev && c->retry == ICPT_RETRY_CLIENT &&
-	         evbuffer_get_length(bufferevent_get_input(c->cbev)) > 0)
-		icpt_splice_read_cb(c->cbev, c);
+	else if (bev == c->usock && c->retry == ICPT_RETRY_CLIENT &&
+	         evbuffer_get_length(bufferevent_get_input(c->craw)) > 0)
+		icpt_splice_read_cb(c->craw, c);
 	/* Nothing more to parse: the bytes move raw from here on. */
 	else if (was != ICPT_RETRY_OFF && c->retry == ICPT_RETRY_OFF)
 		icpt_raw_start(c);
@@ -490,11 +492,11 @@ icpt_splice_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct icpt_conn *c = arg;
 	struct bufferevent *peer = icpt_peer(c, bev);
-	bool peer_eof = bev == c->cbev ? c->u_eof : c->c_eof;
+	bool peer_eof = bev == c->craw ? c->u_eof : c->c_eof;
 
 	if (c->state != ICPT_S_SPLICE)
 		return; /* draining after a refusal: nothing more is read */
-	if (!peer_eof && (peer != c->cbev || c->retry != ICPT_RETRY_SERVER))
+	if (!peer_eof && (peer != c->craw || c->retry != ICPT_RETRY_SERVER))
 		bufferevent_enable(peer, EV_READ);
 	icpt_splice_shut(c);
 }
@@ -506,7 +508,7 @@ icpt_splice_event_cb(struct bufferevent *bev, short what, void *arg)
 	struct icpt_conn *c = arg;
 
 	if (what & BEV_EVENT_EOF) {
-		if (bev == c->cbev)
+		if (bev == c->craw)
 			c->c_eof = true;
 		else
 			c->u_eof = true;
@@ -523,30 +525,30 @@ icpt_splice_start(struct icpt_conn *c)
 {
 	struct intercept *ic = c->ic;
 
-	c->ubev = c->usock;
+	c->up_ready = true;
 	/*
 	 * Replay the ClientHello to the real server; what came after it waits
 	 * for the server's first message when a second hello could follow.
 	 */
 	if (c->retry == ICPT_RETRY_SERVER)
-		evbuffer_remove_buffer(bufferevent_get_input(c->cbev),
-		    bufferevent_get_output(c->ubev), c->hello_bytes);
+		evbuffer_remove_buffer(bufferevent_get_input(c->craw),
+		    bufferevent_get_output(c->usock), c->hello_bytes);
 	else
 		evbuffer_add_buffer(
-		    bufferevent_get_output(c->ubev), bufferevent_get_input(c->cbev));
+		    bufferevent_get_output(c->usock), bufferevent_get_input(c->craw));
 	/* A server that spoke first (peek) already sent its banner. */
-	evbuffer_add_buffer(bufferevent_get_output(c->cbev), bufferevent_get_input(c->ubev));
+	evbuffer_add_buffer(bufferevent_get_output(c->craw), bufferevent_get_input(c->usock));
 	bufferevent_setcb(
-	    c->cbev, icpt_splice_read_cb, icpt_splice_write_cb, icpt_splice_event_cb, c);
+	    c->craw, icpt_splice_read_cb, icpt_splice_write_cb, icpt_splice_event_cb, c);
 	bufferevent_setcb(
-	    c->ubev, icpt_splice_read_cb, icpt_splice_write_cb, icpt_splice_event_cb, c);
-	icpt_timeouts(c->cbev, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
-	icpt_timeouts(c->ubev, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
-	bufferevent_enable(c->cbev, c->retry == ICPT_RETRY_SERVER ? EV_WRITE : EV_READ | EV_WRITE);
-	bufferevent_enable(c->ubev, EV_READ | EV_WRITE);
+	    c->usock, icpt_splice_read_cb, icpt_splice_write_cb, icpt_splice_event_cb, c);
+	icpt_timeouts(c->craw, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
+	icpt_timeouts(c->usock, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
+	bufferevent_enable(c->craw, c->retry == ICPT_RETRY_SERVER ? EV_WRITE : EV_READ | EV_WRITE);
+	bufferevent_enable(c->usock, EV_READ | EV_WRITE);
 	icpt_count(ic, INTERCEPT_M_PASSTHROUGH, 1);
 	/* The hello goes now, not once epoll has said the new socket is writable. */
-	if (bufferevent_openssl_get_ssl(c->ubev) == NULL)
-		icpt_flush_sock(c->ubev);
+	if (bufferevent_openssl_get_ssl(c->usock) == NULL)
+		icpt_flush_sock(c->usock);
 	icpt_raw_start(c);
 }

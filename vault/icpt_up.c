@@ -37,13 +37,13 @@
 
 /* ---------------------------------------------------------------- upstream */
 
-static void icpt_up_read_cb(struct bufferevent *bev, void *arg);
-static void icpt_up_write_cb(struct bufferevent *bev, void *arg);
-static void icpt_up_event_cb(struct bufferevent *bev, short what, void *arg);
+static void icpt_up_read_cb(struct icpt_leg *l, void *arg);
+static void icpt_up_write_cb(struct icpt_leg *l, void *arg);
+static void icpt_up_event_cb(struct icpt_leg *l, short what, void *arg);
 static void icpt_up_cap(struct intercept *ic, struct icpt_conn *c);
 
 /*
- * Free the upstream leg. A TLS leg whose handshake finished first sends its
+ * Free an upstream leg. A TLS leg whose handshake finished first sends its
  * close_notify (written at once if the socket takes it; never waited for):
  * OpenSSL marks the session of an SSL freed without one as not resumable,
  * and the next connection to the same upstream would pay a full handshake.
@@ -52,33 +52,25 @@ static void icpt_up_cap(struct intercept *ic, struct icpt_conn *c);
  * stored none.
  */
 static void
-icpt_leg_notify(struct bufferevent *ubev, struct bufferevent *usock)
+icpt_up_leg_free(struct icpt_leg *l)
 {
-	SSL *ssl = ubev != NULL ? bufferevent_openssl_get_ssl(ubev) : NULL;
+	SSL *ssl = icpt_leg_ssl(l);
 
-	if (ssl != NULL && SSL_is_init_finished(ssl)) {
-		struct bufferevent *under = bufferevent_get_underlying(ubev);
-
-		ERR_set_mark();
-		(void)SSL_shutdown(ssl);
-		ERR_pop_to_mark();
-		/* Directly over the socket: flush the alert (through a TLS proxy it stays queued). */
-		if (under != NULL && under == usock && bufferevent_openssl_get_ssl(under) == NULL &&
-		    bufferevent_getfd(under) >= 0)
-			(void)evbuffer_write(
-			    bufferevent_get_output(under), bufferevent_getfd(under));
-	}
+	if (ssl != NULL)
+		SSL_set_app_data(ssl, NULL);
+	icpt_leg_close_notify(l);
+	icpt_leg_free(l);
 }
 
 void
 icpt_up_free(struct icpt_conn *c)
 {
-	icpt_leg_notify(c->ubev, c->usock);
-	if (c->ubev != NULL)
-		bufferevent_free(c->ubev);
-	else if (c->usock != NULL)
+	if (c->ul != NULL)
+		icpt_up_leg_free(c->ul);
+	if (c->usock != NULL)
 		bufferevent_free(c->usock);
-	c->ubev = c->usock = NULL;
+	c->ul = NULL;
+	c->usock = NULL;
 }
 
 /* Off the idle list. */
@@ -106,7 +98,7 @@ icpt_up_idle(struct icpt_conn *c)
 {
 	struct intercept *ic = c->ic;
 
-	if (c->idle || c->ubev == NULL || !c->up_ready || c->h2 != NULL)
+	if (c->idle || c->ul == NULL || !c->up_ready || c->h2 != NULL)
 		return;
 	TAILQ_INSERT_TAIL(&ic->idle, c, idle_link);
 	c->idle = true;
@@ -144,11 +136,11 @@ icpt_up_keep_replay(struct icpt_conn *c, struct evbuffer *head)
  * there is none (a body, an unsafe method, a fresh leg, sent twice already).
  */
 static bool
-icpt_up_replay(struct icpt_conn *c, struct bufferevent *bev)
+icpt_up_replay(struct icpt_conn *c, struct icpt_leg *l)
 {
 	if (c->h2 != NULL || c->state != ICPT_S_HTTP || c->resp != ICPT_RESP_HEAD ||
 	    c->replay == NULL || evbuffer_get_length(c->replay) == 0 || c->interim != 0 ||
-	    c->req != ICPT_REQ_DONE || evbuffer_get_length(bufferevent_get_input(bev)) > 0)
+	    c->req != ICPT_REQ_DONE || evbuffer_get_length(icpt_leg_input(l)) > 0)
 		return false;
 	icpt_up_drop(c, "upstream_closed_under_request");
 	evbuffer_add_buffer(c->toup, c->replay);
@@ -169,23 +161,22 @@ icpt_pooled_free(struct icpt_pooled *p)
 
 	TAILQ_REMOVE(&ic->pool, p, link);
 	ic->npool--;
-	icpt_leg_notify(p->ubev, p->usock); /* its session stays resumable */
-	bufferevent_free(p->ubev);
+	icpt_up_leg_free(p->ul); /* its session stays resumable */
 	free(p);
 }
 
 /* A pooled leg answers nothing: any byte, its close, an error or its idle timeout end it. */
 static void
-icpt_pooled_read_cb(struct bufferevent *bev, void *arg)
+icpt_pooled_read_cb(struct icpt_leg *l, void *arg)
 {
-	(void)bev;
+	(void)l;
 	icpt_pooled_free(arg);
 }
 
 static void
-icpt_pooled_event_cb(struct bufferevent *bev, short what, void *arg)
+icpt_pooled_event_cb(struct icpt_leg *l, short what, void *arg)
 {
-	(void)bev, (void)what;
+	(void)l, (void)what;
 	icpt_pooled_free(arg);
 }
 
@@ -220,26 +211,23 @@ icpt_up_release(struct icpt_conn *c)
 {
 	struct intercept *ic = c->ic;
 	struct icpt_pooled *p;
-	SSL *ssl = c->ubev != NULL ? bufferevent_openssl_get_ssl(c->ubev) : NULL;
-	bool clean = c->idle && ssl != NULL && c->ubev != c->usock && c->h2 == NULL &&
-	             !c->want_h2 && !c->u_eof && c->sess_key[0] != '\0' &&
-	             evbuffer_get_length(bufferevent_get_input(c->ubev)) == 0 &&
-	             evbuffer_get_length(bufferevent_get_output(c->ubev)) == 0;
+	SSL *ssl = icpt_leg_ssl(c->ul);
+	bool clean = c->idle && ssl != NULL && c->h2 == NULL && !c->want_h2 && !c->u_eof &&
+	             c->sess_key[0] != '\0' && evbuffer_get_length(icpt_leg_input(c->ul)) == 0 &&
+	             evbuffer_get_length(icpt_leg_output(c->ul)) == 0;
 
 	icpt_up_busy(c);
 	if (!clean || ic->cfg.upstream_idle_max == 0 || (p = calloc(1, sizeof(*p))) == NULL) {
 		icpt_up_free(c);
 		return;
 	}
-	icpt_flush_unwatch(c, c->usock);
 	SSL_set_app_data(ssl, NULL);
 	p->ic = ic;
-	p->ubev = c->ubev;
-	p->usock = c->usock;
+	p->ul = c->ul;
 	snprintf(p->key, sizeof(p->key), "%s", c->sess_key);
-	c->ubev = c->usock = NULL;
-	bufferevent_setcb(p->ubev, icpt_pooled_read_cb, NULL, icpt_pooled_event_cb, p);
-	bufferevent_enable(p->ubev, EV_READ);
+	c->ul = NULL;
+	icpt_leg_setcb(p->ul, icpt_pooled_read_cb, NULL, icpt_pooled_event_cb, p);
+	icpt_leg_enable(p->ul, EV_READ);
 	TAILQ_INSERT_TAIL(&ic->pool, p, link);
 	ic->npool++;
 	icpt_up_cap(ic, NULL);
@@ -255,7 +243,7 @@ icpt_up_take(struct icpt_conn *c)
 	struct intercept *ic = c->ic;
 	struct icpt_pooled *p;
 
-	if (!c->terminated || c->want_h2 || c->h2 != NULL || c->ubev != NULL || ic->npool == 0 ||
+	if (!c->terminated || c->want_h2 || c->h2 != NULL || c->ul != NULL || ic->npool == 0 ||
 	    icpt_up_key(c) != 0)
 		return false;
 	TAILQ_FOREACH_REVERSE(p, &ic->pool, icpt_pool_head, link)
@@ -267,18 +255,16 @@ icpt_up_take(struct icpt_conn *c)
 		return false;
 	TAILQ_REMOVE(&ic->pool, p, link);
 	ic->npool--;
-	c->ubev = p->ubev;
-	c->usock = p->usock;
+	c->ul = p->ul;
 	free(p);
-	SSL_set_app_data(bufferevent_openssl_get_ssl(c->ubev), c);
-	icpt_flush_watch(c, c->usock);
-	bufferevent_setcb(c->ubev, icpt_up_read_cb, icpt_up_write_cb, icpt_up_event_cb, c);
+	SSL_set_app_data(icpt_leg_ssl(c->ul), c);
+	icpt_leg_setcb(c->ul, icpt_up_read_cb, icpt_up_write_cb, icpt_up_event_cb, c);
 	c->up_asked = c->up_ready = c->up_served = true;
-	bufferevent_set_max_single_read(c->ubev, 0); /* it may have been trimmed */
-	icpt_timeouts(c->ubev, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
+	icpt_leg_max_read(c->ul, 0); /* it may have been trimmed */
+	icpt_leg_timeouts(c->ul, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
 	if (evbuffer_get_length(c->toup) > 0)
-		evbuffer_add_buffer(bufferevent_get_output(c->ubev), c->toup);
-	bufferevent_enable(c->ubev, EV_READ | EV_WRITE);
+		evbuffer_add_buffer(icpt_leg_output(c->ul), c->toup);
+	icpt_leg_enable(c->ul, EV_READ | EV_WRITE);
 	icpt_count(ic, INTERCEPT_M_UPSTREAM_REUSED, 1);
 	return true;
 }
@@ -327,24 +313,27 @@ icpt_up_ready(struct icpt_conn *c)
 	struct intercept *ic = c->ic;
 
 	c->up_ready = true;
-	icpt_timeouts(c->ubev, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
+	icpt_leg_timeouts(c->ul, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
 	if (evbuffer_get_length(c->toup) > 0)
-		evbuffer_add_buffer(bufferevent_get_output(c->ubev), c->toup);
-	bufferevent_enable(c->ubev, EV_READ | EV_WRITE);
+		evbuffer_add_buffer(icpt_leg_output(c->ul), c->toup);
+	icpt_leg_enable(c->ul, EV_READ | EV_WRITE);
 	if (c->h2 != NULL)
 		icpt_h2_up_ready(c);
 	else if (c->state == ICPT_S_HTTP)
 		icpt_http_client(c);
 }
 
-/* Response bytes from upstream. */
+/*
+ * Response bytes from upstream. What the relay adds toward the workload
+ * (a head, a chunk's size line, its bytes, its CRLF) leaves at the end of
+ * the turn, as one TLS record where it fits (icpt_leg.c).
+ */
 static void
-icpt_up_read_cb(struct bufferevent *bev, void *arg)
+icpt_up_read_cb(struct icpt_leg *l, void *arg)
 {
 	struct icpt_conn *c = arg;
-	size_t n;
-	bool corked;
 
+	(void)l;
 	if (c->h2 != NULL) {
 		icpt_h2_upstream(c);
 		return;
@@ -354,28 +343,12 @@ icpt_up_read_cb(struct bufferevent *bev, void *arg)
 	/* The answer began: the request is no longer sent again. */
 	if (c->replay != NULL)
 		evbuffer_drain(c->replay, evbuffer_get_length(c->replay));
-	/*
-	 * Toward a terminated workload, the TLS filter encrypts whatever is
-	 * added to it at once: a response head, a chunk's size line, its
-	 * bytes and its CRLF would each be a record. Held while this read is
-	 * handled, what it produced is then made contiguous up to one
-	 * record's worth and written: one record where it fits.
-	 */
-	corked = c->cbev != c->craw && (bufferevent_get_enabled(c->cbev) & EV_WRITE);
-	if (corked)
-		bufferevent_disable(c->cbev, EV_WRITE);
 	icpt_http_upstream(c);
-	if (!corked || c->state == ICPT_S_CLOSED || c->cbev == NULL)
-		return;
-	if ((n = evbuffer_get_length(bufferevent_get_output(c->cbev))) > 0)
-		(void)evbuffer_pullup(
-		    bufferevent_get_output(c->cbev), (ssize_t)(n < ICPT_RECORD ? n : ICPT_RECORD));
-	bufferevent_enable(c->cbev, EV_WRITE);
 }
 
 /* Upstream caught up with the request body. */
 static void
-icpt_up_write_cb(struct bufferevent *bev, void *arg)
+icpt_up_write_cb(struct icpt_leg *l, void *arg)
 {
 	struct icpt_conn *c = arg;
 
@@ -384,15 +357,16 @@ icpt_up_write_cb(struct bufferevent *bev, void *arg)
 		return;
 	}
 	/* Upstream caught up: read the workload again. */
+	(void)l;
 	if ((c->state == ICPT_S_HTTP || c->state == ICPT_S_TUNNEL) && !c->c_eof) {
-		bufferevent_enable(c->cbev, EV_READ);
+		icpt_leg_enable(c->cl, EV_READ);
 		icpt_http_client(c);
 	}
 }
 
 /* Upstream handshake done, EOF, error or timeout. */
 static void
-icpt_up_event_cb(struct bufferevent *bev, short what, void *arg)
+icpt_up_event_cb(struct icpt_leg *l, short what, void *arg)
 {
 	struct icpt_conn *c = arg;
 
@@ -400,7 +374,7 @@ icpt_up_event_cb(struct bufferevent *bev, short what, void *arg)
 		return; /* the workload gets what it has; upstream goes at close */
 	if (what & BEV_EVENT_CONNECTED) {
 		if (c->terminated) {
-			SSL *ssl = bufferevent_openssl_get_ssl(bev);
+			SSL *ssl = icpt_leg_ssl(l);
 
 			/* Belt and braces: the handshake already required both. */
 			if (ssl == NULL || SSL_get_verify_result(ssl) != X509_V_OK ||
@@ -418,8 +392,8 @@ icpt_up_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (!c->up_ready) {
 		const char *why = "upstream_connect_failed";
 
-		if (c->terminated && c->ubev != NULL) {
-			SSL *ssl = bufferevent_openssl_get_ssl(c->ubev);
+		if (c->terminated && c->ul != NULL) {
+			SSL *ssl = icpt_leg_ssl(c->ul);
 			long v = ssl != NULL ? SSL_get_verify_result(ssl) : X509_V_OK;
 
 			why = v != X509_V_OK ? "upstream_verify_failed" : "upstream_tls_failed";
@@ -435,13 +409,13 @@ icpt_up_event_cb(struct bufferevent *bev, short what, void *arg)
 	 * connection stays, and its next request reconnects.
 	 */
 	if (c->h2 == NULL && c->state == ICPT_S_HTTP && c->resp == ICPT_RESP_IDLE &&
-	    evbuffer_get_length(bufferevent_get_input(bev)) == 0) {
+	    evbuffer_get_length(icpt_leg_input(l)) == 0) {
 		icpt_up_drop(c, (what & BEV_EVENT_EOF)       ? "upstream_closed"
 		                : (what & BEV_EVENT_TIMEOUT) ? "upstream_idle_timeout"
 		                                             : "upstream_error");
 		return;
 	}
-	if (!(what & BEV_EVENT_TIMEOUT) && icpt_up_replay(c, bev))
+	if (!(what & BEV_EVENT_TIMEOUT) && icpt_up_replay(c, l))
 		return;
 	if (what & BEV_EVENT_EOF) {
 		c->u_eof = true;
@@ -506,6 +480,47 @@ icpt_sess_new_cb(SSL *ssl, SSL_SESSION *sess)
 	return 1; /* we keep the reference */
 }
 
+/*
+ * The upstream leg of a connected c->usock (taken), with TLS over ssl
+ * (taken) unless NULL: native on the socket, or a filter over the
+ * bufferevent when that is itself TLS (to an https:// proxy) or already
+ * holds bytes of the server (after a proxy's answer). NULL on failure.
+ */
+static struct icpt_leg *
+icpt_up_leg(struct icpt_conn *c, SSL *ssl)
+{
+	struct intercept *ic = c->ic;
+	struct bufferevent *u = c->usock, *f;
+	int fd;
+
+	c->usock = NULL;
+	if (bufferevent_openssl_get_ssl(u) == NULL &&
+	    evbuffer_get_length(bufferevent_get_input(u)) == 0 &&
+	    evbuffer_get_length(bufferevent_get_output(u)) == 0) {
+		fd = bufferevent_getfd(u);
+		bufferevent_setfd(u, -1); /* the leg takes the socket */
+		bufferevent_free(u);
+		return icpt_leg_new(
+		    ic->base, fd, ssl, ssl != NULL ? ICPT_LEG_CONNECT : ICPT_LEG_PLAIN);
+	}
+	if (ssl == NULL)
+		return icpt_leg_wrap(u);
+	/* The filter keeps the deadlines from now on; the socket under it has none. */
+	bufferevent_set_timeouts(u, NULL, NULL);
+	f = bufferevent_openssl_filter_new(ic->base, u, ssl, BUFFEREVENT_SSL_CONNECTING,
+	    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (f == NULL) {
+		SSL_free(ssl);
+		bufferevent_free(u);
+		return NULL;
+	}
+	/* A server that closes without close_notify still ends a close-delimited body. */
+	bufferevent_openssl_set_allow_dirty_shutdown(f, 1);
+	/* The same back-pressure toward a slow upstream (request bodies). */
+	bufferevent_setwatermark(u, EV_WRITE, 0, ic->cfg.max_buffer);
+	return icpt_leg_wrap(f);
+}
+
 /* The marked socket connected: splice, plain relay, or start upstream TLS. */
 static void
 icpt_usock_event_cb(struct bufferevent *bev, short what, void *arg)
@@ -525,8 +540,11 @@ icpt_usock_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if (!c->terminated) {
-		c->ubev = c->usock;
-		bufferevent_setcb(c->ubev, icpt_up_read_cb, icpt_up_write_cb, icpt_up_event_cb, c);
+		if ((c->ul = icpt_up_leg(c, NULL)) == NULL) {
+			icpt_up_fail(c, "oom");
+			return;
+		}
+		icpt_leg_setcb(c->ul, icpt_up_read_cb, icpt_up_write_cb, icpt_up_event_cb, c);
 		icpt_up_ready(c);
 		return;
 	}
@@ -553,23 +571,13 @@ icpt_usock_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	icpt_sess_resume(c, ssl);
-	/* The filter keeps the deadlines from now on; the socket under it has none. */
-	bufferevent_set_timeouts(c->usock, NULL, NULL);
-	c->ubev = bufferevent_openssl_filter_new(ic->base, c->usock, ssl,
-	    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if (c->ubev == NULL) {
-		SSL_free(ssl);
+	if ((c->ul = icpt_up_leg(c, ssl)) == NULL) {
 		icpt_up_fail(c, "upstream_tls_setup");
 		return;
 	}
-	/* A server that closes without close_notify still ends a close-delimited body. */
-	bufferevent_openssl_set_allow_dirty_shutdown(c->ubev, 1);
-	icpt_flush_watch(c, c->usock);
-	/* The same back-pressure toward a slow upstream (request bodies). */
-	bufferevent_setwatermark(c->usock, EV_WRITE, 0, ic->cfg.max_buffer);
-	bufferevent_setcb(c->ubev, icpt_up_read_cb, icpt_up_write_cb, icpt_up_event_cb, c);
-	icpt_timeouts(c->ubev, ic->cfg.connect_timeout_s, ic->cfg.connect_timeout_s);
-	bufferevent_enable(c->ubev, EV_READ | EV_WRITE);
+	icpt_leg_setcb(c->ul, icpt_up_read_cb, icpt_up_write_cb, icpt_up_event_cb, c);
+	icpt_leg_timeouts(c->ul, ic->cfg.connect_timeout_s, ic->cfg.connect_timeout_s);
+	icpt_leg_enable(c->ul, EV_READ | EV_WRITE);
 }
 
 /*
@@ -643,7 +651,7 @@ icpt_up_start(struct icpt_conn *c)
 void
 icpt_to_upstream(struct icpt_conn *c, struct evbuffer *src, size_t n)
 {
-	struct evbuffer *dst = c->up_ready ? bufferevent_get_output(c->ubev) : c->toup;
+	struct evbuffer *dst = c->up_ready ? icpt_leg_output(c->ul) : c->toup;
 
 	evbuffer_remove_buffer(src, dst, n);
 }
@@ -654,7 +662,7 @@ icpt_up_pending(struct icpt_conn *c)
 {
 	size_t n = evbuffer_get_length(c->toup);
 
-	if (c->ubev != NULL)
-		n += evbuffer_get_length(bufferevent_get_output(c->ubev));
+	if (c->ul != NULL)
+		n += evbuffer_get_length(icpt_leg_output(c->ul));
 	return n;
 }

@@ -169,15 +169,27 @@ icpt_release(struct icpt_conn *c)
 	c->ev_linger = NULL;
 	icpt_unquiet(c);
 	icpt_up_release(c);
-	if (c->cbev != NULL && c->cbev != c->craw) {
-		SSL *ssl = bufferevent_openssl_get_ssl(c->cbev);
+	if (c->usock != NULL)
+		bufferevent_free(c->usock);
+	c->usock = NULL;
+	if (c->ev_first != NULL)
+		event_free(c->ev_first);
+	c->ev_first = NULL;
+	/* The workload's socket goes with whichever holds it: its leg, craw, or c. */
+	if (c->cl != NULL) {
+		SSL *ssl = icpt_leg_ssl(c->cl);
 
 		if (ssl != NULL)
 			SSL_set_app_data(ssl, NULL); /* no callback finds c after this */
-		bufferevent_free(c->cbev);
-	} else if (c->craw != NULL)
+		icpt_leg_free(c->cl);
+	} else if (c->craw != NULL) {
 		bufferevent_free(c->craw);
-	c->ubev = c->usock = c->cbev = c->craw = NULL;
+	} else if (c->cfd >= 0) {
+		close(c->cfd);
+	}
+	c->cl = NULL;
+	c->craw = NULL;
+	c->cfd = -1;
 	if (c->ev_drain != NULL)
 		event_free(c->ev_drain);
 	c->ev_drain = NULL;
@@ -187,9 +199,6 @@ icpt_release(struct icpt_conn *c)
 	if (c->ev_probe != NULL)
 		event_free(c->ev_probe);
 	c->ev_probe = NULL;
-	if (c->ev_flush != NULL)
-		event_free(c->ev_flush);
-	c->ev_flush = NULL;
 	if (c->toup != NULL)
 		evbuffer_free(c->toup);
 	if (c->replay != NULL)
@@ -230,11 +239,11 @@ icpt_close(struct icpt_conn *c, const char *why)
 	event_active(c->ev_free, EV_TIMEOUT, 0);
 }
 
-/* Whether every byte for the workload left, TLS records included. */
+/* Whether every byte for the workload left (a native leg writes its records to the socket). */
 static bool
 icpt_client_flushed(struct icpt_conn *c)
 {
-	if (c->cbev != NULL && evbuffer_get_length(bufferevent_get_output(c->cbev)) > 0)
+	if (c->cl != NULL && evbuffer_get_length(icpt_leg_output(c->cl)) > 0)
 		return false;
 	return c->craw == NULL || evbuffer_get_length(bufferevent_get_output(c->craw)) == 0;
 }
@@ -272,15 +281,18 @@ static void
 icpt_linger(struct icpt_conn *c)
 {
 	struct timeval tv = {0, ICPT_LINGER_MS * 1000};
-	int fd = c->craw != NULL ? bufferevent_getfd(c->craw) : -1;
+	int fd = c->cfd;
 
 	if (fd < 0 || c->raw != NULL) {
 		icpt_close(c, NULL);
 		return;
 	}
-	bufferevent_disable(c->craw, EV_READ | EV_WRITE);
-	if (c->cbev != c->craw)
-		bufferevent_disable(c->cbev, EV_READ | EV_WRITE);
+	if (c->craw != NULL)
+		bufferevent_disable(c->craw, EV_READ | EV_WRITE);
+	if (c->cl != NULL)
+		icpt_leg_disable(c->cl, EV_READ | EV_WRITE);
+	if (c->ev_first != NULL)
+		event_del(c->ev_first);
 	c->ev_linger = event_new(c->ic->base, fd, EV_READ | EV_PERSIST, icpt_linger_cb, c);
 	if (c->ev_linger == NULL || shutdown(fd, SHUT_WR) != 0 ||
 	    event_add(c->ev_linger, NULL) != 0 || evtimer_add(c->ev_drain, &tv) != 0) {
@@ -302,14 +314,10 @@ icpt_drain_cb(evutil_socket_t fd, short what, void *arg)
 		icpt_close(c, NULL); /* the lingering's deadline */
 		return;
 	}
-	if (c->cbev != NULL && c->cbev != c->craw &&
-	    evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0 && !c->shut_sent) {
-		SSL *ssl = bufferevent_openssl_get_ssl(c->cbev);
-
+	if (c->cl != NULL && evbuffer_get_length(icpt_leg_output(c->cl)) == 0 && !c->shut_sent) {
 		/* close_notify, so that a close-delimited body is not read as truncated. */
 		c->shut_sent = true;
-		if (ssl != NULL && SSL_is_init_finished(ssl))
-			(void)SSL_shutdown(ssl);
+		icpt_leg_close_notify(c->cl);
 	}
 	if (icpt_client_flushed(c)) {
 		icpt_linger(c);
@@ -328,11 +336,15 @@ icpt_drain(struct icpt_conn *c)
 {
 	if (c->state == ICPT_S_DRAIN || !icpt_enter(c, ICPT_S_DRAIN))
 		return;
-	if (c->cbev != NULL)
-		bufferevent_disable(c->cbev, EV_READ);
-	if (c->ubev != NULL)
-		bufferevent_disable(c->ubev, EV_READ);
-	else if (c->usock != NULL)
+	if (c->cl != NULL)
+		icpt_leg_disable(c->cl, EV_READ);
+	if (c->craw != NULL)
+		bufferevent_disable(c->craw, EV_READ);
+	if (c->ev_first != NULL)
+		event_del(c->ev_first);
+	if (c->ul != NULL)
+		icpt_leg_disable(c->ul, EV_READ);
+	if (c->usock != NULL)
 		bufferevent_disable(c->usock, EV_READ);
 	c->ev_drain = event_new(c->ic->base, -1, 0, icpt_drain_cb, c);
 	if (c->ev_drain == NULL) {
@@ -349,8 +361,11 @@ icpt_alert(struct icpt_conn *c, enum tlspeek_alert a)
 	uint8_t rec[TLSPEEK_ALERT_LEN];
 	int n = tlspeek_alert_write(rec, sizeof(rec), c->hello ? c->hello->record_version : 0, a);
 
-	if (n > 0)
+	/* Before any handshake the socket is c's or craw's: an empty socket takes 7 bytes. */
+	if (n > 0 && c->craw != NULL)
 		bufferevent_write(c->craw, rec, (size_t)n);
+	else if (n > 0 && c->cfd >= 0 && c->cl == NULL)
+		(void)send(c->cfd, rec, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
 	icpt_drain(c);
 }
 
@@ -361,14 +376,14 @@ icpt_http_error(struct icpt_conn *c, int status, const char *text, const char *r
 	char buf[512];
 	int n;
 
-	if (c->state == ICPT_S_CLOSED || c->cbev == NULL)
+	if (c->state == ICPT_S_CLOSED || c->cl == NULL)
 		return;
 	n = snprintf(buf, sizeof(buf),
 	    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
 	    "Connection: close\r\n\r\n%s\n",
 	    status, text, strlen(text) + 1, text);
 	if (n > 0 && (size_t)n < sizeof(buf))
-		bufferevent_write(c->cbev, buf, (size_t)n);
+		icpt_leg_write(c->cl, buf, (size_t)n);
 	icpt_log(c, INTERCEPT_L_WARN, "http_reject", reason, status);
 	icpt_drain(c);
 }
@@ -450,13 +465,11 @@ icpt_timeouts(struct bufferevent *bev, unsigned rd_s, unsigned wr_s)
 }
 
 /*
- * The socket under a TLS filter is written at the end of the loop turn in
- * which the filter encrypted into it, not on the next turn once epoll says
- * it is writable: one write for all the records of the turn, no wait for a
- * writability nobody doubted. What the kernel does not take stays, and the
- * bufferevent writes it when the socket drains, as before. With the loop's
- * change list, its write interest added and dropped within the turn never
- * reaches epoll.
+ * A socket bufferevent's output is written now, in this turn, not on the
+ * next one once epoll says the new socket is writable: what the kernel
+ * does not take stays, and the bufferevent writes it when the socket
+ * drains, as before. With the loop's change list, its write interest added
+ * and dropped within the turn never reaches epoll.
  */
 void
 icpt_flush_sock(struct bufferevent *sock)
@@ -473,85 +486,10 @@ icpt_flush_sock(struct bufferevent *sock)
 		return; /* full, or an error the bufferevent meets on its own write */
 	if (evbuffer_get_length(out) == 0)
 		event_del(&sock->ev_write); /* as its write callback does once drained */
-	/* Its write callback's work: the filter may go on below its high-water mark. */
 	bufferevent_trigger(sock, EV_WRITE, 0);
 }
 
-static void
-icpt_flush_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct icpt_conn *c = arg;
-
-	(void)fd, (void)what;
-	if (c->state == ICPT_S_CLOSED)
-		return;
-	if (c->craw != NULL && c->cbev != c->craw)
-		icpt_flush_sock(c->craw);
-	if (c->usock != NULL && c->ubev != NULL && c->ubev != c->usock)
-		icpt_flush_sock(c->usock);
-}
-
-static void
-icpt_flush_added(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
-{
-	struct icpt_conn *c = arg;
-
-	(void)buf;
-	if (info->n_added > 0 && c->ev_flush != NULL && c->state != ICPT_S_CLOSED)
-		event_active(c->ev_flush, EV_TIMEOUT, 0);
-}
-
-/*
- * Write sock (a TLS leg's socket, connected) at the end of every turn that
- * filled it. Without memory for it the bufferevent writes it a turn later,
- * as it always did.
- */
-void
-icpt_flush_watch(struct icpt_conn *c, struct bufferevent *sock)
-{
-	if (c->ev_flush == NULL &&
-	    (c->ev_flush = event_new(c->ic->base, -1, 0, icpt_flush_cb, c)) == NULL)
-		return;
-	(void)evbuffer_add_cb(bufferevent_get_output(sock), icpt_flush_added, c);
-}
-
-void
-icpt_flush_unwatch(struct icpt_conn *c, struct bufferevent *sock)
-{
-	(void)evbuffer_remove_cb(bufferevent_get_output(sock), icpt_flush_added, c);
-}
-
 /* ---------------------------------------------------------------- quiet */
-
-/*
- * A TLS leg with nothing to read or write keeps no buffer: the empty
- * chain its filter reserved for the next read goes (an evbuffer frees its
- * chains only when bytes are drained: one in, one out, reading off
- * meanwhile), its next reads are small until bytes come, and OpenSSL's
- * record buffers go last (the read that re-enabling makes allocates one).
- */
-static void
-icpt_trim_leg(struct bufferevent *bev)
-{
-	SSL *ssl = bev != NULL ? bufferevent_openssl_get_ssl(bev) : NULL;
-	struct evbuffer *in;
-	bool reading;
-
-	if (ssl == NULL)
-		return;
-	in = bufferevent_get_input(bev);
-	if (evbuffer_get_length(in) > 0 || evbuffer_get_length(bufferevent_get_output(bev)) > 0)
-		return;
-	reading = (bufferevent_get_enabled(bev) & EV_READ) != 0;
-	if (reading)
-		bufferevent_disable(bev, EV_READ);
-	if (evbuffer_add(in, "", 1) == 0)
-		evbuffer_drain(in, 1);
-	bufferevent_set_max_single_read(bev, ICPT_TRIM_READ);
-	if (reading)
-		bufferevent_enable(bev, EV_READ);
-	(void)SSL_free_buffers(ssl);
-}
 
 static void
 icpt_quiet_unlink(struct icpt_conn *c)
@@ -592,10 +530,10 @@ icpt_trim_cb(evutil_socket_t fd, short what, void *arg)
 		if (age.tv_sec * 1000 + age.tv_usec / 1000 < ICPT_TRIM_MS)
 			break;
 		icpt_quiet_unlink(c);
-		if (c->cbev != c->craw)
-			icpt_trim_leg(c->cbev);
-		if (c->ubev != c->usock)
-			icpt_trim_leg(c->ubev);
+		if (c->cl != NULL)
+			icpt_leg_trim(c->cl);
+		if (c->ul != NULL)
+			icpt_leg_trim(c->ul);
 		c->trimmed = true;
 		n++;
 	}
@@ -644,10 +582,10 @@ icpt_unquiet(struct icpt_conn *c)
 	if (!c->trimmed)
 		return;
 	c->trimmed = false;
-	if (c->cbev != NULL)
-		bufferevent_set_max_single_read(c->cbev, 0);
-	if (c->ubev != NULL)
-		bufferevent_set_max_single_read(c->ubev, 0);
+	if (c->cl != NULL)
+		icpt_leg_max_read(c->cl, 0);
+	if (c->ul != NULL)
+		icpt_leg_max_read(c->ul, 0);
 }
 
 /* ---------------------------------------------------------------- setup */
@@ -819,6 +757,11 @@ intercept_new(struct event_base *base, const struct intercept_ops *ops, void *ar
 	    cfg->tls_port == cfg->plain_port || cfg->peek_port == cfg->tls_port ||
 	    cfg->peek_port == cfg->plain_port) {
 		snprintf(err, errlen, "intercept: bad configuration");
+		return NULL;
+	}
+	/* The workload's first bytes are peeked on an edge-triggered event (icpt_accept.c). */
+	if (!(event_base_get_features(base) & EV_FEATURE_ET)) {
+		snprintf(err, errlen, "intercept: the event loop has no edge-triggered events");
 		return NULL;
 	}
 	ic = calloc(1, sizeof(*ic));

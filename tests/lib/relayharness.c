@@ -157,10 +157,10 @@ relay_new(struct vault_snap *snap)
 	c->tls = false;
 	c->state = ICPT_S_HELLO;
 	c->ev_free = event_new(ic->base, -1, 0, icpt_free_cb, c);
-	c->craw = bufferevent_socket_new(ic->base, sv[0], BEV_OPT_CLOSE_ON_FREE);
+	c->cfd = sv[0];
+	c->cl = icpt_leg_new(ic->base, sv[0], NULL, ICPT_LEG_PLAIN);
 	RELAY_CHECK(c->ev_free != NULL);
-	RELAY_CHECK(c->craw != NULL);
-	c->cbev = c->craw;
+	RELAY_CHECK(c->cl != NULL);
 	ic->conns = c;
 	ic->nconns = 1;
 	memcpy(&c->dst, &h->up, sizeof(h->up));
