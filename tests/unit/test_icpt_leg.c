@@ -1,0 +1,424 @@
+/*
+ * Unit tests of the interceptor's legs (vault/icpt_leg.c) on socket pairs,
+ * plain and TLS directly on the descriptor: bytes both ways, the input's
+ * high-water mark, EOF with writing still open, a leg freed from its own
+ * callback, and the records OpenSSL read ahead: every one is decrypted
+ * without a readiness of its own, also when reading resumes below the
+ * high-water mark or is enabled again. Every wait is bounded in loop turns.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "vault/icpt_leg.h"
+
+#define TURNS 200 /* loop turns a wait takes at most */
+
+struct side {
+	struct icpt_leg *l;
+	int reads, writes, connected, eof, errors;
+	bool free_on_read;
+};
+
+static void
+t_read_cb(struct icpt_leg *l, void *arg)
+{
+	struct side *s = arg;
+
+	s->reads++;
+	if (s->free_on_read) {
+		icpt_leg_free(l);
+		s->l = NULL;
+	}
+}
+
+static void
+t_write_cb(struct icpt_leg *l, void *arg)
+{
+	struct side *s = arg;
+
+	(void)l;
+	s->writes++;
+}
+
+static void
+t_event_cb(struct icpt_leg *l, short what, void *arg)
+{
+	struct side *s = arg;
+
+	(void)l;
+	if (what & BEV_EVENT_CONNECTED)
+		s->connected++;
+	if (what & BEV_EVENT_EOF)
+		s->eof++;
+	if (what & BEV_EVENT_ERROR)
+		s->errors++;
+}
+
+static void
+t_pair(int sv[2])
+{
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+}
+
+/* Run the loop until the input of l holds want bytes, at most TURNS turns. */
+static bool
+t_until_in(struct event_base *base, struct icpt_leg *l, size_t want)
+{
+	for (int i = 0; i < TURNS; i++) {
+		if (evbuffer_get_length(icpt_leg_input(l)) >= want)
+			return true;
+		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	}
+	return evbuffer_get_length(icpt_leg_input(l)) >= want;
+}
+
+static void
+t_turns(struct event_base *base, int n)
+{
+	for (int i = 0; i < n; i++)
+		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+}
+
+/* Read what the plain peer fd holds (bounded) into buf. */
+static size_t
+t_drain_fd(int fd, char *buf, size_t cap)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < cap && (n = read(fd, buf + got, cap - got)) > 0)
+		got += (size_t)n;
+	return got;
+}
+
+/* ---------------------------------------------------------------- plain */
+
+static void
+test_plain_both_ways(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct side s = {0};
+	char buf[64];
+	int sv[2];
+
+	(void)state;
+	t_pair(sv);
+	s.l = icpt_leg_new(base, sv[0], NULL, ICPT_LEG_PLAIN);
+	assert_non_null(s.l);
+	icpt_leg_setcb(s.l, t_read_cb, t_write_cb, t_event_cb, &s);
+	assert_int_equal(write(sv[1], "hello", 5), 5);
+	assert_true(t_until_in(base, s.l, 5));
+	assert_int_equal(s.reads, 1);
+	assert_memory_equal(evbuffer_pullup(icpt_leg_input(s.l), 5), "hello", 5);
+	/* Two additions in one turn leave together, at its end; then the write callback. */
+	assert_int_equal(icpt_leg_write(s.l, "ab", 2), 0);
+	assert_int_equal(icpt_leg_write(s.l, "cd", 2), 0);
+	assert_int_equal(t_drain_fd(sv[1], buf, sizeof(buf)), 0);
+	t_turns(base, 2);
+	assert_int_equal(t_drain_fd(sv[1], buf, sizeof(buf)), 4);
+	assert_memory_equal(buf, "abcd", 4);
+	assert_int_equal(s.writes, 1);
+	assert_int_equal(evbuffer_get_length(icpt_leg_output(s.l)), 0);
+	assert_int_equal(icpt_leg_fd(s.l), sv[0]);
+	assert_null(icpt_leg_ssl(s.l));
+	icpt_leg_free(s.l);
+	close(sv[1]);
+	event_base_free(base);
+}
+
+/* Reading stops at the high-water mark and goes on once the input drains. */
+static void
+test_plain_high_water(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct side s = {0};
+	int sv[2];
+
+	(void)state;
+	t_pair(sv);
+	s.l = icpt_leg_new(base, sv[0], NULL, ICPT_LEG_PLAIN);
+	icpt_leg_setcb(s.l, t_read_cb, NULL, t_event_cb, &s);
+	icpt_leg_read_high(s.l, 4);
+	assert_int_equal(write(sv[1], "0123456789", 10), 10);
+	t_turns(base, 5);
+	assert_int_equal(evbuffer_get_length(icpt_leg_input(s.l)), 4);
+	evbuffer_drain(icpt_leg_input(s.l), 4);
+	assert_true(t_until_in(base, s.l, 4));
+	assert_memory_equal(evbuffer_pullup(icpt_leg_input(s.l), 4), "4567", 4);
+	evbuffer_drain(icpt_leg_input(s.l), 4);
+	assert_true(t_until_in(base, s.l, 2));
+	icpt_leg_free(s.l);
+	close(sv[1]);
+	event_base_free(base);
+}
+
+/* The peer's EOF ends reading only: an answer still goes out after it. */
+static void
+test_plain_eof_half(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct side s = {0};
+	char buf[16];
+	int sv[2];
+
+	(void)state;
+	t_pair(sv);
+	s.l = icpt_leg_new(base, sv[0], NULL, ICPT_LEG_PLAIN);
+	icpt_leg_setcb(s.l, t_read_cb, NULL, t_event_cb, &s);
+	assert_int_equal(write(sv[1], "req", 3), 3);
+	assert_int_equal(shutdown(sv[1], SHUT_WR), 0);
+	t_turns(base, 5);
+	assert_int_equal(evbuffer_get_length(icpt_leg_input(s.l)), 3);
+	assert_int_equal(s.eof, 1);
+	assert_int_equal(s.errors, 0);
+	assert_int_equal(icpt_leg_write(s.l, "answer", 6), 0);
+	t_turns(base, 2);
+	assert_int_equal(t_drain_fd(sv[1], buf, sizeof(buf)), 6);
+	icpt_leg_free(s.l);
+	close(sv[1]);
+	event_base_free(base);
+}
+
+/* A leg freed from its own read callback goes once the callback returns. */
+static void
+test_plain_free_in_callback(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct side s = {.free_on_read = true};
+	int sv[2];
+
+	(void)state;
+	t_pair(sv);
+	s.l = icpt_leg_new(base, sv[0], NULL, ICPT_LEG_PLAIN);
+	icpt_leg_setcb(s.l, t_read_cb, NULL, t_event_cb, &s);
+	assert_int_equal(write(sv[1], "x", 1), 1);
+	t_turns(base, 5);
+	assert_int_equal(s.reads, 1);
+	assert_null(s.l);
+	/* The descriptor went with the leg: the peer reads EOF. */
+	assert_int_equal(read(sv[1], (char[1]){0}, 1), 0);
+	close(sv[1]);
+	event_base_free(base);
+}
+
+/* ---------------------------------------------------------------- TLS */
+
+struct tls {
+	struct event_base *base;
+	SSL_CTX *sctx, *cctx;
+	struct side srv, cli;
+};
+
+/* A throwaway P-256 key and self-signed certificate for the server side. */
+static void
+t_tls_ctx(struct tls *t)
+{
+	EVP_PKEY *key = EVP_EC_gen("P-256");
+	X509 *x = X509_new();
+
+	assert_non_null(key);
+	assert_non_null(x);
+	ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+	X509_gmtime_adj(X509_getm_notBefore(x), 0);
+	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+	X509_set_pubkey(x, key);
+	X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC,
+	    (const unsigned char *)"leg.test", -1, -1, 0);
+	X509_set_issuer_name(x, X509_get_subject_name(x));
+	assert_true(X509_sign(x, key, EVP_sha256()) > 0);
+	t->sctx = SSL_CTX_new(TLS_server_method());
+	t->cctx = SSL_CTX_new(TLS_client_method());
+	assert_int_equal(SSL_CTX_use_certificate(t->sctx, x), 1);
+	assert_int_equal(SSL_CTX_use_PrivateKey(t->sctx, key), 1);
+	SSL_CTX_set_verify(t->cctx, SSL_VERIFY_NONE, NULL);
+	X509_free(x);
+	EVP_PKEY_free(key);
+}
+
+/* A server leg and a client leg on the two ends of a socket pair, handshaken. */
+static void
+t_tls_up(struct tls *t)
+{
+	int sv[2];
+
+	memset(t, 0, sizeof(*t));
+	t->base = event_base_new();
+	t_tls_ctx(t);
+	t_pair(sv);
+	t->srv.l = icpt_leg_new(t->base, sv[0], SSL_new(t->sctx), ICPT_LEG_ACCEPT);
+	t->cli.l = icpt_leg_new(t->base, sv[1], SSL_new(t->cctx), ICPT_LEG_CONNECT);
+	assert_non_null(t->srv.l);
+	assert_non_null(t->cli.l);
+	icpt_leg_setcb(t->srv.l, t_read_cb, t_write_cb, t_event_cb, &t->srv);
+	icpt_leg_setcb(t->cli.l, t_read_cb, t_write_cb, t_event_cb, &t->cli);
+	for (int i = 0; i < TURNS && (t->srv.connected == 0 || t->cli.connected == 0); i++)
+		event_base_loop(t->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	assert_int_equal(t->srv.connected, 1);
+	assert_int_equal(t->cli.connected, 1);
+	assert_non_null(icpt_leg_ssl(t->srv.l));
+	assert_true(SSL_is_init_finished(icpt_leg_ssl(t->cli.l)));
+}
+
+static void
+t_tls_down(struct tls *t)
+{
+	icpt_leg_free(t->srv.l);
+	icpt_leg_free(t->cli.l);
+	SSL_CTX_free(t->sctx);
+	SSL_CTX_free(t->cctx);
+	event_base_free(t->base);
+}
+
+/* Bytes both ways over TLS on the descriptors, a large body as whole records. */
+static void
+test_tls_both_ways(void **state)
+{
+	static char big[100000];
+	struct tls t;
+
+	(void)state;
+	t_tls_up(&t);
+	assert_int_equal(icpt_leg_write(t.cli.l, "GET / HTTP/1.1\r\n\r\n", 18), 0);
+	assert_true(t_until_in(t.base, t.srv.l, 18));
+	assert_memory_equal(
+	    evbuffer_pullup(icpt_leg_input(t.srv.l), 18), "GET / HTTP/1.1\r\n\r\n", 18);
+	memset(big, 'b', sizeof(big));
+	assert_int_equal(icpt_leg_write(t.srv.l, big, sizeof(big)), 0);
+	assert_true(t_until_in(t.base, t.cli.l, sizeof(big)));
+	assert_int_equal(evbuffer_get_length(icpt_leg_input(t.cli.l)), sizeof(big));
+	assert_true(t.srv.writes >= 1);
+	t_tls_down(&t);
+}
+
+/*
+ * Several records read ahead in one read(2): each is decrypted before the
+ * next wait, since the socket, drained into OpenSSL's buffer, brings no
+ * readiness for them. Reading is off while the client sends three records
+ * (three turns), then on: everything arrives without another byte.
+ */
+static void
+test_tls_read_ahead(void **state)
+{
+	struct tls t;
+
+	(void)state;
+	t_tls_up(&t);
+	icpt_leg_disable(t.srv.l, EV_READ);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(icpt_leg_write(t.cli.l, "record!", 7), 0);
+		t_turns(t.base, 2);
+	}
+	assert_int_equal(evbuffer_get_length(icpt_leg_input(t.srv.l)), 0);
+	icpt_leg_enable(t.srv.l, EV_READ);
+	assert_true(t_until_in(t.base, t.srv.l, 21));
+	t_tls_down(&t);
+}
+
+/*
+ * Reading stopped at the high-water mark with records still in OpenSSL's
+ * buffer (the socket empty): draining the input below the mark brings the
+ * next record, and so does enabling reading again after a disable.
+ */
+static void
+test_tls_high_water_pending(void **state)
+{
+	struct tls t;
+
+	(void)state;
+	t_tls_up(&t);
+	icpt_leg_disable(t.srv.l, EV_READ);
+	icpt_leg_read_high(t.srv.l, 7);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(icpt_leg_write(t.cli.l, "record!", 7), 0);
+		t_turns(t.base, 2);
+	}
+	icpt_leg_enable(t.srv.l, EV_READ);
+	assert_true(t_until_in(t.base, t.srv.l, 7));
+	t_turns(t.base, 3);
+	assert_int_equal(evbuffer_get_length(icpt_leg_input(t.srv.l)), 7);
+	evbuffer_drain(icpt_leg_input(t.srv.l), 7);
+	assert_true(t_until_in(t.base, t.srv.l, 7));
+	icpt_leg_disable(t.srv.l, EV_READ);
+	evbuffer_drain(icpt_leg_input(t.srv.l), 7);
+	t_turns(t.base, 3);
+	assert_int_equal(evbuffer_get_length(icpt_leg_input(t.srv.l)), 0);
+	icpt_leg_enable(t.srv.l, EV_READ);
+	assert_true(t_until_in(t.base, t.srv.l, 7));
+	t_tls_down(&t);
+}
+
+/* close_notify ends the peer's reading as an EOF, not an error. */
+static void
+test_tls_close_notify(void **state)
+{
+	struct tls t;
+
+	(void)state;
+	t_tls_up(&t);
+	icpt_leg_close_notify(t.cli.l);
+	for (int i = 0; i < TURNS && t.srv.eof == 0; i++)
+		event_base_loop(t.base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	assert_int_equal(t.srv.eof, 1);
+	assert_int_equal(t.srv.errors, 0);
+	t_tls_down(&t);
+}
+
+/* A peer that is not TLS fails the handshake with an error and the kept OpenSSL errors. */
+static void
+test_tls_handshake_garbage(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct tls t;
+	struct side s = {0};
+	int sv[2];
+
+	(void)state;
+	memset(&t, 0, sizeof(t));
+	t_tls_ctx(&t);
+	t_pair(sv);
+	s.l = icpt_leg_new(base, sv[0], SSL_new(t.sctx), ICPT_LEG_ACCEPT);
+	icpt_leg_setcb(s.l, t_read_cb, NULL, t_event_cb, &s);
+	assert_int_equal(write(sv[1], "GET / HTTP/1.1\r\n\r\n", 18), 18);
+	for (int i = 0; i < TURNS && s.errors == 0; i++)
+		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	assert_int_equal(s.errors, 1);
+	assert_int_equal(s.connected, 0);
+	assert_int_equal(s.reads, 0);
+	assert_true(icpt_leg_error(s.l) != 0);
+	icpt_leg_free(s.l);
+	close(sv[1]);
+	SSL_CTX_free(t.sctx);
+	SSL_CTX_free(t.cctx);
+	event_base_free(base);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_plain_both_ways),
+	    cmocka_unit_test(test_plain_high_water),
+	    cmocka_unit_test(test_plain_eof_half),
+	    cmocka_unit_test(test_plain_free_in_callback),
+	    cmocka_unit_test(test_tls_both_ways),
+	    cmocka_unit_test(test_tls_read_ahead),
+	    cmocka_unit_test(test_tls_high_water_pending),
+	    cmocka_unit_test(test_tls_close_notify),
+	    cmocka_unit_test(test_tls_handshake_garbage),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
