@@ -26,7 +26,7 @@ typedef void (*wchan_dead_cb)(const char *why, void *arg);
 typedef void (*wchan_push_cb)(const union chan_msg *m, void *arg);
 
 /* Pending requests at most; more is a worker bug and is refused. */
-#define WCHAN_MAX_PENDING 4096
+#define WCHAN_MAX_PENDING CHAN_MAX_PENDING
 
 struct wchan *wchan_new(struct event_base *base, int fd, wchan_dead_cb dead, void *arg);
 void wchan_free(struct wchan *w);

@@ -61,7 +61,9 @@ enum chan_role {
 #define CHAN_MAX_VAULT_BYTES (8u << 20)   /* one vault document */
 #define CHAN_LEAF_KEY_MAX 128             /* DER SubjectPublicKeyInfo of a P-256 key: 91 */
 #define CHAN_LEAF_DER_MAX 4096            /* one leaf certificate */
-#define CHAN_CA_DER_MAX 2048              /* one generated CA certificate: about 450 */
+/* A child's requests awaiting their replies, at most (the parent keeps twice as many replies). */
+#define CHAN_MAX_PENDING 4096
+#define CHAN_CA_DER_MAX 2048 /* one generated CA certificate: about 450 */
 #define CHAN_ERRMSG_LEN 128
 
 struct chan_hdr {

@@ -65,12 +65,31 @@
 #define PARENT_WATCHDOG_MS 1000
 /* A child has this long to acknowledge a push, or it is killed. */
 #define PARENT_ACK_S 10
+/* Replies kept for a child whose channel is full, at most (parent_answer). */
+#define PARENT_OUTQ_MAX (2 * CHAN_MAX_PENDING)
+/*
+ * Sockets among them at most: past this a socket request is answered
+ * ENOBUFS without one, so that a child that reads nothing cannot hold the
+ * parent's descriptors (it needs them to start children again).
+ */
+#define PARENT_OUTQ_FDS 256
 /* Blocking budget of one document send to a child. */
 #define PARENT_SEND_MS 10000
 /* Seconds between two changes of the chained proxy's addresses, at least. */
 #define PARENT_PROXY_CHANGE_S 2
 
 struct parent;
+
+/*
+ * A reply the child's channel had no room for (its socket buffer full):
+ * kept, in order, with the descriptor it carries, until the channel
+ * drains (parent_outq_flush).
+ */
+struct pout {
+	struct pout *next;
+	int fd; /* passed with it (SCM_RIGHTS), closed once sent; -1: none */
+	union chan_msg m;
+};
 
 /* One child: a role, its process and its channel. */
 struct pkid {
@@ -79,6 +98,13 @@ struct pkid {
 	pid_t pid;
 	int chanfd;
 	struct event *ev_chan;
+	/*
+	 * Replies waiting for room (a burst of requests answered faster than
+	 * the child reads them), sent as its channel drains (ev_out).
+	 */
+	struct pout *outq, **outq_tail;
+	size_t noutq, noutq_fds;
+	struct event *ev_out;
 	time_t started;
 	unsigned backoff_ms;
 	struct event *ev_restart;
@@ -287,8 +313,28 @@ parent_update_ready(struct parent *p)
 }
 
 static void
+parent_outq_clear(struct pkid *k)
+{
+	struct pout *o;
+
+	while ((o = k->outq) != NULL) {
+		k->outq = o->next;
+		if (o->fd >= 0)
+			close(o->fd);
+		free(o);
+	}
+	k->outq_tail = &k->outq;
+	k->noutq = k->noutq_fds = 0;
+	if (k->ev_out != NULL) {
+		event_free(k->ev_out);
+		k->ev_out = NULL;
+	}
+}
+
+static void
 parent_close_chan(struct pkid *k)
 {
+	parent_outq_clear(k);
 	if (k->ev_chan != NULL) {
 		event_free(k->ev_chan);
 		k->ev_chan = NULL;
@@ -317,6 +363,98 @@ parent_violation(struct pkid *k, const char *why)
 	parent_push_drop_role(k->p, k->role);
 }
 
+/* Send what waits for room, in order. */
+static void
+parent_outq_flush(struct pkid *k)
+{
+	struct pout *o;
+
+	while ((o = k->outq) != NULL) {
+		if (chan_send(k->chanfd, &o->m, o->fd) != 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)
+				return; /* ev_out brings us back */
+			log_msg(LOG_WARN, "proc", "chan_send", "reply to %s failed: %s",
+			    chan_role_name(k->role), strerror(errno));
+		}
+		k->outq = o->next;
+		if (k->outq == NULL)
+			k->outq_tail = &k->outq;
+		k->noutq--;
+		if (o->fd >= 0) {
+			close(o->fd);
+			k->noutq_fds--;
+		}
+		free(o);
+	}
+	event_del(k->ev_out);
+}
+
+static void
+parent_out_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what;
+	parent_outq_flush(arg);
+}
+
+/*
+ * A reply to one of the child's requests (msg, with fd when >= 0, taken):
+ * sent now, or, when the child's channel has no room, kept until it has
+ * (never dropped: the request would hang, and its connection with it).
+ * The child's requests are still read meanwhile: a child waits for room
+ * to send its own (wchan), and would wait forever for a parent that
+ * stopped reading until its replies were read. A child has at most
+ * CHAN_MAX_PENDING requests out; one with more replies waiting than
+ * PARENT_OUTQ_MAX does not read its channel, and is killed.
+ */
+static void
+parent_answer(struct pkid *k, const void *msg, int fd)
+{
+	struct chan_hdr h;
+	struct pout *o;
+	size_t n;
+
+	memcpy(&h, msg, sizeof(h));
+	if (k->outq == NULL) {
+		if (chan_send(k->chanfd, msg, fd) == 0)
+			goto sent;
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS) {
+			log_msg(LOG_WARN, "proc", "chan_send", "reply to %s failed: %s",
+			    chan_role_name(k->role), strerror(errno));
+			goto sent;
+		}
+	}
+	if (k->noutq >= PARENT_OUTQ_MAX) {
+		if (fd >= 0)
+			close(fd);
+		parent_violation(k, "replies not read");
+		return;
+	}
+	n = chan_msg_size(h.type);
+	if (k->ev_out == NULL)
+		k->ev_out =
+		    event_new(k->p->base, k->chanfd, EV_WRITE | EV_PERSIST, parent_out_cb, k);
+	if (n == 0 || k->ev_out == NULL || (o = malloc(offsetof(struct pout, m) + n)) == NULL) {
+		log_msg(LOG_WARN, "proc", "chan_send", "reply to %s lost: out of memory",
+		    chan_role_name(k->role));
+		goto sent;
+	}
+	o->next = NULL;
+	o->fd = fd;
+	memcpy(&o->m, msg, n);
+	if (k->outq == NULL) {
+		k->outq_tail = &k->outq;
+		event_add(k->ev_out, NULL);
+	}
+	*k->outq_tail = o;
+	k->outq_tail = &o->next;
+	k->noutq++;
+	k->noutq_fds += fd >= 0;
+	return;
+sent:
+	if (fd >= 0)
+		close(fd);
+}
+
 static void
 parent_reply(struct pkid *k, uint32_t id, unsigned req_type, int err, const char *msg)
 {
@@ -330,9 +468,7 @@ parent_reply(struct pkid *k, uint32_t id, unsigned req_type, int err, const char
 	r.req_type = (uint16_t)req_type;
 	r.err = err;
 	snprintf(r.msg, sizeof(r.msg), "%s", msg ? msg : "");
-	/* A reply that cannot be sent leaves a request of the child hanging: wait for room. */
-	if (chan_send_wait(k->chanfd, &r, PARENT_SEND_MS) != 0)
-		log_msg(LOG_WARN, "proc", "chan_send", "reply failed: %s", strerror(errno));
+	parent_answer(k, &r, -1);
 }
 
 /* ---- pushes ---- */
@@ -557,19 +693,19 @@ parent_socket(struct pkid *k, const struct chan_socket_req *req)
 	memset(&rep, 0, sizeof(rep));
 	rep.hdr.type = CHAN_SOCKET_REP;
 	rep.hdr.id = req->hdr.id;
-	fd = socket(req->family, req->socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
+	if (k->noutq_fds >= PARENT_OUTQ_FDS) {
+		fd = -1;
+		err = ENOBUFS;
+	} else if ((fd = socket(req->family, req->socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) <
+	           0) {
 		err = errno;
-	else if (setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)) != 0) {
+	} else if (setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)) != 0) {
 		err = errno;
 		close(fd);
 		fd = -1;
 	}
 	rep.err = err;
-	if (chan_send(k->chanfd, &rep, fd) != 0)
-		log_msg(LOG_WARN, "proc", "chan_send", "socket reply failed: %s", strerror(errno));
-	if (fd >= 0)
-		close(fd);
+	parent_answer(k, &rep, fd);
 }
 
 static void
@@ -820,7 +956,13 @@ parent_leaf(struct pkid *k, const struct chan_leaf_req *r)
 		rep->der_len = (uint32_t)i2d_X509(x, &d);
 	}
 	X509_free(x);
-	if (rep->der_len == 0) {
+	if (rep->der_len != 0) {
+		struct log_line l;
+
+		log_begin(&l, LOG_DEBUG, "vault", "leaf_mint");
+		log_str(&l, "host", r->name);
+		log_end(&l);
+	} else {
 		struct log_line l;
 
 		rep->err = EPERM;
@@ -829,8 +971,7 @@ parent_leaf(struct pkid *k, const struct chan_leaf_req *r)
 		log_str(&l, "why", err[0] ? err : "certificate too large");
 		log_end(&l);
 	}
-	if (chan_send(k->chanfd, rep, -1) != 0)
-		log_msg(LOG_WARN, "proc", "chan_send", "leaf reply failed: %s", strerror(errno));
+	parent_answer(k, rep, -1);
 	free(rep);
 }
 

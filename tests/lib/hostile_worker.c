@@ -290,6 +290,90 @@ hostile_socket(int fd, int socktype)
 	return chan_send(fd, &r, -1) == 0 ? hostile_result(fd, r.hdr.id) : -1;
 }
 
+/*
+ * A burst: nleaf leaf requests and nsock socket requests sent at once,
+ * nothing read meanwhile (more replies than the channel holds), then every
+ * reply read (bounded): the number of requests left without a good answer
+ * (a leaf, or a socket with its descriptor). The parent keeps what its
+ * channel cannot take: none may be lost.
+ */
+static int
+hostile_burst(int fd, int nleaf, int nsock)
+{
+	union chan_msg *m = calloc(1, sizeof(*m));
+	uint32_t first = next_id;
+	int n = nleaf + nsock, missing = n;
+	EVP_PKEY *k = EVP_EC_gen("P-256");
+	struct chan_leaf_req lr;
+	unsigned char *d = lr.key;
+
+	memset(&lr, 0, sizeof(lr));
+	if (m == NULL || k == NULL || i2d_PUBKEY(k, NULL) > CHAN_LEAF_KEY_MAX) {
+		EVP_PKEY_free(k);
+		free(m);
+		return -1;
+	}
+	lr.hdr.type = CHAN_LEAF_REQ;
+	snprintf(lr.name, sizeof(lr.name), "ok.example.test");
+	lr.key_len = (uint16_t)i2d_PUBKEY(k, &d);
+	EVP_PKEY_free(k);
+	for (int i = 0; i < n; i++) {
+		struct chan_socket_req sr = {.hdr = {.type = CHAN_SOCKET_REQ, .id = next_id},
+		    .family = AF_INET,
+		    .socktype = SOCK_STREAM};
+
+		lr.hdr.id = next_id++;
+		if (chan_send(fd, i < nleaf ? (const void *)&lr : (const void *)&sr, -1) != 0) {
+			free(m);
+			return -1;
+		}
+	}
+	for (int waited = 0; missing > 0 && waited < 30000;) {
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		const char *why;
+		int passfd;
+
+		if (poll(&pfd, 1, 100) == 0) {
+			waited += 100;
+			continue;
+		}
+		if (chan_recv(fd, m, CHAN_TO_WORKER, &passfd, &why) != CHAN_OK)
+			continue;
+		if ((m->hdr.id & CHAN_ID_PARENT) != 0 && m->hdr.id != CHAN_ID_HANDOVER)
+			hostile_ack_push(fd, m);
+		else if (m->hdr.id >= first && m->hdr.id < first + (uint32_t)n &&
+		         ((m->hdr.type == CHAN_LEAF_REP && m->leaf_rep.err == 0) ||
+		             (m->hdr.type == CHAN_SOCKET_REP && m->socket_rep.err == 0 &&
+		                 passfd >= 0)))
+			missing--;
+		if (passfd >= 0)
+			close(passfd);
+	}
+	free(m);
+	return missing;
+}
+
+/*
+ * Requests without end, no reply ever read: the parent keeps the replies
+ * its channel cannot take only up to a bound, then kills this child. The
+ * requests stop at 3 times that bound (the parent reads them all).
+ */
+static void
+hostile_flood(int fd)
+{
+	struct chan_socket_req sr = {
+	    .hdr = {.type = CHAN_SOCKET_REQ}, .family = AF_INET, .socktype = SOCK_STREAM};
+
+	say("flood", 0);
+	for (int i = 0; i < 3 * 2 * CHAN_MAX_PENDING; i++) {
+		sr.hdr.id = next_id++;
+		if (chan_send(fd, &sr, -1) != 0)
+			break;
+	}
+	say("flood-sent", 0);
+	sleep(60); /* killed meanwhile */
+}
+
 /* What a role may do, checked once (incarnation 0), after the test says go. */
 static void
 hostile_allowed(int fd, enum chan_role role)
@@ -309,6 +393,7 @@ hostile_allowed(int fd, enum chan_role role)
 		say("leaf-allowed", hostile_leaf(fd, "ok.example.test"));
 		say("leaf-denied", hostile_leaf(fd, "evil.example.test"));
 		say("intercept-socket-tcp", hostile_socket(fd, SOCK_STREAM));
+		say("intercept-burst-missing", hostile_burst(fd, 300, 600));
 		return;
 	case CHAN_ROLE_DNS:
 		break;
@@ -444,6 +529,13 @@ hostile_main(const struct config *cfg, int fd, enum chan_role role)
 		return 1;
 	/* The test says when to go (it first sees the ready file), then when to fire. */
 	hostile_wait_file(fd, "go");
+	if (getenv("HOSTILE_FLOOD") != NULL) {
+		if (role == CHAN_ROLE_INTERCEPT && n == 0)
+			hostile_flood(fd);
+		for (int k = 0; k < 600; k++)
+			hostile_pump(fd, 0, false, 1000);
+		return 0;
+	}
 	if (n == 0)
 		hostile_allowed(fd, role);
 	hostile_wait_file(fd, "fire");

@@ -21,7 +21,7 @@ step() { # name err
 }
 # The allowed steps first (bounded), then the table as they left it.
 for i in $(seq 1 300); do
-	grep -q '^HOSTILE proxy-flap ' "$log" && grep -q '^HOSTILE intercept-socket-tcp ' "$log" &&
+	grep -q '^HOSTILE proxy-flap ' "$log" && grep -q '^HOSTILE intercept-burst-missing ' "$log" &&
 		break
 	sleep 0.1
 done
@@ -53,6 +53,9 @@ done
 check "the intercept gets a leaf for an allowed name" step leaf-allowed 0
 check "  but none for a name the policy denies" step leaf-denied 1
 check "the intercept gets a marked TCP socket" step intercept-socket-tcp 0
+check "a burst of 300 leaf and 600 socket requests, read only after: every one answered" \
+	step intercept-burst-missing 0
+refute "  no reply dropped for want of room" grep -q 'reply to intercept failed' "$log"
 
 set4=$(ip netns exec "$SBX" nft list set inet egressd learnedp4 2>&1)
 check "the accepted learn is in the kernel" grep -q "192.0.2.10 . 443" <<<"$set4"
