@@ -50,11 +50,16 @@ struct wintercept {
 	struct event *ev_agg;
 };
 
-/* A leaf asked of the parent for one connection. */
+/*
+ * A connection waiting for a leaf. One per host asks the parent (id set);
+ * the others waiting for the same host (id 0) get the same answer, so
+ * that a burst of first connections to a host costs one leaf, not one
+ * each (nor a reply each through the parent's channel).
+ */
 struct wintercept_leafreq {
 	struct wintercept_leafreq *prev, *next;
 	struct wintercept *w;
-	uint32_t id;
+	uint32_t id; /* of the request to the parent; 0: waits for another's */
 	intercept_leaf_cb cb;
 	void *arg;
 	char host[CHAN_NAME_LEN];
@@ -274,6 +279,16 @@ wintercept_log(void *arg, const struct intercept_event *ev)
 }
 
 static void
+wintercept_leaf_link(struct wintercept *w, struct wintercept_leafreq *r)
+{
+	r->prev = NULL;
+	r->next = w->leafreqs;
+	if (r->next != NULL)
+		r->next->prev = r;
+	w->leafreqs = r;
+}
+
+static void
 wintercept_leaf_unlink(struct wintercept_leafreq *r)
 {
 	if (r->prev != NULL)
@@ -287,10 +302,11 @@ wintercept_leaf_unlink(struct wintercept_leafreq *r)
 static void
 wintercept_leaf_reply(const union chan_msg *reply, int fd, void *arg)
 {
-	struct wintercept_leafreq *r = arg;
+	struct wintercept_leafreq *r = arg, *o, *next;
 	struct wintercept *w = r->w;
 	X509 *x = NULL;
 
+	(void)fd;
 	wintercept_leaf_unlink(r);
 	if (reply->hdr.type == CHAN_LEAF_REP && reply->leaf_rep.err == 0) {
 		const unsigned char *p = reply->leaf_rep.der;
@@ -303,6 +319,19 @@ wintercept_leaf_reply(const union chan_msg *reply, int fd, void *arg)
 			X509_free(x);
 			x = NULL;
 		}
+	}
+	/* Those waiting for the same host first, each with its own reference. */
+	for (o = w->leafreqs; o != NULL; o = next) {
+		next = o->next;
+		if (o->id != 0 || strcmp(o->host, r->host) != 0)
+			continue;
+		wintercept_leaf_unlink(o);
+		if (x != NULL)
+			X509_up_ref(x);
+		o->cb(x, o->arg);
+		free(o);
+		/* A callback may have closed connections, never another's request. */
+		next = w->leafreqs;
 	}
 	r->cb(x, r->arg);
 	free(r);
@@ -319,6 +348,16 @@ wintercept_get_leaf(void *arg, const char *host, intercept_leaf_cb cb, void *cba
 
 	if (strlen(host) >= CHAN_NAME_LEN || (r = calloc(1, sizeof(*r))) == NULL)
 		return -1;
+	r->w = w;
+	r->cb = cb;
+	r->arg = cbarg;
+	snprintf(r->host, sizeof(r->host), "%s", host);
+	for (struct wintercept_leafreq *o = w->leafreqs; o != NULL; o = o->next) {
+		if (o->id != 0 && strcmp(o->host, host) == 0) {
+			wintercept_leaf_link(w, r); /* answered with o */
+			return 0;
+		}
+	}
 	if ((m = calloc(1, sizeof(*m))) == NULL) {
 		free(r);
 		return -1;
@@ -328,21 +367,14 @@ wintercept_get_leaf(void *arg, const char *host, intercept_leaf_cb cb, void *cba
 	m->hdr.id = wchan_id(wstate_chan(w->ws));
 	m->key_len = (uint16_t)(n > 0 ? n : 0);
 	snprintf(m->name, sizeof(m->name), "%s", host);
-	r->w = w;
 	r->id = m->hdr.id;
-	r->cb = cb;
-	r->arg = cbarg;
-	snprintf(r->host, sizeof(r->host), "%s", host);
 	if (n <= 0 || wchan_request(wstate_chan(w->ws), m, wintercept_leaf_reply, r) != 0) {
 		free(m);
 		free(r);
 		return -1;
 	}
 	free(m);
-	r->next = w->leafreqs;
-	if (r->next != NULL)
-		r->next->prev = r;
-	w->leafreqs = r;
+	wintercept_leaf_link(w, r);
 	return 0;
 }
 
@@ -520,7 +552,8 @@ wintercept_free(struct wintercept *w)
 		struct wintercept_leafreq *r = w->leafreqs;
 
 		wintercept_leaf_unlink(r);
-		wchan_cancel(wstate_chan(w->ws), r->id);
+		if (r->id != 0)
+			wchan_cancel(wstate_chan(w->ws), r->id);
 		free(r);
 	}
 	intercept_free(w->ic);
