@@ -125,7 +125,7 @@ struct dnsproxy {
 	size_t inflight;
 	size_t ntcp;
 	/* Deny-type log lines, aggregated per name and window (logagg.c). */
-	struct logagg *agg_deny, *agg_nodata, *agg_filter, *agg_answer, *agg_tcp;
+	struct logagg *agg_deny, *agg_nodata, *agg_filter, *agg_answer, *agg_tcp, *agg_upfail;
 	/* The table's refusals the parent passes on (kreject.c). */
 	struct kreject *kreject;
 	struct event *ev_agg;
@@ -511,8 +511,15 @@ dnsproxy_ares_answer_cb(void *arg, int status, int timeouts, unsigned char *abuf
 		dnsproxy_ares_try(q);
 		return;
 	}
-	/* Every upstream failed: the proxy answers SERVFAIL. */
-	q->cb(q->arg, rcode >= 0 ? EIO : (e != 0 ? e : EIO), NULL, 0);
+	/*
+	 * Every upstream failed: the proxy answers SERVFAIL. The last one's
+	 * own answer (an rcode such as REFUSED) goes to the callback, which
+	 * says which; no answer at all goes as the error it was.
+	 */
+	if (rcode >= 0)
+		q->cb(q->arg, 0, abuf, (size_t)alen);
+	else
+		q->cb(q->arg, e != 0 ? e : EIO, NULL, 0);
 done:
 	free(q->query);
 	free(q);
@@ -900,17 +907,27 @@ dnsq_answer_cb(void *arg, int status, const uint8_t *abuf, size_t alen)
 	uint16_t up_id;
 	struct timespec now;
 	enum dnswire_status st;
+	int rcode;
 
 	if (status == ECANCELED) {
 		dnsq_free(dq);
 		return;
 	}
-	if (status != 0 || abuf == NULL || alen < DNSWIRE_HDR_LEN) {
-		struct log_line l;
-		log_begin(&l, LOG_WARN, "dns", "dns_upstream_fail");
-		log_str(&l, "name", dq->q.name);
-		log_str(&l, "error", status != 0 ? strerror(status) : "short answer");
-		log_end(&l);
+	rcode = status == 0 && abuf != NULL && alen >= DNSWIRE_HDR_LEN ? abuf[3] & 0x0f : -1;
+	if (rcode != DNSWIRE_RCODE_NOERROR && rcode != DNSWIRE_RCODE_NXDOMAIN) {
+		/* Once per name and window: a workload asking again cannot flood the log. */
+		if (dnsproxy_log_first(d, d->agg_upfail, dq->q.name)) {
+			struct log_line l;
+
+			log_begin(&l, LOG_WARN, "dns", "dns_upstream_fail");
+			log_str(&l, "name", dq->q.name);
+			if (rcode >= 0)
+				log_str(&l, "rcode", dnswire_rcode_name(rcode));
+			else
+				log_str(
+				    &l, "error", status != 0 ? strerror(status) : "short answer");
+			log_end(&l);
+		}
 		dnsq_finish_rcode(dq, DNSWIRE_RCODE_SERVFAIL);
 		return;
 	}
@@ -1431,6 +1448,7 @@ dnsproxy_agg_cb(evutil_socket_t fd, short what, void *arg)
 	logagg_flush(d->agg_filter, now, false);
 	logagg_flush(d->agg_answer, now, false);
 	logagg_flush(d->agg_tcp, now, false);
+	logagg_flush(d->agg_upfail, now, false);
 	kreject_flush(d->kreject, now);
 }
 
@@ -1578,9 +1596,10 @@ dnsproxy_new(struct wstate *ws, void (*ready_cb)(void *arg), void *arg,
 	d->agg_filter = logagg_new("dns", "dns_filter", LOG_WARN, 0, 0);
 	d->agg_answer = logagg_new("dns", "dns_bad_answer", LOG_WARN, 0, 0);
 	d->agg_tcp = logagg_new("dns", "dns_tcp", LOG_INFO, 0, 0);
+	d->agg_upfail = logagg_new("dns", "dns_upstream_fail", LOG_WARN, 0, 0);
 	d->kreject = kreject_new(ws);
 	if (d->agg_deny == NULL || d->agg_nodata == NULL || d->agg_filter == NULL ||
-	    d->agg_answer == NULL || d->agg_tcp == NULL) {
+	    d->agg_answer == NULL || d->agg_tcp == NULL || d->agg_upfail == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
@@ -1684,6 +1703,7 @@ dnsproxy_free(struct dnsproxy *d)
 	logagg_free(d->agg_filter);
 	logagg_free(d->agg_answer);
 	logagg_free(d->agg_tcp);
+	logagg_free(d->agg_upfail);
 	kreject_free(d->kreject);
 	free(d);
 }

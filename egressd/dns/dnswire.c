@@ -688,3 +688,13 @@ dnswire_status_str(enum dnswire_status st)
 	}
 	return "unknown";
 }
+
+const char *
+dnswire_rcode_name(int rcode)
+{
+	static const char *const names[] = {"NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP",
+	    "REFUSED", "YXDOMAIN", "YXRRSET", "NXRRSET", "NOTAUTH", "NOTZONE"};
+
+	return rcode >= 0 && (size_t)rcode < sizeof(names) / sizeof(names[0]) ? names[rcode]
+	                                                                      : "other";
+}

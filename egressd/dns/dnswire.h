@@ -39,6 +39,9 @@
 #define DNSWIRE_RCODE_NOTIMP 4
 #define DNSWIRE_RCODE_REFUSED 5
 
+/* The name of a header rcode (0..15), as RFC 1035 and 2136 spell it; "other" past them. */
+const char *dnswire_rcode_name(int rcode);
+
 enum dnswire_status {
 	DNSWIRE_OK,        /* parsed; *consumed bytes used */
 	DNSWIRE_NEED_MORE, /* only from dnswire_tcp_frame: read more bytes */

@@ -90,6 +90,22 @@ ans=$(wdig @203.0.113.53 s0.chain.allowed.test A)
 check "a chain of 3 CNAMEs resolves" grep -q "203.0.113.11" <<<"$ans"
 check "the refused answer is logged" grep -q '"event":"dns_bad_answer".*c0.chain.allowed.test' "$TMP/egressd.log"
 
+# --- An upstream that answers with an error rcode -----------------------------
+# dnsmasq refuses AAAA for a name it has only an A record for: every such
+# query gets SERVFAIL from egressd, and the failure is logged once per name
+# and window, with the upstream's rcode (it was one line per query, saying
+# "Input/output error").
+codes=""
+for i in $(seq 1 30); do
+	codes="$codes$(wdig @203.0.113.53 api.allowed.test AAAA | grep -o 'status: [A-Z]*' | cut -d' ' -f2),"
+done
+check "30 AAAA queries the upstream refuses each get SERVFAIL" \
+	test "$codes" = "$(printf 'SERVFAIL,%.0s' $(seq 1 30))"
+fails=$(grep -c '"event":"dns_upstream_fail","name":"api.allowed.test"' "$TMP/egressd.log")
+check "one dns_upstream_fail line for them ($fails)" test "$fails" = 1
+check "  naming the upstream's rcode" \
+	grep -q '"event":"dns_upstream_fail","name":"api.allowed.test","rcode":"REFUSED"' "$TMP/egressd.log"
+
 # --- Item 8: the summaries survive a shutdown ---------------------------------
 denied_all=$(metric egressd_dns_denied_total)
 kill "$EGRESSD_PID"

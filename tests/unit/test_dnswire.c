@@ -588,6 +588,20 @@ test_answer_cname_chain_limit(void **state)
 	}
 }
 
+/* Header rcodes by name, for the logs; anything past the named ones is "other". */
+static void
+test_rcode_name(void **state)
+{
+	(void)state;
+	assert_string_equal(dnswire_rcode_name(DNSWIRE_RCODE_NOERROR), "NOERROR");
+	assert_string_equal(dnswire_rcode_name(DNSWIRE_RCODE_SERVFAIL), "SERVFAIL");
+	assert_string_equal(dnswire_rcode_name(DNSWIRE_RCODE_REFUSED), "REFUSED");
+	assert_string_equal(dnswire_rcode_name(10), "NOTZONE");
+	assert_string_equal(dnswire_rcode_name(11), "other");
+	assert_string_equal(dnswire_rcode_name(15), "other");
+	assert_string_equal(dnswire_rcode_name(-1), "other");
+}
+
 int
 main(void)
 {
@@ -605,6 +619,7 @@ main(void)
 	    cmocka_unit_test(test_answer_truncation),
 	    cmocka_unit_test(test_answer_cname_loop_and_aaaa),
 	    cmocka_unit_test(test_answer_cname_chain_limit),
+	    cmocka_unit_test(test_rcode_name),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
