@@ -253,6 +253,17 @@ icpt_safe_bodiless(const struct httpwire_request *req)
 	       (m->len == 7 && memcmp(m->ptr, "OPTIONS", 7) == 0);
 }
 
+/* A request head's buffer back to the connection, empty, for its next request. */
+static void
+icpt_head_park(struct icpt_conn *c, struct evbuffer *head)
+{
+	evbuffer_drain(head, evbuffer_get_length(head));
+	if (c->hbuf == NULL && c->state != ICPT_S_CLOSED)
+		c->hbuf = head;
+	else
+		evbuffer_free(head);
+}
+
 /* Returns false when the request was refused (the connection is draining). */
 static bool
 icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_t headlen)
@@ -307,7 +318,9 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	if (c->shead != NULL) /* never left by a finished request; defensive */
 		evbuffer_free(c->shead);
 	c->shead = NULL;
-	head = evbuffer_new();
+	/* The connection's own head buffer, made once (no allocation per request). */
+	head = c->hbuf != NULL ? c->hbuf : evbuffer_new();
+	c->hbuf = NULL;
 	if (head == NULL) {
 		icpt_http_error(c, 500, "Internal Server Error", "oom");
 		return false;
@@ -316,7 +329,7 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 		int status = v.status;
 		const char *text = v.text;
 
-		evbuffer_free(head);
+		icpt_head_park(c, head);
 		icpt_verdict_clear(&v);
 		icpt_http_error(c, status, text, why);
 		return false;
@@ -343,19 +356,19 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	} else {
 		if (c->subst != NULL && req->framing == HTTPWIRE_FRAME_LENGTH &&
 		    icpt_head_frame(head, "Transfer-Encoding: chunked\r\n") != 0) {
-			evbuffer_free(head);
+			icpt_head_park(c, head);
 			icpt_close(c, "oom");
 			return false;
 		}
 		if (c->replay != NULL)
 			evbuffer_drain(c->replay, evbuffer_get_length(c->replay));
 		if (replayable && icpt_up_keep_replay(c, head) != 0) {
-			evbuffer_free(head);
+			icpt_head_park(c, head);
 			icpt_close(c, "oom");
 			return false;
 		}
 		icpt_to_upstream(c, head, evbuffer_get_length(head));
-		evbuffer_free(head);
+		icpt_head_park(c, head);
 	}
 	/*
 	 * A trailer section is a second header block, after the head was
@@ -704,7 +717,9 @@ icpt_resp_finish(struct icpt_conn *c, bool eof)
 			return;
 		}
 		m = redact_stream_matches(c->rs);
-		redact_stream_free(c->rs);
+		/* Kept for the next response (redact_stream_reuse): no allocation per response. */
+		redact_stream_free(c->rs_spare);
+		c->rs_spare = c->rs;
 		c->rs = NULL;
 		icpt_count(ic, INTERCEPT_M_REDACTED, m);
 	}
@@ -887,7 +902,12 @@ icpt_http_response(
 	c->resp_keep = r->keep_alive;
 	c->rechunk = r->framing == HTTPWIRE_FRAME_CHUNKED;
 	if (set != NULL) {
-		c->rs = redact_stream_new_mode(set, mode);
+		if (c->rs_spare != NULL && redact_stream_reuse(c->rs_spare, set, mode) == 0) {
+			c->rs = c->rs_spare;
+			c->rs_spare = NULL;
+		} else {
+			c->rs = redact_stream_new_mode(set, mode);
+		}
 		if (c->rs == NULL) {
 			icpt_close(c, "oom");
 			return false;

@@ -256,9 +256,11 @@ struct icpt_conn {
 	uint64_t head_matches;   /* masked in response heads of this request */
 	struct vault_snap *snap; /* of the current request */
 	struct redact_stream *rs;
-	struct subst_stream *subst; /* request body substitution, or NULL */
-	struct evbuffer *sbuf;      /* its output, sent as one chunk per read */
-	struct evbuffer *shead;     /* a Content-Length request's head, held for its new length */
+	struct redact_stream *rs_spare; /* the last response's, for the next (freed when trimmed) */
+	struct evbuffer *hbuf;          /* a request head's buffer, between requests (idem) */
+	struct subst_stream *subst;     /* request body substitution, or NULL */
+	struct evbuffer *sbuf;          /* its output, sent as one chunk per read */
+	struct evbuffer *shead; /* a Content-Length request's head, held for its new length */
 
 	struct event *ev_free;
 	struct event *ev_drain;

@@ -148,6 +148,17 @@ icpt_free_cb(evutil_socket_t fd, short what, void *arg)
 	free(c);
 }
 
+/* What a connection keeps between requests only to save allocations. */
+static void
+icpt_idle_free(struct icpt_conn *c)
+{
+	redact_stream_free(c->rs_spare);
+	c->rs_spare = NULL;
+	if (c->hbuf != NULL)
+		evbuffer_free(c->hbuf);
+	c->hbuf = NULL;
+}
+
 /* Unlink c and free every resource it holds (not c itself). */
 void
 icpt_release(struct icpt_conn *c)
@@ -209,6 +220,7 @@ icpt_release(struct icpt_conn *c)
 	c->toup = c->tmp = NULL;
 	redact_stream_free(c->rs);
 	c->rs = NULL;
+	icpt_idle_free(c);
 	subst_stream_free(c->subst);
 	c->subst = NULL;
 	if (c->sbuf != NULL)
@@ -530,6 +542,7 @@ icpt_trim_cb(evutil_socket_t fd, short what, void *arg)
 		if (age.tv_sec * 1000 + age.tv_usec / 1000 < ICPT_TRIM_MS)
 			break;
 		icpt_quiet_unlink(c);
+		icpt_idle_free(c);
 		if (c->cl != NULL)
 			icpt_leg_trim(c->cl);
 		if (c->ul != NULL)

@@ -931,18 +931,27 @@ redact_stream_new(struct redact_set *set)
 	return redact_stream_new_mode(set, REDACT_MODE_BODY);
 }
 
-/* Scanner for a body of the given framing (see enum redact_mode). */
-struct redact_stream *
-redact_stream_new_mode(struct redact_set *set, enum redact_mode mode)
+static bool
+redact_mode_ok(enum redact_mode mode)
 {
-	struct redact_stream *st;
+	return mode == REDACT_MODE_BODY || mode == REDACT_MODE_SSE ||
+	       mode == REDACT_MODE_WEBSOCKET || mode == REDACT_MODE_GRPC;
+}
 
-	if (mode != REDACT_MODE_BODY && mode != REDACT_MODE_SSE && mode != REDACT_MODE_WEBSOCKET &&
-	    mode != REDACT_MODE_GRPC)
-		return NULL;
-	st = calloc(1, sizeof(*st));
-	if (st == NULL)
-		return NULL;
+/* A stream's state from the start, for set (a reference taken) and mode; its buffers kept. */
+static void
+redact_stream_init(struct redact_stream *st, struct redact_set *set, enum redact_mode mode)
+{
+	uint8_t *hold = st->hold, *dtext = st->dtext;
+	uint32_t *dpos = st->dpos;
+	size_t holdcap = st->holdcap, dcap = st->dcap;
+
+	memset(st, 0, sizeof(*st));
+	st->hold = hold;
+	st->holdcap = holdcap;
+	st->dtext = dtext;
+	st->dpos = dpos;
+	st->dcap = dcap;
 	st->set = redact_set_ref(set);
 	st->mode = mode;
 	st->maxhold = redact_set_max_hold(set);
@@ -952,7 +961,39 @@ redact_stream_new_mode(struct redact_set *set, enum redact_mode mode)
 		st->maxhold = REDACT_FRAMED_HOLD;
 	st->ws.hneed = 2;
 	st->sse.lineempty = true;
+}
+
+/* Scanner for a body of the given framing (see enum redact_mode). */
+struct redact_stream *
+redact_stream_new_mode(struct redact_set *set, enum redact_mode mode)
+{
+	struct redact_stream *st;
+
+	if (!redact_mode_ok(mode))
+		return NULL;
+	st = calloc(1, sizeof(*st));
+	if (st == NULL)
+		return NULL;
+	redact_stream_init(st, set, mode);
 	return st;
+}
+
+/* The stream, for another body (see redact.h). */
+int
+redact_stream_reuse(struct redact_stream *st, struct redact_set *set, enum redact_mode mode)
+{
+	struct redact_set *was = st->set;
+
+	if (!redact_mode_ok(mode))
+		return -1;
+	/* What the last body held back never reaches the next one's buffers. */
+	if (st->hold != NULL)
+		OPENSSL_cleanse(st->hold, st->holdcap);
+	if (st->dtext != NULL)
+		OPENSSL_cleanse(st->dtext, st->dcap);
+	redact_stream_init(st, set, mode);
+	redact_set_unref(was);
+	return 0;
 }
 
 /* Frees a scanner; held bytes are wiped, not released. */

@@ -118,6 +118,14 @@ struct redact_stream *redact_stream_new_mode(struct redact_set *set, enum redact
 void redact_stream_free(struct redact_stream *st);
 
 /*
+ * The stream for another body, as redact_stream_new_mode(set, mode) makes
+ * one, without an allocation: its held bytes wiped, its buffers kept.
+ * Call it after redact_stream_flush (nothing held). 0, or -1 on a bad mode.
+ */
+int redact_stream_reuse(struct redact_stream *st, struct redact_set *set, enum redact_mode mode)
+    __attribute__((warn_unused_result));
+
+/*
  * Scans len bytes and appends to out (masked where matched) all but the
  * bytes the mode holds back: in a body the last min(max_hold, bytes since
  * the last line feed) whatever they are; in framed modes the partial event or frame (at most

@@ -1012,6 +1012,92 @@ test_feed_buf_too_small(void **state)
 	redact_set_unref(set);
 }
 
+/* Feeds body in chunks of k bytes through st, flushes, returns what came out (caller frees). */
+static uint8_t *
+stream_out(struct redact_stream *st, const uint8_t *body, size_t len, size_t k, size_t *outlen)
+{
+	struct evbuffer *out = evbuffer_new();
+	uint8_t *r;
+
+	assert_non_null(out);
+	for (size_t off = 0; off < len; off += k)
+		assert_int_equal(
+		    redact_stream_feed(st, body + off, off + k < len ? k : len - off, out), 0);
+	assert_int_equal(redact_stream_flush(st, out), 0);
+	*outlen = evbuffer_get_length(out);
+	r = malloc(*outlen + 1);
+	assert_non_null(r);
+	evbuffer_remove(out, r, *outlen);
+	evbuffer_free(out);
+	return r;
+}
+
+/*
+ * A stream reused for another body (redact_stream_reuse) is a fresh one
+ * for the set and mode it is given: the same output and count as a new
+ * stream of that set and mode, in every mode, when the vault changed in
+ * between (another set: its secret masked, the old set's no longer), and
+ * whatever the last body left (a secret's first half at its end never
+ * joins the next body's start).
+ */
+static void
+test_stream_reuse(void **state)
+{
+	static const enum redact_mode modes[] = {
+	    REDACT_MODE_BODY, REDACT_MODE_SSE, REDACT_MODE_WEBSOCKET, REDACT_MODE_GRPC};
+	struct redact_set *old = mkset(), *now;
+	struct secret *s5 = mksecret("tok-NEW-vault-5Hq2mR8sW1xZ");
+	struct redact_value v = {.secret = s5};
+	enum redact_err err;
+	char first[256], second[256];
+	uint32_t seed = 7;
+	size_t h = strlen(S1) / 2;
+
+	(void)state;
+	now = redact_set_new(&v, 1, &err);
+	assert_non_null(now);
+	secret_unref(s5);
+	/* The first body ends with S1's first half; the second has the rest, S1 and S5. */
+	snprintf(first, sizeof(first), "data: x %.*s", (int)h, S1);
+	snprintf(
+	    second, sizeof(second), "%s " S1 " and tok-NEW-vault-5Hq2mR8sW1xZ end\n\n", S1 + h);
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		for (int round = 0; round < 20; round++) {
+			struct redact_stream *used = redact_stream_new_mode(old, modes[round % 4]);
+			struct redact_stream *fresh = redact_stream_new_mode(now, modes[i]);
+			size_t k = 1 + (size_t)(trand(&seed) % 40), n1, n2, n3;
+			uint8_t *a, *b, *c;
+
+			assert_non_null(used);
+			assert_non_null(fresh);
+			a = stream_out(used, (const uint8_t *)first, strlen(first), k, &n1);
+			assert_int_equal(redact_stream_reuse(used, now, modes[i]), 0);
+			assert_int_equal(redact_stream_held(used), 0);
+			assert_int_equal(redact_stream_matches(used), 0);
+			b = stream_out(used, (const uint8_t *)second, strlen(second), k, &n2);
+			c = stream_out(fresh, (const uint8_t *)second, strlen(second), k, &n3);
+			assert_int_equal(n2, n3);
+			assert_memory_equal(b, c, n2);
+			assert_int_equal(redact_stream_matches(used), redact_stream_matches(fresh));
+			assert_int_equal(redact_stream_matches(used), 1);
+			assert_non_null(memmem(b, n2, S1, strlen(S1)));
+			free(a);
+			free(b);
+			free(c);
+			redact_stream_free(used);
+			redact_stream_free(fresh);
+		}
+	}
+	{
+		struct redact_stream *st = redact_stream_new_mode(now, REDACT_MODE_BODY);
+
+		assert_int_equal(redact_stream_reuse(st, now, (enum redact_mode)99), -1);
+		redact_stream_free(st);
+	}
+	redact_set_unref(old);
+	redact_set_unref(now);
+}
+
 int
 main(void)
 {
@@ -1035,6 +1121,7 @@ main(void)
 	    cmocka_unit_test(test_grpc_messages),
 	    cmocka_unit_test(test_evbuffer_paths_and_refcount),
 	    cmocka_unit_test(test_feed_buf_too_small),
+	    cmocka_unit_test(test_stream_reuse),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
