@@ -744,7 +744,9 @@ icpt_lim(unsigned v, unsigned def, unsigned max)
 /*
  * The connection cap: each proxied connection holds two descriptors, and
  * the process keeps INTERCEPT_FD_RESERVE for its channel, the API and DNS,
- * so that a flood from the workload never starves them (EMFILE).
+ * so that a flood from the workload never starves them (EMFILE). Unset,
+ * it is also at most INTERCEPT_DEFAULT_CONNS; set, up to the compiled
+ * INTERCEPT_MAX_CONNS, within the descriptors still.
  */
 static unsigned
 icpt_fd_cap(unsigned others)
@@ -789,7 +791,8 @@ intercept_new(struct event_base *base, const struct intercept_ops *ops, void *ar
 	TAILQ_INIT(&ic->quiet);
 	TAILQ_INIT(&ic->pool);
 	ic->cfg = *cfg;
-	ic->cfg.max_conns = icpt_lim(cfg->max_conns, fdcap, fdcap);
+	ic->cfg.max_conns = icpt_lim(cfg->max_conns,
+	    fdcap < INTERCEPT_DEFAULT_CONNS ? fdcap : INTERCEPT_DEFAULT_CONNS, fdcap);
 	ic->cfg.max_buffer = cfg->max_buffer == 0 || cfg->max_buffer > INTERCEPT_MAX_BUFFER
 	                         ? INTERCEPT_MAX_BUFFER
 	                         : cfg->max_buffer;
@@ -803,8 +806,8 @@ intercept_new(struct event_base *base, const struct intercept_ops *ops, void *ar
 	    icpt_lim(cfg->keepalive_timeout_s, ICPT_DEFAULT_KEEPALIVE_S, INTERCEPT_MAX_KEEPALIVE_S);
 	ic->cfg.connect_timeout_s =
 	    icpt_lim(cfg->connect_timeout_s, INTERCEPT_MAX_CONNECT_S, INTERCEPT_MAX_CONNECT_S);
-	ic->cfg.upstream_idle_max =
-	    icpt_lim(cfg->upstream_idle_max, INTERCEPT_DEFAULT_UPSTREAM_IDLE, INTERCEPT_MAX_CONNS);
+	ic->cfg.upstream_idle_max = icpt_lim(
+	    cfg->upstream_idle_max, INTERCEPT_DEFAULT_UPSTREAM_IDLE, INTERCEPT_DEFAULT_CONNS);
 	snprintf(ic->upstream_ca, sizeof(ic->upstream_ca), "%s",
 	    cfg->upstream_ca != NULL ? cfg->upstream_ca : "");
 	ic->cfg.upstream_ca = ic->upstream_ca;

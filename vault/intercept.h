@@ -21,7 +21,8 @@ struct vault_snap;
 struct intercept;
 
 /* Compiled maxima; the configuration may lower them, never raise them. */
-#define INTERCEPT_MAX_CONNS 4096          /* workload connections at once */
+#define INTERCEPT_MAX_CONNS 65536         /* workload connections at once, set explicitly */
+#define INTERCEPT_DEFAULT_CONNS 4096      /* ... unless set (both within the descriptors) */
 #define INTERCEPT_MAX_BUFFER (256 * 1024) /* bytes queued toward one leg before pausing the other */
 #define INTERCEPT_MAX_HELLO_S 10          /* seconds to receive the ClientHello */
 #define INTERCEPT_MAX_HEAD_S 30           /* seconds to receive a whole request head */

@@ -107,7 +107,9 @@ static const struct config_opt config_opts[] = {
     {"peek-port", "EGRESSD_PEEK_PORT", NULL, CT_U16, O(peek_port), false,
         "intercept listener port for the other TCP ports of name-learned addresses"},
     {"intercept-max-conns", "EGRESSD_INTERCEPT_MAX_CONNS", NULL, CT_U32, O(intercept_max_conns),
-        false, "intercepted connections at once (0: (RLIMIT_NOFILE - 64) / 2, at most 4096)"},
+        false,
+        "intercepted connections at once (0: (RLIMIT_NOFILE - 64) / 2, at most 4096; set: at "
+        "most 65536, within the same descriptors)"},
     {"hello-timeout", "EGRESSD_HELLO_TIMEOUT", NULL, CT_U32, O(hello_timeout), false,
         "seconds to receive a whole ClientHello (default 10, at most 10)"},
     {"head-timeout", "EGRESSD_HEAD_TIMEOUT", NULL, CT_U32, O(head_timeout), false,

@@ -193,13 +193,25 @@ test_cap_from_rlimit(void **state)
 	assert_true(
 	    2 * cap_with_reserve(base, lc, 0, 256 + 64) + 256 + 64 + INTERCEPT_FD_RESERVE <= 1024);
 
-	/* With many descriptors the compiled maximum holds. */
-	rl.rlim_cur = old.rlim_max < 20000 ? old.rlim_max : 20000;
+	/*
+	 * With many descriptors the default holds unless the cap is set; set,
+	 * it may pass the default (10,000 idle connections), never the
+	 * descriptors nor the compiled maximum.
+	 */
+	rl.rlim_cur = old.rlim_max < 24000 ? old.rlim_max : 24000;
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
-	if (rl.rlim_cur >= 2 * INTERCEPT_MAX_CONNS + INTERCEPT_FD_RESERVE)
-		assert_int_equal(cap_with(base, lc, 0), INTERCEPT_MAX_CONNS);
+	if (rl.rlim_cur >= 2 * INTERCEPT_DEFAULT_CONNS + INTERCEPT_FD_RESERVE)
+		assert_int_equal(cap_with(base, lc, 0), INTERCEPT_DEFAULT_CONNS);
 	else
 		assert_int_equal(cap_with(base, lc, 0), (rl.rlim_cur - INTERCEPT_FD_RESERVE) / 2);
+	if (rl.rlim_cur >= 2 * 10000 + INTERCEPT_FD_RESERVE)
+		assert_int_equal(cap_with(base, lc, 10000), 10000);
+	else
+		assert_int_equal(
+		    cap_with(base, lc, 10000), (rl.rlim_cur - INTERCEPT_FD_RESERVE) / 2);
+	assert_true(cap_with(base, lc, 100000) > INTERCEPT_DEFAULT_CONNS ||
+	            rl.rlim_cur < 2 * INTERCEPT_DEFAULT_CONNS + INTERCEPT_FD_RESERVE);
+	assert_int_equal(cap_with(base, lc, 100000), (rl.rlim_cur - INTERCEPT_FD_RESERVE) / 2);
 
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
 	leaf_cache_free(lc);
