@@ -80,12 +80,8 @@ icpt_first_done(struct icpt_conn *c)
 	c->ev_first = NULL;
 }
 
-/*
- * Passthrough: a socket bufferevent takes the workload's socket, with the
- * bytes peeked so far read into its input (reading then off). 0, or -1
- * (the connection closed).
- */
-static int
+/* Passthrough that cannot run raw from the hello on (see icpt_internal.h). */
+int
 icpt_first_to_craw(struct icpt_conn *c)
 {
 	struct intercept *ic = c->ic;
@@ -288,9 +284,10 @@ icpt_hello_step(struct icpt_conn *c, short what)
 	c->retry = ICPT_RETRY_SERVER;
 	free(c->hello);
 	c->hello = NULL;
-	if (!icpt_enter(c, ICPT_S_SPLICE) || icpt_first_to_craw(c) != 0)
+	if (!icpt_enter(c, ICPT_S_SPLICE))
 		return;
-	bufferevent_setcb(c->craw, NULL, NULL, icpt_splice_event_cb, c);
+	/* The hello stays in the socket (peeked): the splice takes it once upstream is there. */
+	icpt_first_done(c);
 	if (icpt_up_start(c) != 0)
 		icpt_up_fail(c, "upstream_socket_unavailable");
 }

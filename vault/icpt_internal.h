@@ -204,6 +204,8 @@ struct icpt_conn {
 	bool h2_checked;      /* the workload's ALPN was looked at */
 	struct icpt_h2 *h2;   /* the HTTP/2 relay (icpt_h2.c), or NULL: HTTP/1.1 */
 	struct icpt_raw *raw; /* passthrough moved off the bufferevents (icpt_splice.c) */
+	int ufd;      /* the upstream socket of a passthrough run raw from the hello (c's) */
+	bool ufd_own; /* ufd is set (c is calloc'd: 0 is a descriptor) */
 
 	struct sockaddr_storage dst;
 	socklen_t dstlen;
@@ -380,6 +382,12 @@ bool icpt_set_state(struct icpt_conn *c, enum icpt_state s) __attribute__((warn_
 /* Change state, or log and close the connection: false means stop. */
 bool icpt_enter(struct icpt_conn *c, enum icpt_state s) __attribute__((warn_unused_result));
 void icpt_splice_event_cb(struct bufferevent *bev, short what, void *arg);
+/*
+ * Passthrough: a socket bufferevent (craw) takes the workload's socket,
+ * with the bytes peeked so far read into its input (reading off). 0, or
+ * -1 (the connection closed).
+ */
+int icpt_first_to_craw(struct icpt_conn *c) __attribute__((warn_unused_result));
 void icpt_splice_start(struct icpt_conn *c);
 void icpt_raw_free(struct icpt_conn *c);
 void icpt_timeouts(struct bufferevent *bev, unsigned rd_s, unsigned wr_s);

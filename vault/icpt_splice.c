@@ -53,6 +53,8 @@
  */
 struct icpt_raw {
 	struct icpt_conn *c;
+	bool raw_hello; /* run raw from the hello on: the retry states are read here (peeked) */
+	bool rdhup[2];  /* fd[d]'s peer half-closed (EV_CLOSED): what is peeked is all there is */
 	struct event *ev[2]; /* 0: the workload's socket, 1: upstream's */
 	struct event *idle;  /* no byte either way for idle_timeout_s */
 	int fd[2];
@@ -64,6 +66,8 @@ struct icpt_raw {
 };
 
 static uint8_t icpt_raw_buf[ICPT_RAW_READ];
+
+static bool icpt_raw_retry(struct icpt_raw *r, int d);
 
 static time_t
 icpt_raw_now(void)
@@ -152,6 +156,15 @@ icpt_raw_pump(struct icpt_raw *r, int d)
 		free(r->held[d]);
 		r->held[d] = NULL;
 	}
+	/*
+	 * A retry state peeks at what decides it (icpt_raw_retry): the server's
+	 * first message, then the client's second hello; the client's bytes
+	 * wait in its socket until then.
+	 */
+	if (r->raw_hello && c->retry == ICPT_RETRY_SERVER)
+		return d == 0 || icpt_raw_retry(r, 1);
+	if (r->raw_hello && c->retry == ICPT_RETRY_CLIENT && d == 0)
+		return icpt_raw_retry(r, 0);
 	while (!r->eof[d]) {
 		if (budget == 0) {
 			/* Others' turn: the rest is read on the next one. */
@@ -206,6 +219,11 @@ icpt_raw_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (r->c->state != ICPT_S_SPLICE)
 		return; /* draining after a refusal: nothing more moves */
+	/* The peer half-closed: a retry state's bytes stay incomplete (icpt_raw_retry). */
+	if (what & EV_CLOSED) {
+		r->rdhup[i] = true;
+		what |= EV_READ;
+	}
 	if ((what & EV_READ) && !icpt_raw_pump(r, i))
 		return;
 	if ((what & EV_WRITE) && r->len[!i] > 0)
@@ -313,6 +331,166 @@ icpt_raw_start(struct icpt_conn *c)
 		return;
 	if (r->len[1] > 0)
 		(void)icpt_raw_pump(r, 1);
+}
+
+/*
+ * The retry states of a passthrough run raw from the hello on, read by
+ * peeking (MSG_PEEK: nothing is taken before it is decided): direction 1
+ * in ICPT_RETRY_SERVER, the server's first message, says whether a
+ * second hello can come; direction 0 in ICPT_RETRY_CLIENT, the client's
+ * records up to its second hello, which must name the first one's host.
+ * The client's bytes wait in its socket until then. False when the
+ * connection ended.
+ */
+static bool
+icpt_raw_retry(struct icpt_raw *r, int d)
+{
+	struct icpt_conn *c = r->c;
+	size_t max = d == 1 ? TLSPEEK_SERVER_FIRST_MAX : TLSPEEK_MAX_WIRE + TLSPEEK_MAX_SKIP;
+	size_t consumed = 0;
+	enum tlspeek_server kind;
+	enum tlspeek_reason why;
+	enum tlspeek_status st;
+	const char *refusal;
+	ssize_t n;
+
+	do
+		n = recv(r->fd[d], icpt_raw_buf, max, MSG_PEEK);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return true;
+	if (n <= 0) {
+		icpt_close(c, d == 1 ? "upstream_closed_in_hello" : "client_closed_in_hello");
+		return false;
+	}
+	r->last = icpt_raw_now();
+	if (d == 1) {
+		st = tlspeek_server_first(icpt_raw_buf, (size_t)n, &kind, &why);
+		if (st == TLSPEEK_NEED_MORE && r->rdhup[1])
+			st = TLSPEEK_INVALID; /* closed before its first message was whole */
+		if (st == TLSPEEK_NEED_MORE)
+			return true;
+		if (st != TLSPEEK_OK) {
+			/* Not TLS, or not readable: no telling whether a second hello comes. */
+			icpt_reject(c, "upstream_not_server_hello");
+			icpt_close(c, NULL);
+			return false;
+		}
+		if (kind == TLSPEEK_SERVER_HRR) {
+			if ((c->hello = malloc(sizeof(*c->hello))) == NULL) {
+				icpt_close(c, "oom");
+				return false;
+			}
+			c->retry = ICPT_RETRY_CLIENT;
+			icpt_log(c, INTERCEPT_L_DEBUG, "hello_retry", NULL, 0);
+			/* The second hello, like the first, within the hello deadline. */
+			icpt_deadline_arm(c, c->ic->cfg.hello_timeout_s, "hello_timeout");
+		} else {
+			c->retry = ICPT_RETRY_OFF;
+		}
+		/* The server's bytes go on, then what the client sent meanwhile decides. */
+		return c->state == ICPT_S_SPLICE && icpt_raw_pump(r, 1) && icpt_raw_pump(r, 0);
+	}
+	st = tlspeek_parse_retry(icpt_raw_buf, (size_t)n, c->early_data, c->hello, &consumed);
+	if (st == TLSPEEK_NEED_MORE && (size_t)n >= max)
+		st = TLSPEEK_TOO_LARGE;
+	if (st == TLSPEEK_NEED_MORE && r->rdhup[0]) {
+		icpt_close(c, "client_closed_in_hello");
+		return false;
+	}
+	if (st == TLSPEEK_NEED_MORE)
+		return true;
+	if (st != TLSPEEK_OK) {
+		icpt_reject(c, "hrr_bad_client_hello");
+		icpt_alert(c, TLSPEEK_ALERT_DECODE_ERROR);
+		return false;
+	}
+	refusal = intercept_retry_refusal(c->host, c->hello->has_sni ? c->hello->sni : NULL,
+	    c->hello->sni_len, c->hello->has_ech || c->hello->has_esni);
+	if (refusal != NULL) {
+		icpt_reject(c, refusal);
+		icpt_alert(c, TLSPEEK_ALERT_ILLEGAL_PARAMETER);
+		return false;
+	}
+	icpt_deadline_stop(c);
+	free(c->hello);
+	c->hello = NULL;
+	c->retry = ICPT_RETRY_OFF;
+	return icpt_raw_pump(r, 0);
+}
+
+/*
+ * A TLS passthrough whose upstream socket connected, plain, nothing read
+ * from it: its bytes move raw from here, the hello still in the workload's
+ * socket (it was peeked). The hello goes first, exactly; the rest of the
+ * client's waits until the server's first message says no second hello
+ * comes (icpt_raw_retry). No bufferevent ever holds either socket; c owns
+ * both. False when that does not hold (an https:// proxy's TLS, bytes the
+ * proxy's answer left): the bufferevents then go on.
+ */
+static bool
+icpt_raw_begin(struct icpt_conn *c)
+{
+	struct intercept *ic = c->ic;
+	struct timeval tv = {(time_t)ic->cfg.idle_timeout_s, 0};
+	struct icpt_raw *r;
+	size_t sent;
+	ssize_t n;
+
+	if (c->usock == NULL || bufferevent_openssl_get_ssl(c->usock) != NULL ||
+	    evbuffer_get_length(bufferevent_get_input(c->usock)) > 0 ||
+	    evbuffer_get_length(bufferevent_get_output(c->usock)) > 0 ||
+	    c->retry != ICPT_RETRY_SERVER || c->hello_bytes == 0 ||
+	    !(event_base_get_features(ic->base) & EV_FEATURE_ET))
+		return false;
+	if ((r = calloc(1, sizeof(*r))) == NULL) {
+		icpt_close(c, "oom");
+		return true;
+	}
+	c->raw = r;
+	r->c = c;
+	r->raw_hello = true;
+	/* The upstream socket is c's from here: its bufferevent only connected it. */
+	c->ufd = bufferevent_getfd(c->usock);
+	c->ufd_own = true;
+	bufferevent_setfd(c->usock, -1);
+	bufferevent_free(c->usock);
+	c->usock = NULL;
+	c->up_ready = true;
+	r->fd[0] = c->cfd;
+	r->fd[1] = c->ufd;
+	r->last = icpt_raw_now();
+	icpt_count(ic, INTERCEPT_M_PASSTHROUGH, 1);
+	for (int d = 0; d < 2; d++) {
+		r->ev[d] = event_new(ic->base, r->fd[d],
+		    EV_READ | EV_WRITE | EV_CLOSED | EV_ET | EV_PERSIST, icpt_raw_cb, r);
+		if (r->ev[d] == NULL || event_add(r->ev[d], NULL) != 0) {
+			icpt_close(c, "oom");
+			return true;
+		}
+	}
+	if ((r->idle = evtimer_new(ic->base, icpt_raw_idle_cb, r)) == NULL ||
+	    evtimer_add(r->idle, &tv) != 0) {
+		icpt_close(c, "oom");
+		return true;
+	}
+	/* The hello, exactly (it was peeked whole), then the server's answer decides. */
+	do
+		n = recv(c->cfd, icpt_raw_buf, c->hello_bytes, 0);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)c->hello_bytes) {
+		icpt_close(c, "client_closed_in_hello");
+		return true;
+	}
+	if (!icpt_raw_send(c->ufd, icpt_raw_buf, (size_t)n, &sent)) {
+		icpt_close(c, "splice_error");
+		return true;
+	}
+	if (sent < (size_t)n && !icpt_raw_hold(r, 0, icpt_raw_buf + sent, (size_t)n - sent)) {
+		icpt_close(c, "oom");
+		return true;
+	}
+	return true;
 }
 
 /* ---------------------------------------------------------------- splice */
@@ -525,6 +703,14 @@ icpt_splice_start(struct icpt_conn *c)
 {
 	struct intercept *ic = c->ic;
 
+	/* A TLS passthrough came here with the hello still in its socket. */
+	if (c->craw == NULL) {
+		if (icpt_raw_begin(c))
+			return;
+		if (icpt_first_to_craw(c) != 0)
+			return;
+		bufferevent_setcb(c->craw, NULL, NULL, icpt_splice_event_cb, c);
+	}
 	c->up_ready = true;
 	/*
 	 * Replay the ClientHello to the real server; what came after it waits

@@ -175,6 +175,9 @@ icpt_release(struct icpt_conn *c)
 	ic->nconns--;
 	icpt_h2_free(c);
 	icpt_raw_free(c); /* before the bufferevents close the descriptors it watches */
+	if (c->ufd_own)
+		close(c->ufd);
+	c->ufd_own = false;
 	if (c->ev_linger != NULL)
 		event_free(c->ev_linger); /* the same: it watches the workload's socket */
 	c->ev_linger = NULL;
@@ -295,10 +298,12 @@ icpt_linger(struct icpt_conn *c)
 	struct timeval tv = {0, ICPT_LINGER_MS * 1000};
 	int fd = c->cfd;
 
-	if (fd < 0 || c->raw != NULL) {
+	if (fd < 0) {
 		icpt_close(c, NULL);
 		return;
 	}
+	/* Its edge-triggered events go first: one socket's events are all edge-triggered or none. */
+	icpt_raw_free(c);
 	if (c->craw != NULL)
 		bufferevent_disable(c->craw, EV_READ | EV_WRITE);
 	if (c->cl != NULL)
