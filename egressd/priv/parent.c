@@ -72,7 +72,7 @@
  * ENOBUFS without one, so that a child that reads nothing cannot hold the
  * parent's descriptors (it needs them to start children again).
  */
-#define PARENT_OUTQ_FDS 256
+#define PARENT_OUTQ_FDS 1024
 /* Blocking budget of one document send to a child. */
 #define PARENT_SEND_MS 10000
 /* Seconds between two changes of the chained proxy's addresses, at least. */
