@@ -218,7 +218,6 @@ struct icpt_conn {
 	uint8_t addr[16];
 	uint16_t port;
 	char host[POLICY_NAME_MAX + 1]; /* canonical SNI, or the first Host on plain */
-	char sess_key[ICPT_SESS_KEY];   /* upstream session cache key */
 
 	struct tlspeek_hello *hello; /* HELLO state, and the second hello of ICPT_RETRY_CLIENT */
 	enum icpt_retry retry;       /* passthrough of a TLS connection */

@@ -180,15 +180,18 @@ icpt_pooled_event_cb(struct icpt_leg *l, short what, void *arg)
 	icpt_pooled_free(arg);
 }
 
-/* The session store's key of c's upstream: its name, address and port. */
+/*
+ * The key of c's upstream for the session store and the pool, into key
+ * (ICPT_SESS_KEY bytes): its name, address and port. 0, or -1 (no name).
+ */
 static int
-icpt_up_key(struct icpt_conn *c)
+icpt_up_key(const struct icpt_conn *c, char *key)
 {
 	char a[INET6_ADDRSTRLEN];
 
-	if (inet_ntop(c->family, c->addr, a, sizeof(a)) == NULL)
+	if (c->host[0] == '\0' || inet_ntop(c->family, c->addr, a, sizeof(a)) == NULL)
 		return -1;
-	snprintf(c->sess_key, sizeof(c->sess_key), "%s %s %u", c->host, a, c->port);
+	snprintf(key, ICPT_SESS_KEY, "%s %s %u", c->host, a, c->port);
 	return 0;
 }
 
@@ -212,8 +215,9 @@ icpt_up_release(struct icpt_conn *c)
 	struct intercept *ic = c->ic;
 	struct icpt_pooled *p;
 	SSL *ssl = icpt_leg_ssl(c->ul);
+	char key[ICPT_SESS_KEY];
 	bool clean = c->idle && ssl != NULL && c->h2 == NULL && !c->want_h2 && !c->u_eof &&
-	             c->sess_key[0] != '\0' && evbuffer_get_length(icpt_leg_input(c->ul)) == 0 &&
+	             icpt_up_key(c, key) == 0 && evbuffer_get_length(icpt_leg_input(c->ul)) == 0 &&
 	             evbuffer_get_length(icpt_leg_output(c->ul)) == 0;
 
 	icpt_up_busy(c);
@@ -224,7 +228,7 @@ icpt_up_release(struct icpt_conn *c)
 	SSL_set_app_data(ssl, NULL);
 	p->ic = ic;
 	p->ul = c->ul;
-	snprintf(p->key, sizeof(p->key), "%s", c->sess_key);
+	snprintf(p->key, sizeof(p->key), "%s", key);
 	c->ul = NULL;
 	icpt_leg_setcb(p->ul, icpt_pooled_read_cb, NULL, icpt_pooled_event_cb, p);
 	icpt_leg_enable(p->ul, EV_READ);
@@ -242,13 +246,14 @@ icpt_up_take(struct icpt_conn *c)
 {
 	struct intercept *ic = c->ic;
 	struct icpt_pooled *p;
+	char key[ICPT_SESS_KEY];
 
 	if (!c->terminated || c->want_h2 || c->h2 != NULL || c->ul != NULL || ic->npool == 0 ||
-	    icpt_up_key(c) != 0)
+	    icpt_up_key(c, key) != 0)
 		return false;
 	TAILQ_FOREACH_REVERSE(p, &ic->pool, icpt_pool_head, link)
 	{
-		if (strcmp(p->key, c->sess_key) == 0)
+		if (strcmp(p->key, key) == 0)
 			break;
 	}
 	if (p == NULL)
@@ -454,13 +459,13 @@ static void
 icpt_sess_resume(struct icpt_conn *c, SSL *ssl)
 {
 	struct icpt_sess *e;
+	char key[ICPT_SESS_KEY];
 
-	if (icpt_up_key(c) != 0)
+	if (icpt_up_key(c, key) != 0)
 		return;
 	SSL_set_app_data(ssl, c);
-	e = &c->ic->sess[icpt_sess_slot(c->sess_key)];
-	if (e->sess != NULL && strcmp(e->key, c->sess_key) == 0 &&
-	    SSL_SESSION_is_resumable(e->sess))
+	e = &c->ic->sess[icpt_sess_slot(key)];
+	if (e->sess != NULL && strcmp(e->key, key) == 0 && SSL_SESSION_is_resumable(e->sess))
 		(void)SSL_set_session(ssl, e->sess);
 }
 
@@ -470,13 +475,14 @@ icpt_sess_new_cb(SSL *ssl, SSL_SESSION *sess)
 {
 	struct icpt_conn *c = SSL_get_app_data(ssl);
 	struct icpt_sess *e;
+	char key[ICPT_SESS_KEY];
 
-	if (c == NULL || c->sess_key[0] == '\0' || SSL_get_verify_result(ssl) != X509_V_OK)
+	if (c == NULL || icpt_up_key(c, key) != 0 || SSL_get_verify_result(ssl) != X509_V_OK)
 		return 0;
-	e = &c->ic->sess[icpt_sess_slot(c->sess_key)];
+	e = &c->ic->sess[icpt_sess_slot(key)];
 	SSL_SESSION_free(e->sess);
 	e->sess = sess;
-	snprintf(e->key, sizeof(e->key), "%s", c->sess_key);
+	snprintf(e->key, sizeof(e->key), "%s", key);
 	return 1; /* we keep the reference */
 }
 
