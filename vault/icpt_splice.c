@@ -334,6 +334,87 @@ icpt_raw_start(struct icpt_conn *c)
 }
 
 /*
+ * The retry checks of a passthrough, one copy for the raw relay and the
+ * bufferevents alike (a second hello after a HelloRetryRequest could name
+ * another host behind the same front).
+ */
+enum icpt_retry_verdict {
+	ICPT_RV_MORE,   /* a valid prefix: wait for more bytes */
+	ICPT_RV_PASS,   /* decided: the bytes may go on */
+	ICPT_RV_HRR,    /* the server's first message is a HelloRetryRequest */
+	ICPT_RV_REFUSED /* refused (logged, alerted or closed): stop */
+};
+
+/*
+ * The server's first message at data[0..n): whether another hello can
+ * come. On a HelloRetryRequest, c now waits for the client's second hello
+ * (ICPT_RETRY_CLIENT, the hello deadline armed again).
+ */
+static enum icpt_retry_verdict
+icpt_retry_server_check(struct icpt_conn *c, const uint8_t *data, size_t n)
+{
+	enum tlspeek_server kind;
+	enum tlspeek_reason why;
+	enum tlspeek_status st = tlspeek_server_first(data, n, &kind, &why);
+
+	if (st == TLSPEEK_NEED_MORE)
+		return ICPT_RV_MORE;
+	if (st != TLSPEEK_OK) {
+		/* Not TLS, or not readable: no telling whether a second hello comes. */
+		icpt_reject(c, "upstream_not_server_hello");
+		icpt_close(c, NULL);
+		return ICPT_RV_REFUSED;
+	}
+	if (kind != TLSPEEK_SERVER_HRR)
+		return ICPT_RV_PASS;
+	if ((c->hello = malloc(sizeof(*c->hello))) == NULL) {
+		icpt_close(c, "oom");
+		return ICPT_RV_REFUSED;
+	}
+	c->retry = ICPT_RETRY_CLIENT;
+	icpt_log(c, INTERCEPT_L_DEBUG, "hello_retry", NULL, 0);
+	/* The second hello, like the first, within the hello deadline. */
+	icpt_deadline_arm(c, c->ic->cfg.hello_timeout_s, "hello_timeout");
+	return ICPT_RV_HRR;
+}
+
+/*
+ * The client's bytes after the HelloRetryRequest at data[0..n): its second
+ * hello must name the first one's host (refused with an alert otherwise).
+ * whole: nothing more can come (past the bound, or the client closed).
+ */
+static enum icpt_retry_verdict
+icpt_retry_client_check(struct icpt_conn *c, const uint8_t *data, size_t n, bool whole)
+{
+	size_t consumed = 0;
+	enum tlspeek_status st = tlspeek_parse_retry(data, n, c->early_data, c->hello, &consumed);
+	const char *why;
+
+	if (st == TLSPEEK_NEED_MORE && n >= TLSPEEK_MAX_WIRE + TLSPEEK_MAX_SKIP)
+		st = TLSPEEK_TOO_LARGE;
+	if (st == TLSPEEK_NEED_MORE && !whole)
+		return ICPT_RV_MORE;
+	if (st == TLSPEEK_NEED_MORE) {
+		icpt_close(c, "client_closed_in_hello");
+		return ICPT_RV_REFUSED;
+	}
+	if (st != TLSPEEK_OK) {
+		icpt_reject(c, "hrr_bad_client_hello");
+		icpt_alert(c, TLSPEEK_ALERT_DECODE_ERROR);
+		return ICPT_RV_REFUSED;
+	}
+	why = intercept_retry_refusal(c->host, c->hello->has_sni ? c->hello->sni : NULL,
+	    c->hello->sni_len, c->hello->has_ech || c->hello->has_esni);
+	if (why != NULL) {
+		icpt_reject(c, why);
+		icpt_alert(c, TLSPEEK_ALERT_ILLEGAL_PARAMETER);
+		return ICPT_RV_REFUSED;
+	}
+	icpt_deadline_stop(c);
+	return ICPT_RV_PASS;
+}
+
+/*
  * The retry states of a passthrough run raw from the hello on, read by
  * peeking (MSG_PEEK: nothing is taken before it is decided): direction 1
  * in ICPT_RETRY_SERVER, the server's first message, says whether a
@@ -347,11 +428,7 @@ icpt_raw_retry(struct icpt_raw *r, int d)
 {
 	struct icpt_conn *c = r->c;
 	size_t max = d == 1 ? TLSPEEK_SERVER_FIRST_MAX : TLSPEEK_MAX_WIRE + TLSPEEK_MAX_SKIP;
-	size_t consumed = 0;
-	enum tlspeek_server kind;
-	enum tlspeek_reason why;
-	enum tlspeek_status st;
-	const char *refusal;
+	enum icpt_retry_verdict v;
 	ssize_t n;
 
 	do
@@ -365,54 +442,25 @@ icpt_raw_retry(struct icpt_raw *r, int d)
 	}
 	r->last = icpt_raw_now();
 	if (d == 1) {
-		st = tlspeek_server_first(icpt_raw_buf, (size_t)n, &kind, &why);
-		if (st == TLSPEEK_NEED_MORE && r->rdhup[1])
-			st = TLSPEEK_INVALID; /* closed before its first message was whole */
-		if (st == TLSPEEK_NEED_MORE)
-			return true;
-		if (st != TLSPEEK_OK) {
-			/* Not TLS, or not readable: no telling whether a second hello comes. */
+		v = icpt_retry_server_check(c, icpt_raw_buf, (size_t)n);
+		if (v == ICPT_RV_MORE && r->rdhup[1]) {
+			/* Closed before its first message was whole. */
 			icpt_reject(c, "upstream_not_server_hello");
 			icpt_close(c, NULL);
 			return false;
 		}
-		if (kind == TLSPEEK_SERVER_HRR) {
-			if ((c->hello = malloc(sizeof(*c->hello))) == NULL) {
-				icpt_close(c, "oom");
-				return false;
-			}
-			c->retry = ICPT_RETRY_CLIENT;
-			icpt_log(c, INTERCEPT_L_DEBUG, "hello_retry", NULL, 0);
-			/* The second hello, like the first, within the hello deadline. */
-			icpt_deadline_arm(c, c->ic->cfg.hello_timeout_s, "hello_timeout");
-		} else {
+		if (v == ICPT_RV_MORE)
+			return true;
+		if (v == ICPT_RV_REFUSED)
+			return false;
+		if (v == ICPT_RV_PASS)
 			c->retry = ICPT_RETRY_OFF;
-		}
 		/* The server's bytes go on, then what the client sent meanwhile decides. */
 		return c->state == ICPT_S_SPLICE && icpt_raw_pump(r, 1) && icpt_raw_pump(r, 0);
 	}
-	st = tlspeek_parse_retry(icpt_raw_buf, (size_t)n, c->early_data, c->hello, &consumed);
-	if (st == TLSPEEK_NEED_MORE && (size_t)n >= max)
-		st = TLSPEEK_TOO_LARGE;
-	if (st == TLSPEEK_NEED_MORE && r->rdhup[0]) {
-		icpt_close(c, "client_closed_in_hello");
-		return false;
-	}
-	if (st == TLSPEEK_NEED_MORE)
-		return true;
-	if (st != TLSPEEK_OK) {
-		icpt_reject(c, "hrr_bad_client_hello");
-		icpt_alert(c, TLSPEEK_ALERT_DECODE_ERROR);
-		return false;
-	}
-	refusal = intercept_retry_refusal(c->host, c->hello->has_sni ? c->hello->sni : NULL,
-	    c->hello->sni_len, c->hello->has_ech || c->hello->has_esni);
-	if (refusal != NULL) {
-		icpt_reject(c, refusal);
-		icpt_alert(c, TLSPEEK_ALERT_ILLEGAL_PARAMETER);
-		return false;
-	}
-	icpt_deadline_stop(c);
+	v = icpt_retry_client_check(c, icpt_raw_buf, (size_t)n, r->rdhup[0]);
+	if (v != ICPT_RV_PASS)
+		return v == ICPT_RV_MORE;
 	free(c->hello);
 	c->hello = NULL;
 	c->retry = ICPT_RETRY_OFF;
@@ -553,34 +601,19 @@ icpt_retry_server(struct icpt_conn *c)
 	size_t len = evbuffer_get_length(in);
 	size_t n = len > TLSPEEK_SERVER_FIRST_MAX ? TLSPEEK_SERVER_FIRST_MAX : len;
 	uint8_t *data = evbuffer_pullup(in, (ssize_t)n);
-	enum tlspeek_server kind;
-	enum tlspeek_reason why;
-	enum tlspeek_status st;
 
 	if (data == NULL)
 		return false;
-	st = tlspeek_server_first(data, n, &kind, &why);
-	if (st == TLSPEEK_NEED_MORE)
+	switch (icpt_retry_server_check(c, data, n)) {
+	case ICPT_RV_MORE:
+	case ICPT_RV_REFUSED:
 		return false;
-	if (st != TLSPEEK_OK) {
-		/* Not TLS, or not readable: no telling whether a second hello comes. */
-		icpt_reject(c, "upstream_not_server_hello");
-		icpt_close(c, NULL);
-		return false;
-	}
-	if (kind != TLSPEEK_SERVER_HRR) {
+	case ICPT_RV_PASS:
 		icpt_retry_done(c);
 		return true;
+	case ICPT_RV_HRR:
+		break;
 	}
-	c->hello = malloc(sizeof(*c->hello));
-	if (c->hello == NULL) {
-		icpt_close(c, "oom");
-		return false;
-	}
-	c->retry = ICPT_RETRY_CLIENT;
-	icpt_log(c, INTERCEPT_L_DEBUG, "hello_retry", NULL, 0);
-	/* The second hello, like the first, within the hello deadline. */
-	icpt_deadline_arm(c, c->ic->cfg.hello_timeout_s, "hello_timeout");
 	bufferevent_setwatermark(c->craw, EV_READ, 0, ICPT_RETRY_WATERMARK);
 	if (!c->c_eof)
 		bufferevent_enable(c->craw, EV_READ);
@@ -595,33 +628,15 @@ static bool
 icpt_retry_client(struct icpt_conn *c)
 {
 	struct evbuffer *in = bufferevent_get_input(c->craw);
-	size_t len = evbuffer_get_length(in), consumed = 0;
+	size_t len = evbuffer_get_length(in);
 	uint8_t *data;
-	enum tlspeek_status st;
-	const char *why;
 
 	if (len == 0)
 		return false;
 	if ((data = evbuffer_pullup(in, -1)) == NULL)
 		return false;
-	st = tlspeek_parse_retry(data, len, c->early_data, c->hello, &consumed);
-	if (st == TLSPEEK_NEED_MORE && len >= TLSPEEK_MAX_WIRE + TLSPEEK_MAX_SKIP)
-		st = TLSPEEK_TOO_LARGE;
-	if (st == TLSPEEK_NEED_MORE)
+	if (icpt_retry_client_check(c, data, len, false) != ICPT_RV_PASS)
 		return false;
-	if (st != TLSPEEK_OK) {
-		icpt_reject(c, "hrr_bad_client_hello");
-		icpt_alert(c, TLSPEEK_ALERT_DECODE_ERROR);
-		return false;
-	}
-	why = intercept_retry_refusal(c->host, c->hello->has_sni ? c->hello->sni : NULL,
-	    c->hello->sni_len, c->hello->has_ech || c->hello->has_esni);
-	if (why != NULL) {
-		icpt_reject(c, why);
-		icpt_alert(c, TLSPEEK_ALERT_ILLEGAL_PARAMETER);
-		return false;
-	}
-	icpt_deadline_stop(c);
 	icpt_retry_done(c);
 	return true;
 }
