@@ -66,6 +66,7 @@ struct icpt_leg {
 	 */
 	struct event *to;
 	struct timeval rd_at, wr_at, to_due;
+	struct timeval hs_at; /* the handshake began (its bound does not move with its flights) */
 	unsigned defer_what;
 	icpt_leg_data_cb readcb, writecb;
 	icpt_leg_event_cb eventcb;
@@ -319,7 +320,7 @@ leg_due(const struct timeval *at, unsigned s)
 	return r;
 }
 
-/* A handshake is bounded by the shorter timeout set, from its start (rd_at). */
+/* A handshake is bounded by the shorter timeout set, from its start (hs_at). */
 static unsigned
 leg_hs_s(const struct icpt_leg *l)
 {
@@ -351,7 +352,7 @@ leg_timer(struct icpt_leg *l)
 		any = true;
 	}
 	if (l->handshaking && (l->rd_s != 0 || l->wr_s != 0)) {
-		struct timeval h = leg_due(&l->rd_at, leg_hs_s(l));
+		struct timeval h = leg_due(&l->hs_at, leg_hs_s(l));
 
 		if (!any || timercmp(&h, &due, <))
 			due = h;
@@ -605,7 +606,7 @@ leg_to_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd, (void)what;
 	event_base_gettimeofday_cached(l->base, &now);
 	if (l->handshaking) {
-		d = leg_due(&l->rd_at, leg_hs_s(l));
+		d = leg_due(&l->hs_at, leg_hs_s(l));
 		if (leg_hs_s(l) != 0 && !timercmp(&now, &d, <))
 			ended = BEV_EVENT_TIMEOUT | BEV_EVENT_READING;
 	} else {
@@ -625,7 +626,9 @@ leg_to_cb(evutil_socket_t fd, short what, void *arg)
 		l->eventcb(l, ended, l->arg);
 	/* Not handled (the leg lives on): the same timeout again after as long. */
 	if (!l->dead) {
-		if (ended & BEV_EVENT_READING)
+		if (l->handshaking)
+			l->hs_at = now;
+		else if (ended & BEV_EVENT_READING)
 			l->rd_at = now;
 		else
 			l->wr_at = now;
@@ -700,7 +703,7 @@ icpt_leg_new(struct event_base *base, int fd, SSL *ssl, enum icpt_leg_mode mode)
 	l->defer = event_new(base, -1, 0, leg_defer_cb, l);
 	l->to = evtimer_new(base, leg_to_cb, l);
 	event_base_gettimeofday_cached(base, &l->rd_at);
-	l->wr_at = l->rd_at;
+	l->wr_at = l->hs_at = l->rd_at;
 	if (mode == ICPT_LEG_PLAIN)
 		SSL_free(ssl);
 	if (l->in == NULL || l->out == NULL || l->rd == NULL || l->wr == NULL || l->defer == NULL ||

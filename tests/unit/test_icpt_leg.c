@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -405,6 +406,63 @@ test_tls_handshake_garbage(void **state)
 	event_base_free(base);
 }
 
+struct t_timeouts {
+	int timeouts;
+};
+
+static void
+t_timeout_cb(struct icpt_leg *l, short what, void *arg)
+{
+	struct t_timeouts *t = arg;
+
+	(void)l;
+	if (what & BEV_EVENT_TIMEOUT)
+		t->timeouts++; /* and left to run: the leg must not report it again at once */
+}
+
+/*
+ * A timeout the relays do not act on comes again only after as long
+ * again: a TLS handshake that never starts (the peer says nothing), with
+ * 1 s timeouts, reports once in 1.5 s, not in a loop (a handshake timeout
+ * once counted from a start that never moved, so it fired at every turn).
+ */
+static void
+test_tls_handshake_timeout_once(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct t_timeouts t = {0};
+	struct tls tl;
+	struct icpt_leg *l;
+	struct timeval start, now, spent;
+	int sv[2];
+
+	(void)state;
+	memset(&tl, 0, sizeof(tl));
+	t_tls_ctx(&tl);
+	t_pair(sv);
+	l = icpt_leg_new(base, sv[0], SSL_new(tl.sctx), ICPT_LEG_ACCEPT);
+	assert_non_null(l);
+	icpt_leg_setcb(l, NULL, NULL, t_timeout_cb, &t);
+	icpt_leg_timeouts(l, 1, 1);
+	gettimeofday(&start, NULL);
+	for (int i = 0; i < 200; i++) {
+		struct timeval stop = {0, 100 * 1000};
+
+		event_base_loopexit(base, &stop);
+		event_base_dispatch(base);
+		gettimeofday(&now, NULL);
+		timersub(&now, &start, &spent);
+		if (spent.tv_sec * 1000 + spent.tv_usec / 1000 >= 1500)
+			break;
+	}
+	assert_int_equal(t.timeouts, 1);
+	icpt_leg_free(l);
+	close(sv[1]);
+	SSL_CTX_free(tl.sctx);
+	SSL_CTX_free(tl.cctx);
+	event_base_free(base);
+}
+
 int
 main(void)
 {
@@ -418,6 +476,7 @@ main(void)
 	    cmocka_unit_test(test_tls_high_water_pending),
 	    cmocka_unit_test(test_tls_close_notify),
 	    cmocka_unit_test(test_tls_handshake_garbage),
+	    cmocka_unit_test(test_tls_handshake_timeout_once),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
