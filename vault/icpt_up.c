@@ -232,6 +232,7 @@ icpt_up_release(struct icpt_conn *c)
 	c->ul = NULL;
 	icpt_leg_setcb(p->ul, icpt_pooled_read_cb, NULL, icpt_pooled_event_cb, p);
 	icpt_leg_enable(p->ul, EV_READ);
+	icpt_leg_trim(p->ul); /* a pooled leg waits with no record buffers */
 	TAILQ_INSERT_TAIL(&ic->pool, p, link);
 	ic->npool++;
 	icpt_up_cap(ic, NULL);
