@@ -863,12 +863,6 @@ icpt_leg_disable(struct icpt_leg *l, short what)
 	leg_update(l);
 }
 
-short
-icpt_leg_enabled(const struct icpt_leg *l)
-{
-	return l->bev != NULL ? bufferevent_get_enabled(l->bev) : l->enabled;
-}
-
 void
 icpt_leg_timeouts(struct icpt_leg *l, unsigned rd_s, unsigned wr_s)
 {
@@ -923,12 +917,6 @@ int
 icpt_leg_fd(const struct icpt_leg *l)
 {
 	return l->bev != NULL ? -1 : l->fd;
-}
-
-bool
-icpt_leg_native(const struct icpt_leg *l)
-{
-	return l->bev == NULL;
 }
 
 unsigned long

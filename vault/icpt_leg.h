@@ -74,7 +74,6 @@ void icpt_leg_setcb(struct icpt_leg *l, icpt_leg_data_cb readcb, icpt_leg_data_c
 /* EV_READ and/or EV_WRITE: whether the leg reads its socket and writes its output. */
 void icpt_leg_enable(struct icpt_leg *l, short what);
 void icpt_leg_disable(struct icpt_leg *l, short what);
-short icpt_leg_enabled(const struct icpt_leg *l);
 /* Read and write timeouts in seconds, 0: none (a read resets the read one). */
 void icpt_leg_timeouts(struct icpt_leg *l, unsigned rd_s, unsigned wr_s);
 /* Stop reading while the input holds high bytes or more; 0: no limit. */
@@ -86,8 +85,6 @@ void icpt_leg_max_read(struct icpt_leg *l, size_t n);
 SSL *icpt_leg_ssl(const struct icpt_leg *l);
 /* The leg's socket, or -1 (a wrapped leg over a filter). */
 int icpt_leg_fd(const struct icpt_leg *l);
-/* Whether this leg runs on its descriptor (not a wrapped bufferevent). */
-bool icpt_leg_native(const struct icpt_leg *l);
 /*
  * The next OpenSSL error kept from a failure (a fatal alert received or
  * sent, a verification failure), oldest first; 0 when there is none left.

@@ -182,10 +182,7 @@ icpt_release(struct icpt_conn *c)
 		event_free(c->ev_linger); /* the same: it watches the workload's socket */
 	c->ev_linger = NULL;
 	icpt_unquiet(c);
-	icpt_up_release(c);
-	if (c->usock != NULL)
-		bufferevent_free(c->usock);
-	c->usock = NULL;
+	icpt_up_release(c); /* the upstream leg, or the socket still connecting */
 	if (c->ev_first != NULL)
 		event_free(c->ev_first);
 	c->ev_first = NULL;
