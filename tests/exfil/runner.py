@@ -437,6 +437,10 @@ def o7_check(d, c, duration):
     """
     r = []
     pkts, refused, handles, earlier = {}, {}, {}, {}
+    # The kernel sends a commit's notifications after the new rules are
+    # live: a packet refused in between is traced by a handle whose rule
+    # is printed after it. Such traces wait for the rule.
+    unknown = {}
     pid = None
     trace = read(os.path.join(d, "trace.txt"), 64 << 20)
     # A monitor that could not keep up (a flood case) saw only some packets.
@@ -471,6 +475,9 @@ def o7_check(d, c, duration):
                 handles[h] = p.group(1) if p else "?"
             else:
                 handles.pop(h, None)
+            for tid in unknown.pop(h, []):
+                if h in handles:
+                    refused[tid] = handles[h]
             continue
         m = TRACE_PKT.match(line)
         if m:
@@ -483,6 +490,8 @@ def o7_check(d, c, duration):
         m = TRACE_HANDLE.match(line)
         if m and m.group(2) in handles:
             refused[m.group(1)] = handles[m.group(2)]
+        elif m:
+            unknown.setdefault(m.group(2), []).append(m.group(1))
     traced, excuse = {}, set()
     for tid, rule in refused.items():
         k = trace_key(rule, pkts.get(tid, ""))

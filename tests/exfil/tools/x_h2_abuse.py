@@ -144,20 +144,24 @@ class Conn:
         self.trailers = {}
         self.goaway = None
         self.closed = False
+        self.wclosed = False  # a send failed: only reading is left
         self.read_total = 0
         self.ended = set()
         self.ack_settings = True
         self.window_updates = True
 
     def send(self, b):
-        """False once the peer is gone (its close or reset ends a flood)."""
-        if self.closed:
+        """False once the peer is gone (its close or reset ends a flood).
+        What it sent before it went is still read (pump): a server that
+        answers a flood with GOAWAY and then closes resets a sender that
+        goes on, and the GOAWAY waits in the receive queue."""
+        if self.closed or self.wclosed:
             return False
         try:
             self.s.sendall(b)
             return True
         except (OSError, ssl.SSLError):
-            self.closed = True
+            self.wclosed = True
             return False
 
     def on_frame(self, ftype, flags, sid, p):
@@ -214,9 +218,8 @@ class Conn:
         while not self.closed and self.read_total < MAX_READ:
             if until and until():
                 return
-            left = end - time.time()
-            if left <= 0:
-                return
+            # WAIT 0 still takes what already came (a GOAWAY between batches).
+            left = max(0.0, end - time.time())
             if not self.s.pending():
                 r, _, _ = select.select([self.s], [], [], left)
                 if not r:
