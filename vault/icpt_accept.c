@@ -394,6 +394,7 @@ icpt_probe_drop(struct icpt_conn *c)
 		bufferevent_free(c->usock);
 		c->usock = NULL;
 	}
+	icpt_upfd_sync(c);
 }
 
 /* Neither TLS nor HTTP: the filter chain allowed this port, pass the bytes on. */
@@ -454,13 +455,10 @@ icpt_probe_event_cb(struct bufferevent *bev, short what, void *arg)
 
 /* A marked socket for the probe: connect it; nothing of the client is sent yet. */
 static void
-icpt_probe_sock_cb(int fd, int err, void *arg)
+icpt_probe_sock_take(int fd, struct icpt_conn *c)
 {
-	struct icpt_conn *c = arg;
 	struct intercept *ic = c->ic;
 
-	if (icpt_sock_orphaned(c, fd))
-		return;
 	if (!c->probing || (c->state != ICPT_S_PEEK && c->state != ICPT_S_SPLICE)) {
 		if (fd >= 0)
 			close(fd);
@@ -481,6 +479,18 @@ icpt_probe_sock_cb(int fd, int err, void *arg)
 		icpt_probe_event_cb(c->usock, BEV_EVENT_ERROR, c);
 }
 
+static void
+icpt_probe_sock_cb(int fd, int err, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	(void)err;
+	if (icpt_sock_orphaned(c, fd))
+		return;
+	icpt_probe_sock_take(fd, c);
+	icpt_upfd_sync(c);
+}
+
 /* The client stayed silent: connect upstream so that a server-first protocol can start. */
 static void
 icpt_probe_cb(evutil_socket_t fd, short what, void *arg)
@@ -493,12 +503,15 @@ icpt_probe_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	if ((family = icpt_dial_family(c)) == 0)
 		return; /* no proxy address: the client's first bytes fail the connection */
+	if (!icpt_fd_room(ic, c, 1))
+		return; /* no descriptor to spare: the client must speak first */
 	c->probing = true;
 	c->sockreqs++;
 	if (ic->ops->get_upstream_socket(ic->arg, family, icpt_probe_sock_cb, c) != 0) {
 		c->sockreqs--;
 		c->probing = false;
 	}
+	icpt_upfd_sync(c);
 }
 
 /*
@@ -704,8 +717,8 @@ icpt_accept_cb(
 	                                      : ((struct sockaddr_in6 *)&ls)->sin6_port);
 	tls = lport == ic->cfg.tls_port;
 	icpt_count(ic, INTERCEPT_M_ACCEPTED, 1);
-	/* The cap keeps descriptors for the API, DNS and the channel. */
-	if (ic->nconns >= ic->cfg.max_conns) {
+	/* The cap keeps descriptors for the API, DNS and the channel: room for c and its upstream. */
+	if (ic->nconns >= ic->cfg.max_conns || !icpt_fd_room(ic, NULL, 2)) {
 		icpt_limit_refuse(ic, fd);
 		return;
 	}

@@ -126,6 +126,13 @@ struct intercept {
 	SSL_CTX *srv_ctx;
 	SSL_CTX *up_ctx;
 	size_t nconns;
+	/*
+	 * Descriptors: the workload's sockets (nconns), the upstream sockets
+	 * connections hold or have asked for (nupfd) and pooled legs (npool)
+	 * stay within fd_budget, what RLIMIT_NOFILE leaves past the reserve.
+	 */
+	size_t nupfd;
+	size_t fd_budget;
 	time_t limit_logged;     /* CLOCK_MONOTONIC second of the last conn_limit line */
 	uint64_t limit_unlogged; /* refusals since that line */
 	uint64_t next_id;
@@ -187,6 +194,7 @@ struct icpt_conn {
 	uint64_t id;
 	enum icpt_state state;
 	int sockreqs;       /* upstream socket requests in flight */
+	unsigned upfd;      /* upstream descriptors counted for it in ic->nupfd */
 	bool tls;           /* came in on the TLS listener (or peeked as TLS) */
 	bool peek;          /* came in on the peek listener: a port that is not intercepted */
 	bool probing;       /* peek: a socket was asked for so that a server can speak first */
@@ -399,6 +407,8 @@ void icpt_to_upstream(struct icpt_conn *c, struct evbuffer *src, size_t n);
 void icpt_up_fail(struct icpt_conn *c, const char *why);
 /* Free the upstream leg (close_notify first on a finished TLS leg, so that its session resumes). */
 void icpt_up_free(struct icpt_conn *c);
+void icpt_upfd_sync(struct icpt_conn *c);
+bool icpt_fd_room(struct intercept *ic, const struct icpt_conn *self, size_t n);
 size_t icpt_up_pending(struct icpt_conn *c);
 int icpt_up_start(struct icpt_conn *c);
 /*

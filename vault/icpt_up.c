@@ -71,6 +71,23 @@ icpt_up_free(struct icpt_conn *c)
 		bufferevent_free(c->usock);
 	c->ul = NULL;
 	c->usock = NULL;
+	icpt_upfd_sync(c);
+}
+
+/*
+ * What c holds of upstream descriptors (its socket connecting, its leg,
+ * its raw passthrough socket, the sockets it asked for), into the
+ * intercept's count: called where one comes or goes. A connection freed
+ * holds none, so the count cannot drift.
+ */
+void
+icpt_upfd_sync(struct icpt_conn *c)
+{
+	unsigned held = (c->sockreqs > 0 ? (unsigned)c->sockreqs : 0) + (c->usock != NULL) +
+	                (c->ul != NULL) + (c->ufd_own ? 1 : 0);
+
+	c->ic->nupfd = c->ic->nupfd + held - c->upfd;
+	c->upfd = held;
 }
 
 /* Off the idle list. */
@@ -209,6 +226,30 @@ icpt_up_cap(struct intercept *ic, struct icpt_conn *c)
 	}
 }
 
+/*
+ * Whether n more descriptors fit the budget. Past it, pooled legs go
+ * first, then the legs kept by connections between requests (longest
+ * idle first, never self's): a connection with a request outranks a
+ * kept leg. False when nothing is left to give back.
+ */
+bool
+icpt_fd_room(struct intercept *ic, const struct icpt_conn *self, size_t n)
+{
+	while (ic->nconns + ic->nupfd + ic->npool + n > ic->fd_budget) {
+		struct icpt_conn *o = TAILQ_FIRST(&ic->idle);
+
+		if (ic->npool > 0)
+			icpt_pooled_free(TAILQ_FIRST(&ic->pool));
+		else if (o != NULL && o != self)
+			icpt_up_drop(o, "upstream_fd_budget");
+		else if (o != NULL && TAILQ_NEXT(o, idle_link) != NULL)
+			icpt_up_drop(TAILQ_NEXT(o, idle_link), "upstream_fd_budget");
+		else
+			return false;
+	}
+	return true;
+}
+
 void
 icpt_up_release(struct icpt_conn *c)
 {
@@ -235,6 +276,7 @@ icpt_up_release(struct icpt_conn *c)
 	icpt_leg_trim(p->ul); /* a pooled leg waits with no record buffers */
 	TAILQ_INSERT_TAIL(&ic->pool, p, link);
 	ic->npool++;
+	icpt_upfd_sync(c);
 	icpt_up_cap(ic, NULL);
 }
 
@@ -263,6 +305,7 @@ icpt_up_take(struct icpt_conn *c)
 	ic->npool--;
 	c->ul = p->ul;
 	free(p);
+	icpt_upfd_sync(c);
 	SSL_set_app_data(icpt_leg_ssl(c->ul), c);
 	icpt_leg_setcb(c->ul, icpt_up_read_cb, icpt_up_write_cb, icpt_up_event_cb, c);
 	c->up_asked = c->up_ready = c->up_served = true;
@@ -600,6 +643,7 @@ icpt_sock_orphaned(struct icpt_conn *c, int fd)
 		return false;
 	if (fd >= 0)
 		close(fd);
+	icpt_upfd_sync(c);
 	if (c->sockreqs == 0)
 		event_active(c->ev_free, EV_TIMEOUT, 0);
 	return true;
@@ -607,13 +651,10 @@ icpt_sock_orphaned(struct icpt_conn *c, int fd)
 
 /* A marked socket from the worker: connect it to the original destination. */
 static void
-icpt_sock_cb(int fd, int err, void *arg)
+icpt_sock_take(int fd, struct icpt_conn *c)
 {
-	struct icpt_conn *c = arg;
 	struct intercept *ic = c->ic;
 
-	if (icpt_sock_orphaned(c, fd))
-		return;
 	if (c->state == ICPT_S_DRAIN) {
 		/* The workload already got its answer: no upstream connection. */
 		if (fd >= 0)
@@ -635,6 +676,18 @@ icpt_sock_cb(int fd, int err, void *arg)
 		icpt_up_fail(c, "upstream_connect_failed");
 }
 
+static void
+icpt_sock_cb(int fd, int err, void *arg)
+{
+	struct icpt_conn *c = arg;
+
+	(void)err;
+	if (icpt_sock_orphaned(c, fd))
+		return;
+	icpt_sock_take(fd, c);
+	icpt_upfd_sync(c);
+}
+
 /* Ask the worker for a marked socket of the destination family. */
 int
 icpt_up_start(struct icpt_conn *c)
@@ -645,12 +698,18 @@ icpt_up_start(struct icpt_conn *c)
 		return -1;
 	if (icpt_up_take(c))
 		return 0;
+	if (!icpt_fd_room(c->ic, c, 1)) {
+		icpt_count(c->ic, INTERCEPT_M_LIMITED, 1);
+		icpt_log(c, INTERCEPT_L_WARN, "upstream_error", "upstream_fd_budget", 0);
+		return -1;
+	}
 	c->up_asked = true;
 	c->sockreqs++;
 	if (c->ic->ops->get_upstream_socket(c->ic->arg, family, icpt_sock_cb, c) != 0) {
 		c->sockreqs--;
 		return -1;
 	}
+	icpt_upfd_sync(c);
 	return 0;
 }
 

@@ -138,6 +138,8 @@ icpt_free_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (c->sockreqs > 0)
 		return; /* the socket callback frees it */
+	/* It holds nothing now: what was counted for it goes. */
+	icpt_upfd_sync(c);
 	if (c->prev != NULL)
 		c->prev->next = c->next;
 	else
@@ -183,6 +185,7 @@ icpt_release(struct icpt_conn *c)
 	c->ev_linger = NULL;
 	icpt_unquiet(c);
 	icpt_up_release(c); /* the upstream leg, or the socket still connecting */
+	icpt_up_free(c);    /* and its count (what a pooled leg holds is npool's) */
 	if (c->ev_first != NULL)
 		event_free(c->ev_first);
 	c->ev_first = NULL;
@@ -744,22 +747,46 @@ icpt_lim(unsigned v, unsigned def, unsigned max)
 }
 
 /*
- * The connection cap: each proxied connection holds two descriptors, and
- * the process keeps INTERCEPT_FD_RESERVE for its channel, the API and DNS,
- * so that a flood from the workload never starves them (EMFILE). Unset,
- * it is also at most INTERCEPT_DEFAULT_CONNS; set, up to the compiled
- * INTERCEPT_MAX_CONNS, within the descriptors still.
+ * The descriptors the interceptor may hold: RLIMIT_NOFILE less
+ * INTERCEPT_FD_RESERVE for its channel, the API and DNS, so that a flood
+ * from the workload never starves them (EMFILE).
  */
-static unsigned
-icpt_fd_cap(unsigned others)
+static size_t
+icpt_fd_budget(unsigned others)
 {
 	struct rlimit rl;
-	rlim_t cap, reserve = (rlim_t)INTERCEPT_FD_RESERVE + others;
+	rlim_t reserve = (rlim_t)INTERCEPT_FD_RESERVE + others;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-		return INTERCEPT_MAX_CONNS;
-	cap = rl.rlim_cur > 2 * reserve ? (rl.rlim_cur - reserve) / 2 : INTERCEPT_FD_RESERVE / 2;
-	return cap < INTERCEPT_MAX_CONNS ? (unsigned)cap : INTERCEPT_MAX_CONNS;
+		return 2 * (size_t)INTERCEPT_MAX_CONNS + INTERCEPT_UP_HEADROOM;
+	if (rl.rlim_cur <= 2 * reserve)
+		return INTERCEPT_FD_RESERVE;
+	return rl.rlim_cur - reserve < 4 * (rlim_t)INTERCEPT_MAX_CONNS
+	           ? (size_t)(rl.rlim_cur - reserve)
+	           : 4 * (size_t)INTERCEPT_MAX_CONNS;
+}
+
+/*
+ * The connection cap. A connection holds two descriptors while it has an
+ * upstream and one between requests once its leg is given back (past
+ * upstream_idle_max kept). Unset, the cap is half the budget, at most
+ * INTERCEPT_DEFAULT_CONNS: every connection can have its upstream at once.
+ * Set, it may reach the budget less INTERCEPT_UP_HEADROOM (to the compiled
+ * INTERCEPT_MAX_CONNS): many idle connections, and upstreams for those
+ * with a request while descriptors are left (icpt_fd_room); a request
+ * past them is answered 502 (upstream_fd_budget), never by EMFILE.
+ */
+static unsigned
+icpt_conn_cap(size_t budget, unsigned set)
+{
+	size_t half = budget / 2;
+	size_t most = budget > 2 * INTERCEPT_UP_HEADROOM ? budget - INTERCEPT_UP_HEADROOM : half;
+
+	if (set == 0)
+		most = half < INTERCEPT_DEFAULT_CONNS ? half : INTERCEPT_DEFAULT_CONNS;
+	else if (set < most)
+		most = set;
+	return most < INTERCEPT_MAX_CONNS ? (unsigned)most : INTERCEPT_MAX_CONNS;
 }
 
 /* Start the interceptor's listeners (see intercept.h). */
@@ -768,7 +795,7 @@ intercept_new(struct event_base *base, const struct intercept_ops *ops, void *ar
     const struct intercept_config *cfg, char *err, size_t errlen)
 {
 	struct intercept *ic;
-	unsigned fdcap = icpt_fd_cap(cfg->fd_reserve);
+	size_t budget = icpt_fd_budget(cfg->fd_reserve);
 
 	if (cfg->leaves == NULL || cfg->tls_port == 0 || cfg->plain_port == 0 ||
 	    cfg->tls_port == cfg->plain_port || cfg->peek_port == cfg->tls_port ||
@@ -793,8 +820,8 @@ intercept_new(struct event_base *base, const struct intercept_ops *ops, void *ar
 	TAILQ_INIT(&ic->quiet);
 	TAILQ_INIT(&ic->pool);
 	ic->cfg = *cfg;
-	ic->cfg.max_conns = icpt_lim(cfg->max_conns,
-	    fdcap < INTERCEPT_DEFAULT_CONNS ? fdcap : INTERCEPT_DEFAULT_CONNS, fdcap);
+	ic->fd_budget = budget;
+	ic->cfg.max_conns = icpt_conn_cap(budget, cfg->max_conns);
 	ic->cfg.max_buffer = cfg->max_buffer == 0 || cfg->max_buffer > INTERCEPT_MAX_BUFFER
 	                         ? INTERCEPT_MAX_BUFFER
 	                         : cfg->max_buffer;

@@ -30,6 +30,7 @@ struct intercept;
 #define INTERCEPT_DEFAULT_UPSTREAM_IDLE 64 /* as nginx's "keepalive 64" */
 #define INTERCEPT_MAX_KEEPALIVE_S 300      /* seconds a keep-alive connection waits for a request */
 #define INTERCEPT_FD_RESERVE 64            /* descriptors kept for the channel, the API, DNS */
+#define INTERCEPT_UP_HEADROOM 64           /* descriptors a set cap leaves for upstreams */
 #define INTERCEPT_MAX_CONNECT_S 15         /* seconds to connect and handshake upstream */
 
 /* Counters the interceptor reports through intercept_ops.count. */
@@ -123,7 +124,7 @@ struct intercept_config {
 	const char *upstream_ca;   /* trust file or directory; NULL or "": system store */
 	/* upstream_ca as read before the privilege drop (certs/trust.h); borrowed */
 	struct x509_store_st *upstream_store;
-	unsigned max_conns; /* also capped at (RLIMIT_NOFILE - reserve) / 2 */
+	unsigned max_conns; /* also within the descriptors (intercept.c icpt_conn_cap) */
 	/*
 	 * Descriptors the rest of the process may hold beside the intercept
 	 * (other listeners' own connection caps), kept on top of

@@ -108,8 +108,9 @@ static const struct config_opt config_opts[] = {
         "intercept listener port for the other TCP ports of name-learned addresses"},
     {"intercept-max-conns", "EGRESSD_INTERCEPT_MAX_CONNS", NULL, CT_U32, O(intercept_max_conns),
         false,
-        "intercepted connections at once (0: (RLIMIT_NOFILE - 64) / 2, at most 4096; set: at "
-        "most 65536, within the same descriptors)"},
+        "intercepted connections at once (0: (RLIMIT_NOFILE - 64) / 2, at most 4096; set: up to "
+        "RLIMIT_NOFILE - 128, at most 65536: a connection between requests holds one "
+        "descriptor, upstreams take what is left)"},
     {"hello-timeout", "EGRESSD_HELLO_TIMEOUT", NULL, CT_U32, O(hello_timeout), false,
         "seconds to receive a whole ClientHello (default 10, at most 10)"},
     {"head-timeout", "EGRESSD_HEAD_TIMEOUT", NULL, CT_U32, O(head_timeout), false,

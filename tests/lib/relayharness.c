@@ -142,6 +142,7 @@ relay_new(struct vault_snap *snap)
 	ic->cfg.tls_port = 15443;
 	ic->cfg.plain_port = 15080;
 	ic->cfg.max_conns = 16;
+	ic->fd_budget = 64; /* as intercept_new() derives it from RLIMIT_NOFILE */
 	ic->cfg.max_buffer = INTERCEPT_MAX_BUFFER;
 	ic->cfg.head_timeout_s = INTERCEPT_MAX_HEAD_S;
 	ic->cfg.idle_timeout_s = ICPT_DEFAULT_IDLE_S;

@@ -462,6 +462,52 @@ test_state_machine(void **state)
 	}
 }
 
+/*
+ * The descriptor budget (issue 19 item 5): an upstream socket past it is
+ * never asked for, and the request is answered 502 (upstream_fd_budget);
+ * within it, what a connection holds is counted while it holds it and no
+ * longer once it closes (its leg pooled, the pool's own count).
+ */
+static void
+test_upstream_fd_budget(void **state)
+{
+	struct relay *h = h_new();
+
+	(void)state;
+	h->ic->fd_budget = 1; /* the workload's socket only */
+	h->script[0] = NEXT_RESP;
+	h->nscript = 1;
+	relay_send(h, NEXT_REQ);
+	if (!relay_pump(h, "502 Bad Gateway"))
+		fail_msg("no 502 past the budget (log: %s)", h->log);
+	assert_non_null(strstr(h->log, "upstream_fd_budget"));
+	assert_int_equal(h->accepts, 0);
+	assert_int_equal(h->ic->nupfd, 0);
+	relay_free(h);
+
+	h = h_new();
+	h->ic->fd_budget = 2;
+	h->script[0] = NEXT_RESP;
+	h->script[1] = NEXT_RESP;
+	h->nscript = 2;
+	relay_send(h, NEXT_REQ);
+	assert_true(relay_pump(h, "next-body"));
+	assert_int_equal(h->ic->nupfd, 1); /* its leg, kept between requests */
+	h->wrxlen = 0;
+	relay_send(h, NEXT_REQ);
+	assert_true(relay_pump(h, "next-body"));
+	assert_int_equal(h->accepts, 1);
+	assert_null(strstr(h->log, "upstream_fd_budget"));
+	assert_int_equal(shutdown(h->w, SHUT_WR), 0);
+	assert_true(relay_pump(h, NULL)); /* the connection ends */
+	for (int i = 0; i < 20 && h->ic->nconns > 0; i++)
+		event_base_loop(h->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	assert_int_equal(h->ic->nconns, 0);
+	assert_int_equal(h->ic->nupfd, 0);
+	assert_true(h->ic->npool <= 1);
+	relay_free(h);
+}
+
 int
 main(void)
 {
@@ -477,6 +523,7 @@ main(void)
 	    cmocka_unit_test(test_upgrade_websocket_without_compression),
 	    cmocka_unit_test(test_upgrade_other_refused),
 	    cmocka_unit_test(test_unexpected_101),
+	    cmocka_unit_test(test_upstream_fd_budget),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,8 +1,10 @@
 /*
  * test_intercept_limits: the interceptor's connection cap is derived from
- * RLIMIT_NOFILE at setup (two descriptors per proxied connection, a reserve
- * for the channel, the API and DNS), and configuration may lower it but
- * never raise it. Drives the real intercept_new() on loopback ports.
+ * RLIMIT_NOFILE at setup (a reserve for the channel, the API and DNS; by
+ * default two descriptors per proxied connection), and configuration may
+ * lower it or, set, raise it to the descriptors less a headroom for
+ * upstreams (a connection between requests holds one), never past them.
+ * Drives the real intercept_new() on loopback ports.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -180,7 +182,12 @@ test_cap_from_rlimit(void **state)
 	assert_int_equal(cap_with(base, lc, 0), (200 - INTERCEPT_FD_RESERVE) / 2);
 	/* Configuration lowers the cap, never raises it past the descriptors. */
 	assert_int_equal(cap_with(base, lc, 10), 10);
-	assert_int_equal(cap_with(base, lc, 100000), (200 - INTERCEPT_FD_RESERVE) / 2);
+	assert_int_equal(
+	    cap_with(base, lc, 100000), 200 - INTERCEPT_FD_RESERVE - INTERCEPT_UP_HEADROOM);
+	/* Fewer descriptors than twice the headroom: half of them, set or not. */
+	rl.rlim_cur = 180;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	assert_int_equal(cap_with(base, lc, 100000), (180 - INTERCEPT_FD_RESERVE) / 2);
 	/*
 	 * What the rest of the process may hold (the DNS proxy's and the API's
 	 * own caps) comes out of the same budget: with 1024 descriptors, 256
@@ -195,8 +202,9 @@ test_cap_from_rlimit(void **state)
 
 	/*
 	 * With many descriptors the default holds unless the cap is set; set,
-	 * it may pass the default (10,000 idle connections), never the
-	 * descriptors nor the compiled maximum.
+	 * it may pass the default and half the descriptors (10,000 idle
+	 * connections in 20,000), never the descriptors less the headroom nor
+	 * the compiled maximum.
 	 */
 	rl.rlim_cur = old.rlim_max < 24000 ? old.rlim_max : 24000;
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
@@ -204,14 +212,15 @@ test_cap_from_rlimit(void **state)
 		assert_int_equal(cap_with(base, lc, 0), INTERCEPT_DEFAULT_CONNS);
 	else
 		assert_int_equal(cap_with(base, lc, 0), (rl.rlim_cur - INTERCEPT_FD_RESERVE) / 2);
-	if (rl.rlim_cur >= 2 * 10000 + INTERCEPT_FD_RESERVE)
+	if (rl.rlim_cur >= 10000 + INTERCEPT_FD_RESERVE + INTERCEPT_UP_HEADROOM)
 		assert_int_equal(cap_with(base, lc, 10000), 10000);
 	else
-		assert_int_equal(
-		    cap_with(base, lc, 10000), (rl.rlim_cur - INTERCEPT_FD_RESERVE) / 2);
+		assert_int_equal(cap_with(base, lc, 10000),
+		    rl.rlim_cur - INTERCEPT_FD_RESERVE - INTERCEPT_UP_HEADROOM);
 	assert_true(cap_with(base, lc, 100000) > INTERCEPT_DEFAULT_CONNS ||
-	            rl.rlim_cur < 2 * INTERCEPT_DEFAULT_CONNS + INTERCEPT_FD_RESERVE);
-	assert_int_equal(cap_with(base, lc, 100000), (rl.rlim_cur - INTERCEPT_FD_RESERVE) / 2);
+	            rl.rlim_cur < INTERCEPT_DEFAULT_CONNS + INTERCEPT_FD_RESERVE);
+	assert_int_equal(
+	    cap_with(base, lc, 100000), rl.rlim_cur - INTERCEPT_FD_RESERVE - INTERCEPT_UP_HEADROOM);
 
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
 	leaf_cache_free(lc);
