@@ -482,13 +482,8 @@ icpt_probe_sock_take(int fd, struct icpt_conn *c)
 static void
 icpt_probe_sock_cb(int fd, int err, void *arg)
 {
-	struct icpt_conn *c = arg;
-
 	(void)err;
-	if (icpt_sock_orphaned(c, fd))
-		return;
-	icpt_probe_sock_take(fd, c);
-	icpt_upfd_sync(c);
+	icpt_sock_arrive(arg, fd, icpt_probe_sock_take);
 }
 
 /* The client stayed silent: connect upstream so that a server-first protocol can start. */
@@ -507,8 +502,10 @@ icpt_probe_cb(evutil_socket_t fd, short what, void *arg)
 		return; /* no descriptor to spare: the client must speak first */
 	c->probing = true;
 	c->sockreqs++;
+	c->upreqs++;
 	if (ic->ops->get_upstream_socket(ic->arg, family, icpt_probe_sock_cb, c) != 0) {
 		c->sockreqs--;
+		c->upreqs--;
 		c->probing = false;
 	}
 	icpt_upfd_sync(c);

@@ -193,7 +193,8 @@ struct icpt_conn {
 	struct timeval quiet_at;
 	uint64_t id;
 	enum icpt_state state;
-	int sockreqs;       /* upstream socket requests in flight */
+	int sockreqs;       /* socket and leaf requests in flight */
+	unsigned upreqs;    /* of them, upstream sockets */
 	unsigned upfd;      /* upstream descriptors counted for it in ic->nupfd */
 	bool tls;           /* came in on the TLS listener (or peeked as TLS) */
 	bool peek;          /* came in on the peek listener: a port that is not intercepted */
@@ -441,5 +442,6 @@ int icpt_client_hello_cb(SSL *ssl, int *al, void *arg);
 
 /* A requested socket arrived for c: true when c closed meanwhile (fd closed). */
 bool icpt_sock_orphaned(struct icpt_conn *c, int fd);
+void icpt_sock_arrive(struct icpt_conn *c, int fd, void (*take)(int, struct icpt_conn *));
 
 #endif /* VAULT_ICPT_INTERNAL_H */

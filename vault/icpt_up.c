@@ -83,8 +83,7 @@ icpt_up_free(struct icpt_conn *c)
 void
 icpt_upfd_sync(struct icpt_conn *c)
 {
-	unsigned held = (c->sockreqs > 0 ? (unsigned)c->sockreqs : 0) + (c->usock != NULL) +
-	                (c->ul != NULL) + (c->ufd_own ? 1 : 0);
+	unsigned held = c->upreqs + (c->usock != NULL) + (c->ul != NULL) + (c->ufd_own ? 1 : 0);
 
 	c->ic->nupfd = c->ic->nupfd + held - c->upfd;
 	c->upfd = held;
@@ -676,16 +675,22 @@ icpt_sock_take(int fd, struct icpt_conn *c)
 		icpt_up_fail(c, "upstream_connect_failed");
 }
 
+/* A requested socket arrived for c: take unless c closed meanwhile, then count. */
+void
+icpt_sock_arrive(struct icpt_conn *c, int fd, void (*take)(int, struct icpt_conn *))
+{
+	c->upreqs--;
+	if (icpt_sock_orphaned(c, fd))
+		return;
+	take(fd, c);
+	icpt_upfd_sync(c);
+}
+
 static void
 icpt_sock_cb(int fd, int err, void *arg)
 {
-	struct icpt_conn *c = arg;
-
 	(void)err;
-	if (icpt_sock_orphaned(c, fd))
-		return;
-	icpt_sock_take(fd, c);
-	icpt_upfd_sync(c);
+	icpt_sock_arrive(arg, fd, icpt_sock_take);
 }
 
 /* Ask the worker for a marked socket of the destination family. */
@@ -705,8 +710,10 @@ icpt_up_start(struct icpt_conn *c)
 	}
 	c->up_asked = true;
 	c->sockreqs++;
+	c->upreqs++;
 	if (c->ic->ops->get_upstream_socket(c->ic->arg, family, icpt_sock_cb, c) != 0) {
 		c->sockreqs--;
+		c->upreqs--;
 		return -1;
 	}
 	icpt_upfd_sync(c);

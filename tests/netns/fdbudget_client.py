@@ -55,6 +55,15 @@ def ask(s):
     return head.startswith(b"HTTP/1.1 200") and b"auth=ok" in body
 
 
+def step(state, then):
+    """Say STATE, then wait (at most 30 s) for the test's file THEN."""
+    with open(os.path.join(ST, "state"), "w") as f:
+        f.write(state + "\n")
+    end = time.time() + 30
+    while time.time() < end and not os.path.exists(os.path.join(ST, then)):
+        time.sleep(0.1)
+
+
 def main():
     c = ctx()
     held, ok = [], 0
@@ -67,11 +76,7 @@ def main():
         except (OSError, ssl.SSLError):
             pass
     print("round1 ok=%d of %d" % (ok, N), flush=True)
-    with open(os.path.join(ST, "state"), "w") as f:
-        f.write("ready\n")
-    end = time.time() + 30
-    while time.time() < end and not os.path.exists(os.path.join(ST, "go")):
-        time.sleep(0.1)
+    step("ready", "go")
     ok = 0
     for s in held:
         try:
@@ -93,11 +98,7 @@ def main():
         except (OSError, ssl.SSLError):
             refused += 1
     print("extra answered=%d refused=%d" % (answered, refused), flush=True)
-    with open(os.path.join(ST, "state"), "w") as f:
-        f.write("done\n")
-    end = time.time() + 30
-    while time.time() < end and not os.path.exists(os.path.join(ST, "end")):
-        time.sleep(0.1)
+    step("done", "end")
     for s in held + extra:
         s.close()
     return 0
