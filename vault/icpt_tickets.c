@@ -3,8 +3,8 @@
  * resumed handshake skips the leaf's signature and certificate. The keys
  * are this interceptor's own, random (so a ticket is good in this sandbox
  * alone), rotated every ICPT_TICKET_ROTATE_S with the previous key kept
- * for decryption one period more (its tickets are renewed), and wiped on
- * rotation and at the end. Each ticket carries the canonical host it was
+ * for decryption one period more, and wiped on rotation and at the end.
+ * Each resumption gets a fresh ticket (a client uses one once). Each ticket carries the canonical host it was
  * issued for: one presented for another host gives a full handshake, and
  * all are dropped when the policy, the vault or the CA changes. No
  * early data is ever accepted (a replayed request could carry a
@@ -131,7 +131,6 @@ icpt_ticket_dec_cb(SSL *ssl, SSL_SESSION *ss, const unsigned char *keyname, size
 	struct icpt_conn *c = SSL_get_app_data(ssl);
 	void *data = NULL;
 	size_t len = 0;
-	bool renew = status == SSL_TICKET_SUCCESS_RENEW;
 
 	(void)keyname;
 	(void)keyname_len;
@@ -148,7 +147,12 @@ icpt_ticket_dec_cb(SSL *ssl, SSL_SESSION *ss, const unsigned char *keyname, size
 		return SSL_TICKET_RETURN_IGNORE_RENEW;
 	}
 	icpt_count(c->ic, INTERCEPT_M_RESUMED, 1);
-	return renew ? SSL_TICKET_RETURN_USE_RENEW : SSL_TICKET_RETURN_USE;
+	/*
+	 * Always a fresh ticket: clients use a TLS 1.3 ticket once (RFC 8446
+	 * C.4, OpenSSL's own client), so without one every other connection
+	 * was a full handshake (wrk: 288 of 576 resumed, 1,064 of 1,065 now).
+	 */
+	return SSL_TICKET_RETURN_USE_RENEW;
 }
 
 int

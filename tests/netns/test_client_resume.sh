@@ -1,7 +1,7 @@
 #!/bin/bash
 # Session tickets toward the workload (issue 19 item 4): a second
 # connection to a terminated host resumes with the ticket of the first
-# (no leaf signature or certificate); a ticket is good for the host it was
+# (no leaf signature or certificate) and gets a fresh one; a ticket is good for the host it was
 # issued for only (another terminated host of the same sandbox gets a full
 # handshake), in this sandbox only (another egressd's ticket keys are its
 # own), and under the policy and vault in force when it was issued; no
@@ -71,6 +71,10 @@ check "  and gets a session ticket" test -s "$FX_DIR/out/api.sess"
 check "  its request is answered" grep -q '"path": "/v1/resume"' "$FX_DIR/out/first"
 conn api.allowed.test second -sess_in "$FX_DIR/out/api.sess"
 check "a second one to the same host resumes with it" grep -q '^Reused, TLSv1.3' "$FX_DIR/out/second"
+# Clients use a TLS 1.3 ticket once (RFC 8446 C.4; OpenSSL's own, wrk's):
+# without a fresh one on each resumption, every other connection was full.
+check "  and gets a fresh ticket, so a client that uses each once resumes again" \
+    grep -q 'Post-Handshake New Session Ticket arrived' "$FX_DIR/out/second"
 check "  and is served (the vault's checks are the connection's own)" \
     grep -q '"path": "/v1/resume"' "$FX_DIR/out/second"
 check "  counted in /metrics" test "$(metric egressd_client_tls_resumed_total)" -ge 1
