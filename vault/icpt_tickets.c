@@ -4,11 +4,11 @@
  * are this interceptor's own, random (so a ticket is good in this sandbox
  * alone), rotated every ICPT_TICKET_ROTATE_S with the previous key kept
  * for decryption one period more, and wiped on rotation and at the end.
- * Each resumption gets a fresh ticket (a client uses one once). Each ticket carries the canonical host it was
- * issued for: one presented for another host gives a full handshake, and
- * all are dropped when the policy, the vault or the CA changes. No
- * early data is ever accepted (a replayed request could carry a
- * credential twice).
+ * Each resumption gets a fresh ticket (a client uses one once). Each
+ * ticket carries the canonical host it was issued for: one presented for
+ * another host gives a full handshake, and all are dropped when the
+ * policy, the vault or the CA changes. No early data is ever accepted (a
+ * replayed request could carry a credential twice).
  */
 #include <string.h>
 

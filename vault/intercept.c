@@ -138,8 +138,6 @@ icpt_free_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (c->sockreqs > 0)
 		return; /* the socket callback frees it */
-	/* It holds nothing now: what was counted for it goes. */
-	icpt_upfd_sync(c);
 	if (c->prev != NULL)
 		c->prev->next = c->next;
 	else
@@ -184,8 +182,8 @@ icpt_release(struct icpt_conn *c)
 		event_free(c->ev_linger); /* the same: it watches the workload's socket */
 	c->ev_linger = NULL;
 	icpt_unquiet(c);
-	icpt_up_release(c); /* the upstream leg, or the socket still connecting */
-	icpt_up_free(c);    /* and its count (what a pooled leg holds is npool's) */
+	/* The upstream leg, or the socket still connecting; its count with it. */
+	icpt_up_release(c);
 	if (c->ev_first != NULL)
 		event_free(c->ev_first);
 	c->ev_first = NULL;
