@@ -82,25 +82,31 @@ lower(uint8_t ch)
 	return (ch >= 'A' && ch <= 'Z') ? (uint8_t)(ch - 'A' + 'a') : ch;
 }
 
-static bool
-view_eq_ci(struct httpwire_view v, const char *lit)
+bool
+httpwire_ci_eq(const uint8_t *p, const char *lit, size_t n)
 {
-	size_t n = strlen(lit);
-	uint8_t ch;
-
-	if (v.len != n)
-		return false;
 	for (size_t i = 0; i < n; i++)
-		if (!view_at(v, i, &ch) || lower(ch) != lower((uint8_t)lit[i]))
+		if (lower(p[i]) != lower((uint8_t)lit[i]))
 			return false;
 	return true;
+}
+
+/* v is lit, ASCII case aside (inline: most calls name a literal, whose length is folded). */
+static inline bool
+view_eq_ci(struct httpwire_view v, const char *lit)
+{
+	return httpwire_name_eq(v, lit);
 }
 
 static bool
 view_eq(struct httpwire_view v, const char *lit)
 {
-	size_t n = strlen(lit);
-	return v.len == n && memcmp(v.ptr, lit, n) == 0;
+	size_t i;
+
+	for (i = 0; i < v.len && lit[i] != '\0'; i++)
+		if (v.ptr[i] != (uint8_t)lit[i])
+			return false;
+	return i == v.len && lit[i] == '\0';
 }
 
 static struct httpwire_view
@@ -828,12 +834,6 @@ httpwire_body_trailer_fields(const struct httpwire_body *b)
 }
 
 /* Case-insensitive field-name compare. */
-bool
-httpwire_name_eq(struct httpwire_view name, const char *lit)
-{
-	return view_eq_ci(name, lit);
-}
-
 /* First header with that name. */
 const struct httpwire_header *
 httpwire_find_header(const struct httpwire_header *h, size_t n, const char *name)

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define HTTPWIRE_MAX_HEAD_BYTES 32768         /* start line + fields + final CRLF */
 #define HTTPWIRE_MAX_HEADERS 100              /* field lines in one head */
@@ -195,8 +196,21 @@ enum httpwire_error httpwire_body_error(const struct httpwire_body *b);
 /* Trailer fields seen (chunked only). */
 size_t httpwire_body_trailer_fields(const struct httpwire_body *b);
 
-/* Case-insensitive compare of a field name with a literal. */
-bool httpwire_name_eq(struct httpwire_view name, const char *lit);
+/* p[0..n) is lit[0..n), ASCII case aside. */
+bool httpwire_ci_eq(const uint8_t *p, const char *lit, size_t n);
+
+/*
+ * Case-insensitive compare of a field name with a literal. Inline: the
+ * literal's length is known where it is written, and most names differ
+ * from it in length.
+ */
+static inline bool
+httpwire_name_eq(struct httpwire_view name, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	return name.len == n && httpwire_ci_eq(name.ptr, lit, n);
+}
 
 /* First header named name (case-insensitive), or NULL. */
 const struct httpwire_header *httpwire_find_header(

@@ -307,7 +307,9 @@ vault_snap_inject(const struct vault_snap *s, size_t idx, struct evbuffer *out)
 
 		if (binding_header_get(s->bs, idx, j, &h) != 0 || h.credential >= s->nsecrets)
 			return -1;
-		if (evbuffer_add_printf(out, "%s: %s", h.name, h.prefix) < 0 ||
+		if (evbuffer_add(out, h.name, strlen(h.name)) != 0 ||
+		    evbuffer_add(out, ": ", 2) != 0 ||
+		    evbuffer_add(out, h.prefix, strlen(h.prefix)) != 0 ||
 		    secret_append_to(s->secrets[h.credential], out) != 0 ||
 		    evbuffer_add(out, "\r\n", 2) != 0)
 			return -1;

@@ -183,37 +183,152 @@ log_escape(char *out, size_t cap, const void *in, size_t len, size_t maxin)
 	return o;
 }
 
-static void
-log_append(struct log_line *l, const char *s, size_t n)
+/*
+ * A field goes in whole or not at all: it is built at the end of the line
+ * and taken back when it does not fit with LOG_RESERVE bytes left (the
+ * cut marker and "}\n"); the line is cut there, so a cut line is still
+ * one JSON object. Built in place, without printf: an info line per
+ * credentialed request is on the intercept's hot path.
+ */
+static size_t
+log_room(const struct log_line *l)
 {
-	/* Keep room for the cut marker and the closing "}\n". */
-	if (l->overflow || l->len + n + LOG_RESERVE > sizeof(l->buf)) {
+	if (l->overflow || l->len + LOG_RESERVE >= sizeof(l->buf))
+		return 0;
+	return sizeof(l->buf) - LOG_RESERVE - l->len;
+}
+
+/*
+ * p[0..len) escaped as log_escape does (capped at maxin input bytes, then
+ * "...") into out[0..room): its length, or SIZE_MAX when it does not fit.
+ */
+static size_t
+log_esc(char *out, size_t room, const uint8_t *p, size_t len, size_t maxin)
+{
+	static const char hex[] = "0123456789abcdef";
+	bool cut = len > maxin;
+	size_t o = 0;
+
+	if (cut)
+		len = maxin;
+	for (size_t i = 0; i < len; i++) {
+		uint8_t c = p[i];
+
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+			if (o >= room)
+				return SIZE_MAX;
+			out[o++] = (char)c;
+		} else if (c == '"' || c == '\\') {
+			if (o + 2 > room)
+				return SIZE_MAX;
+			out[o++] = '\\';
+			out[o++] = (char)c;
+		} else {
+			if (o + 6 > room)
+				return SIZE_MAX;
+			memcpy(out + o, "\\u00", 4);
+			out[o + 4] = hex[c >> 4];
+			out[o + 5] = hex[c & 15];
+			o += 6;
+		}
+	}
+	if (cut) {
+		if (o + 3 > room)
+			return SIZE_MAX;
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	return o;
+}
+
+/* Decimal digits of v into out (20 bytes at most): their count. */
+static size_t
+log_u64(char *out, unsigned long long v)
+{
+	char t[20];
+	size_t n = 0;
+
+	do {
+		t[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	for (size_t i = 0; i < n; i++)
+		out[i] = t[n - 1 - i];
+	return n;
+}
+
+/*
+ * Start a field, ,"key": at the end of the line: where its value goes
+ * (*room bytes there), or NULL when the line is cut here.
+ */
+static char *
+log_field(struct log_line *l, const char *key, size_t *room)
+{
+	size_t r = log_room(l), n;
+	char *p = l->buf + l->len;
+
+	if (r < 4 || (n = log_esc(p + 2, r - 4, (const uint8_t *)key, strlen(key), 64)) == SIZE_MAX) {
+		l->overflow = true;
+		return NULL;
+	}
+	p[0] = ',';
+	p[1] = '"';
+	p[2 + n] = '"';
+	p[3 + n] = ':';
+	*room = r - 4 - n;
+	return p + 4 + n;
+}
+
+/* A field's value v[0..n) is written: the field is the line's. */
+static void
+log_field_end(struct log_line *l, const char *v, size_t n)
+{
+	l->len = (size_t)(v - l->buf) + n;
+}
+
+/* A field whose value is s[0..n), as it is (digits, true, null). */
+static void
+log_raw(struct log_line *l, const char *key, const char *s, size_t n)
+{
+	size_t room;
+	char *v = log_field(l, key, &room);
+
+	if (v == NULL)
+		return;
+	if (n > room) {
 		l->overflow = true;
 		return;
 	}
-	memcpy(l->buf + l->len, s, n);
-	l->len += n;
+	memcpy(v, s, n);
+	log_field_end(l, v, n);
 }
 
+/* Bytes of s, at most cap - *o - 1 of them, at out + *o. */
 static void
-log_key(struct log_line *l, const char *key)
+log_put(char *out, size_t *o, size_t cap, const char *s)
 {
-	char tmp[96];
-	size_t n = log_escape(tmp, sizeof(tmp), key, strlen(key), 64);
+	size_t n = strlen(s);
 
-	log_append(l, ",\"", 2);
-	log_append(l, tmp, n);
-	log_append(l, "\":", 2);
+	if (n > cap - 1 - *o)
+		n = cap - 1 - *o;
+	memcpy(out + *o, s, n);
+	*o += n;
 }
+
+/* "YYYY-MM-DDTHH:MM:SS" of the last second a line was begun in. */
+static struct {
+	time_t sec;
+	char text[64]; /* 19 used: snprintf sizes %d at 11 */
+} log_ts = {-1, ""};
 
 /* Start a line: timestamp, level, role, pid, module and event. */
 void
 log_begin(struct log_line *l, enum log_level level, const char *module, const char *event)
 {
 	struct timespec ts;
-	struct tm tm;
-	char head[256];
-	int n;
+	char *h = l->buf;
+	size_t o = 0, cap = 256;
+	long ms;
 
 	l->len = 0;
 	l->overflow = false;
@@ -222,15 +337,37 @@ log_begin(struct log_line *l, enum log_level level, const char *module, const ch
 	if (!l->enabled)
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	n = snprintf(head, sizeof(head),
-	    "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\",\"level\":\"%s\","
-	    "\"proc\":\"%s\",\"pid\":%ld,\"module\":\"%s\",\"event\":\"%s\"",
-	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-	    ts.tv_nsec / 1000000, log_level_names[level], log_role,
-	    (long)(log_pid != 0 ? log_pid : getpid()), module, event);
-	if (n > 0)
-		log_append(l, head, (size_t)n < sizeof(head) ? (size_t)n : sizeof(head) - 1);
+	if (ts.tv_sec != log_ts.sec) {
+		struct tm tm;
+
+		gmtime_r(&ts.tv_sec, &tm);
+		snprintf(log_ts.text, sizeof(log_ts.text), "%04d-%02d-%02dT%02d:%02d:%02d",
+		    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+		log_ts.sec = ts.tv_sec;
+	}
+	ms = ts.tv_nsec / 1000000;
+	/* The head is ours (names of the code, not of the network): at most 255 bytes. */
+	log_put(h, &o, cap, "{\"ts\":\"");
+	log_put(h, &o, cap, log_ts.text);
+	if (o + 5 < cap) {
+		h[o++] = '.';
+		h[o++] = (char)('0' + ms / 100);
+		h[o++] = (char)('0' + ms / 10 % 10);
+		h[o++] = (char)('0' + ms % 10);
+	}
+	log_put(h, &o, cap, "Z\",\"level\":\"");
+	log_put(h, &o, cap, log_level_names[level]);
+	log_put(h, &o, cap, "\",\"proc\":\"");
+	log_put(h, &o, cap, log_role);
+	log_put(h, &o, cap, "\",\"pid\":");
+	if (o + 21 < cap)
+		o += log_u64(h + o, (unsigned long long)(log_pid != 0 ? log_pid : getpid()));
+	log_put(h, &o, cap, ",\"module\":\"");
+	log_put(h, &o, cap, module);
+	log_put(h, &o, cap, "\",\"event\":\"");
+	log_put(h, &o, cap, event);
+	log_put(h, &o, cap, "\"");
+	l->len = o;
 }
 
 /* Add an escaped, capped string field (NULL prints as null). */
@@ -240,8 +377,7 @@ log_str(struct log_line *l, const char *key, const char *val)
 	if (!l->enabled)
 		return;
 	if (val == NULL) {
-		log_key(l, key);
-		log_append(l, "null", 4);
+		log_raw(l, key, "null", 4);
 		return;
 	}
 	log_strn(l, key, val, strlen(val));
@@ -251,44 +387,44 @@ log_str(struct log_line *l, const char *key, const char *val)
 void
 log_strn(struct log_line *l, const char *key, const void *val, size_t len)
 {
-	char tmp[LOG_MAX_VALUE * 6 + 8];
-	size_t n;
+	size_t room, n;
+	char *v;
 
-	if (!l->enabled)
+	if (!l->enabled || (v = log_field(l, key, &room)) == NULL)
 		return;
-	n = log_escape(tmp, sizeof(tmp), val, len, LOG_MAX_VALUE);
-	log_key(l, key);
-	log_append(l, "\"", 1);
-	log_append(l, tmp, n);
-	log_append(l, "\"", 1);
+	if (room < 2 || (n = log_esc(v + 1, room - 2, val, len, LOG_MAX_VALUE)) == SIZE_MAX) {
+		l->overflow = true;
+		return;
+	}
+	v[0] = '"';
+	v[n + 1] = '"';
+	log_field_end(l, v, n + 2);
 }
 
 /* Add a signed integer field. */
 void
 log_int(struct log_line *l, const char *key, long long val)
 {
-	char tmp[32];
-	int n;
+	char tmp[24];
+	size_t n = 0;
 
 	if (!l->enabled)
 		return;
-	n = snprintf(tmp, sizeof(tmp), "%lld", val);
-	log_key(l, key);
-	log_append(l, tmp, (size_t)n);
+	if (val < 0)
+		tmp[n++] = '-';
+	n += log_u64(tmp + n, val < 0 ? 0ULL - (unsigned long long)val : (unsigned long long)val);
+	log_raw(l, key, tmp, n);
 }
 
 /* Add an unsigned integer field. */
 void
 log_uint(struct log_line *l, const char *key, unsigned long long val)
 {
-	char tmp[32];
-	int n;
+	char tmp[24];
 
 	if (!l->enabled)
 		return;
-	n = snprintf(tmp, sizeof(tmp), "%llu", val);
-	log_key(l, key);
-	log_append(l, tmp, (size_t)n);
+	log_raw(l, key, tmp, log_u64(tmp, val));
 }
 
 /* Add a boolean field. */
@@ -297,8 +433,7 @@ log_bool(struct log_line *l, const char *key, bool val)
 {
 	if (!l->enabled)
 		return;
-	log_key(l, key);
-	log_append(l, val ? "true" : "false", val ? 4 : 5);
+	log_raw(l, key, val ? "true" : "false", val ? 4 : 5);
 }
 
 /* Close the line and write it in one call. */

@@ -14,6 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <jansson.h>
+#include <regex.h>
+
 #include "egressd/common/log.h"
 
 static void
@@ -266,6 +269,121 @@ test_deferred_lines(void **state)
 	log_init("test", LOG_INFO, 2);
 }
 
+/* The line s (one, with its newline) as a JSON object; fails the test otherwise. */
+static json_t *
+line_json(const char *s)
+{
+	json_error_t err;
+	json_t *j;
+
+	assert_non_null(strchr(s, '\n'));
+	assert_int_equal(strchr(s, '\n') - s, (long)strlen(s) - 1);
+	j = json_loads(s, JSON_ALLOW_NUL, &err);
+	if (j == NULL)
+		fail_msg("not JSON (%s): %s", err.text, s);
+	assert_true(json_is_object(j));
+	return j;
+}
+
+static void
+emit_fields(void)
+{
+	struct log_line l;
+
+	log_begin(&l, LOG_WARN, "vault", "inject");
+	log_uint(&l, "zero", 0);
+	log_int(&l, "imin", LLONG_MIN);
+	log_int(&l, "imax", LLONG_MAX);
+	log_int(&l, "neg", -1);
+	log_bool(&l, "f", false);
+	log_str(&l, "nul", NULL);
+	log_strn(&l, "bin", "a\0\"\\\x01\xe9z", 7);
+	log_str(&l, "k\"ey", "v");
+	log_end(&l);
+}
+
+static void
+emit_umax(void)
+{
+	struct log_line l;
+
+	log_begin(&l, LOG_INFO, "vault", "umax");
+	log_uint(&l, "umax", ULLONG_MAX);
+	log_end(&l);
+}
+
+/* Every kind of field, built without printf, reads back exactly. */
+static void
+test_fields_read_back(void **state)
+{
+	static const char bin[] = "a\0\"\\\x01\xc3\xa9z"; /* \xe9 read back as U+00E9 */
+	char *s = capture_line(emit_fields);
+	json_t *j = line_json(s);
+	regex_t re;
+
+	(void)state;
+	assert_int_equal(regcomp(&re,
+	                     "^\\{\"ts\":\"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
+	                     "\\.[0-9]{3}Z\",\"level\":\"warn\",\"proc\":\"test\",\"pid\":[1-9][0-9]*,"
+	                     "\"module\":\"vault\",\"event\":\"inject\",",
+	                     REG_EXTENDED | REG_NOSUB),
+	    0);
+	assert_int_equal(regexec(&re, s, 0, NULL, 0), 0);
+	regfree(&re);
+	assert_int_equal(json_integer_value(json_object_get(j, "pid")), (json_int_t)getpid());
+	assert_non_null(strstr(s, "\"zero\":0,"));
+	assert_true(json_integer_value(json_object_get(j, "imin")) == LLONG_MIN);
+	assert_true(json_integer_value(json_object_get(j, "imax")) == LLONG_MAX);
+	assert_int_equal(json_integer_value(json_object_get(j, "neg")), -1);
+	assert_true(json_is_false(json_object_get(j, "f")));
+	assert_true(json_is_null(json_object_get(j, "nul")));
+	assert_int_equal(json_string_length(json_object_get(j, "bin")), sizeof(bin) - 1);
+	assert_memory_equal(json_string_value(json_object_get(j, "bin")), bin, sizeof(bin) - 1);
+	assert_string_equal(json_string_value(json_object_get(j, "k\"ey")), "v");
+	json_decref(j);
+	/* Past what jansson reads: as text. */
+	assert_non_null(strstr(capture_line(emit_umax), ",\"umax\":18446744073709551615}\n"));
+}
+
+/*
+ * A line cut for length is still one JSON object: fields go in whole or
+ * not at all, whatever the length of the one that did not fit (the cut
+ * falls at every offset of a field across these lengths).
+ */
+static int cut_pad;
+
+static void
+emit_cut(void)
+{
+	struct log_line l;
+	char v[LOG_MAX_VALUE + 1];
+
+	memset(v, '"', sizeof(v) - 1); /* escaped: 2 bytes each */
+	v[sizeof(v) - 1] = '\0';
+	log_begin(&l, LOG_INFO, "api", "cut");
+	log_strn(&l, "pad", v, (size_t)cut_pad);
+	for (int i = 0; i < 20; i++) {
+		log_str(&l, "v", v);
+		log_uint(&l, "n", 123456789);
+	}
+	log_end(&l);
+}
+
+static void
+test_cut_line_is_json(void **state)
+{
+	(void)state;
+	for (cut_pad = 0; cut_pad <= 120; cut_pad++) {
+		char *s = capture_line(emit_cut);
+		json_t *j = line_json(s);
+
+		assert_true(strlen(s) <= LOG_MAX_LINE);
+		assert_true(json_is_true(json_object_get(j, "cut")));
+		assert_non_null(strstr(s, ",\"cut\":true}\n"));
+		json_decref(j);
+	}
+}
+
 int
 main(void)
 {
@@ -276,6 +394,8 @@ main(void)
 	    cmocka_unit_test(test_line_is_bounded),
 	    cmocka_unit_test(test_levels_filter),
 	    cmocka_unit_test(test_deferred_lines),
+	    cmocka_unit_test(test_fields_read_back),
+	    cmocka_unit_test(test_cut_line_is_json),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
