@@ -208,7 +208,7 @@ trust_system_paths(X509_STORE *st)
 }
 
 SSL *
-trust_peer_ssl(SSL_CTX *ctx, const struct sockaddr_storage *ss, const char *name)
+trust_peer_ssl(SSL_CTX *ctx, const struct sockaddr *ss, const char *name)
 {
 	SSL *ssl = SSL_new(ctx);
 	int ok;
@@ -218,12 +218,12 @@ trust_peer_ssl(SSL_CTX *ctx, const struct sockaddr_storage *ss, const char *name
 	if (name != NULL && name[0] != '\0')
 		ok = SSL_set_tlsext_host_name(ssl, name) == 1 &&
 		     X509_VERIFY_PARAM_set1_host(SSL_get0_param(ssl), name, 0) == 1;
-	else if (ss->ss_family == AF_INET)
+	else if (ss->sa_family == AF_INET)
 		ok =
 		    X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl),
 		        (const unsigned char *)&((const struct sockaddr_in *)ss)->sin_addr, 4) == 1;
 	else
-		ok = ss->ss_family == AF_INET6 &&
+		ok = ss->sa_family == AF_INET6 &&
 		     X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl),
 		         (const unsigned char *)&((const struct sockaddr_in6 *)ss)->sin6_addr,
 		         16) == 1;

@@ -39,6 +39,6 @@ int trust_system_paths(X509_STORE *st) __attribute__((warn_unused_result));
  * SNI). NULL on failure.
  */
 struct ssl_st *trust_peer_ssl(
-    struct ssl_ctx_st *ctx, const struct sockaddr_storage *ss, const char *name);
+    struct ssl_ctx_st *ctx, const struct sockaddr *ss, const char *name);
 
 #endif

@@ -626,7 +626,7 @@ icpt_orig_dst(struct icpt_conn *c, int fd, int lfamily)
 
 	memset(&c->dst, 0, sizeof(c->dst));
 	if (lfamily == AF_INET) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)&c->dst;
+		struct sockaddr_in *sin = &c->dst.sin;
 
 		len = sizeof(*sin);
 		if (getsockopt(fd, SOL_IP, ICPT_SO_ORIGINAL_DST, sin, &len) != 0 ||
@@ -636,7 +636,7 @@ icpt_orig_dst(struct icpt_conn *c, int fd, int lfamily)
 		memcpy(c->addr, &sin->sin_addr, 4);
 		c->port = ntohs(sin->sin_port);
 	} else {
-		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&c->dst;
+		struct sockaddr_in6 *sin6 = &c->dst.sin6;
 
 		len = sizeof(*sin6);
 		if (getsockopt(fd, SOL_IPV6, ICPT_IP6T_SO_ORIGINAL_DST, sin6, &len) != 0 ||
@@ -729,7 +729,6 @@ icpt_accept_cb(
 	c->tls = tls;
 	c->peek = ic->cfg.peek_port != 0 && lport == ic->cfg.peek_port;
 	c->state = c->peek ? ICPT_S_PEEK : ICPT_S_HELLO;
-	c->ev_free = event_new(ic->base, -1, 0, icpt_free_cb, c);
 	icpt_nodelay(fd);
 	c->cfd = fd;
 	c->next = ic->conns;
@@ -737,11 +736,6 @@ icpt_accept_cb(
 		ic->conns->prev = c;
 	ic->conns = c;
 	ic->nconns++;
-	if (c->ev_free == NULL) {
-		icpt_release(c);
-		free(c);
-		return;
-	}
 	if (icpt_orig_dst(c, fd, ls.ss_family) != 0) {
 		icpt_reject(c, "orig_dst_unknown");
 		icpt_close(c, NULL);

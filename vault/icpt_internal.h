@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -137,7 +138,9 @@ struct intercept {
 	uint64_t limit_unlogged; /* refusals since that line */
 	uint64_t next_id;
 	struct icpt_conn *conns;
-	struct icpt_conn *dead; /* closed, freed on the next loop turn */
+	struct icpt_conn *dead; /* closed, freed by ev_reap (icpt_reap) */
+	struct event *ev_reap;
+	bool reap_due; /* ev_reap is active */
 	/* Connections between requests that hold an upstream leg, longest idle first. */
 	TAILQ_HEAD(, icpt_conn) idle;
 	size_t nidle;
@@ -182,6 +185,13 @@ struct icpt_pooled {
 	char key[ICPT_SESS_KEY]; /* "host addr port", as the session store's */
 };
 
+/* An IPv4 or IPv6 socket address, no larger than those need. */
+union icpt_addr {
+	struct sockaddr sa;
+	struct sockaddr_in sin;
+	struct sockaddr_in6 sin6;
+};
+
 struct icpt_conn {
 	struct intercept *ic;
 	struct icpt_conn *prev, *next;
@@ -189,6 +199,7 @@ struct icpt_conn {
 	bool idle;
 	TAILQ_ENTRY(icpt_conn) quiet_link; /* on ic's quiet list (quiet), since quiet_at */
 	bool quiet;
+	bool reap_later; /* closed while ev_reap was due: freed on its next run */
 	bool trimmed; /* its legs read little until bytes come */
 	struct timeval quiet_at;
 	uint64_t id;
@@ -216,12 +227,12 @@ struct icpt_conn {
 	int ufd;      /* the upstream socket of a passthrough run raw from the hello (c's) */
 	bool ufd_own; /* ufd is set (c is calloc'd: 0 is a descriptor) */
 
-	struct sockaddr_storage dst;
+	union icpt_addr dst; /* the original destination (addr, port) */
 	socklen_t dstlen;
 	/* Through a chained proxy: the callbacks to restore once the tunnel stands. */
 	bufferevent_data_cb dial_read;
 	bufferevent_event_cb dial_event;
-	struct sockaddr_storage pxaddr; /* the proxy address this connection dials */
+	union icpt_addr pxaddr; /* the proxy address this connection dials */
 	socklen_t pxlen;
 	int family;
 	uint8_t addr[16];
@@ -272,7 +283,6 @@ struct icpt_conn {
 	struct evbuffer *sbuf;          /* its output, sent as one chunk per read */
 	struct evbuffer *shead; /* a Content-Length request's head, held for its new length */
 
-	struct event *ev_free;
 	struct event *ev_drain;
 	struct event *ev_deadline; /* hello, peek or request head deadline */
 	const char *deadline_why;
@@ -371,7 +381,10 @@ int icpt_dial_family(struct icpt_conn *c);
  * is longer than the proxy's head limit.
  */
 int icpt_proxy_status(const uint8_t *buf, size_t len, size_t *consumed);
-void icpt_free_cb(evutil_socket_t fd, short what, void *arg);
+/* Free closed c once the callbacks due when it closed have run (and its socket requests). */
+void icpt_reap(struct icpt_conn *c);
+/* ev_reap's callback (arg: the intercept). */
+void icpt_reap_cb(evutil_socket_t fd, short what, void *arg);
 /* Session tickets on the server context (icpt_tickets.c). 0, or -1. */
 int icpt_tickets_setup(struct intercept *ic);
 void icpt_http_client(struct icpt_conn *c);

@@ -44,10 +44,15 @@ icpt_dial_family(struct icpt_conn *c)
 		return 0;
 	}
 	ic->pxnext %= ic->npx;
-	c->pxaddr = ic->px[ic->pxnext];
+	/* IPv4 and IPv6 addresses only (intercept_new, intercept_set_proxy). */
+	if (ic->pxlen[ic->pxnext] > sizeof(c->pxaddr)) {
+		icpt_log(c, INTERCEPT_L_WARN, "upstream_proxy_refused", "proxy_address_family", 0);
+		return 0;
+	}
+	memcpy(&c->pxaddr, &ic->px[ic->pxnext], ic->pxlen[ic->pxnext]);
 	c->pxlen = ic->pxlen[ic->pxnext];
 	ic->pxnext++;
-	return c->pxaddr.ss_family;
+	return c->pxaddr.sa.sa_family;
 }
 
 int
@@ -56,6 +61,11 @@ intercept_set_proxy(
 {
 	if (ic->cfg.proxy_name[0] == '\0' || n == 0 || n > INTERCEPT_MAX_PROXY_ADDRS)
 		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (!(addrs[i].ss_family == AF_INET && lens[i] == sizeof(struct sockaddr_in)) &&
+		    !(addrs[i].ss_family == AF_INET6 && lens[i] == sizeof(struct sockaddr_in6)))
+			return -1;
+	}
 	for (size_t i = 0; i < n; i++) {
 		ic->px[i] = addrs[i];
 		ic->pxlen[i] = lens[i];
@@ -130,11 +140,10 @@ icpt_proxy_event_cb(struct bufferevent *bev, short what, void *arg)
 		c->dial_event(bev, what & ~BEV_EVENT_CONNECTED, c);
 		return;
 	}
-	ip = c->dst.ss_family == AF_INET
-	         ? (const void *)&((struct sockaddr_in *)&c->dst)->sin_addr
-	         : (const void *)&((struct sockaddr_in6 *)&c->dst)->sin6_addr;
+	ip = c->dst.sa.sa_family == AF_INET ? (const void *)&c->dst.sin.sin_addr
+	                                    : (const void *)&c->dst.sin6.sin6_addr;
 	n = httpwire_connect_request(
-	    req, sizeof(req), c->dst.ss_family, ip, c->port, c->ic->cfg.proxy_auth);
+	    req, sizeof(req), c->dst.sa.sa_family, ip, c->port, c->ic->cfg.proxy_auth);
 	if (n == 0 || evbuffer_add(bufferevent_get_output(bev), req, n) != 0) {
 		explicit_bzero(req, sizeof(req));
 		c->dial_event(bev, BEV_EVENT_ERROR, c);
@@ -164,7 +173,7 @@ icpt_proxy_tcp_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	/* Given by name: the certificate must be for the name, whatever address DNS gave. */
-	if ((ssl = trust_peer_ssl(ic->up_ctx, &c->pxaddr, ic->cfg.proxy_name)) == NULL) {
+	if ((ssl = trust_peer_ssl(ic->up_ctx, &c->pxaddr.sa, ic->cfg.proxy_name)) == NULL) {
 		icpt_proxy_event_cb(bev, BEV_EVENT_ERROR, c);
 		return;
 	}
@@ -193,7 +202,7 @@ icpt_dial(struct icpt_conn *c, bufferevent_data_cb readcb, bufferevent_event_cb 
 	if (!ic->proxy_on) {
 		bufferevent_setcb(c->usock, readcb, NULL, eventcb, c);
 		return bufferevent_socket_connect(
-		    c->usock, (struct sockaddr *)&c->dst, (int)c->dstlen);
+		    c->usock, &c->dst.sa, (int)c->dstlen);
 	}
 	c->dial_read = readcb;
 	c->dial_event = eventcb;
@@ -204,5 +213,5 @@ icpt_dial(struct icpt_conn *c, bufferevent_data_cb readcb, bufferevent_event_cb 
 	/* The address icpt_dial_family() chose; none chosen: no dial. */
 	if (c->pxlen == 0)
 		return -1;
-	return bufferevent_socket_connect(c->usock, (struct sockaddr *)&c->pxaddr, (int)c->pxlen);
+	return bufferevent_socket_connect(c->usock, &c->pxaddr.sa, (int)c->pxlen);
 }

@@ -644,7 +644,7 @@ icpt_sock_orphaned(struct icpt_conn *c, int fd)
 		close(fd);
 	icpt_upfd_sync(c);
 	if (c->sockreqs == 0)
-		event_active(c->ev_free, EV_TIMEOUT, 0);
+		icpt_reap(c);
 	return true;
 }
 

@@ -130,22 +130,55 @@ icpt_enter(struct icpt_conn *c, enum icpt_state s)
 	return false;
 }
 
-/* Next loop turn after close: free, unless a socket request is still out. */
+/*
+ * Closed connections are freed by one event of the intercept (ev_reap),
+ * not one each: a connection goes only after every callback that was
+ * already due when it closed (they may still name it), so one closed
+ * while the reaper was already due waits for its next run (reap_later).
+ * One with a socket request out waits for the answer (icpt_sock_orphaned).
+ */
 void
-icpt_free_cb(evutil_socket_t fd, short what, void *arg)
+icpt_reap(struct icpt_conn *c)
 {
-	struct icpt_conn *c = arg;
+	struct intercept *ic = c->ic;
 
-	if (c->sockreqs > 0)
-		return; /* the socket callback frees it */
-	if (c->prev != NULL)
-		c->prev->next = c->next;
-	else
-		c->ic->dead = c->next;
-	if (c->next != NULL)
-		c->next->prev = c->prev;
-	event_free(c->ev_free);
-	free(c);
+	c->reap_later = ic->reap_due;
+	if (!ic->reap_due) {
+		ic->reap_due = true;
+		event_active(ic->ev_reap, EV_TIMEOUT, 0);
+	}
+}
+
+void
+icpt_reap_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct intercept *ic = arg;
+	struct icpt_conn *c, *next;
+	bool again = false;
+
+	(void)fd, (void)what;
+	ic->reap_due = false;
+	for (c = ic->dead; c != NULL; c = next) {
+		next = c->next;
+		if (c->sockreqs > 0)
+			continue; /* the socket callback reaps it */
+		if (c->reap_later) {
+			c->reap_later = false;
+			again = true;
+			continue;
+		}
+		if (c->prev != NULL)
+			c->prev->next = c->next;
+		else
+			ic->dead = c->next;
+		if (c->next != NULL)
+			c->next->prev = c->prev;
+		free(c);
+	}
+	if (again) {
+		ic->reap_due = true;
+		event_active(ic->ev_reap, EV_TIMEOUT, 0);
+	}
 }
 
 /* What a connection keeps between requests only to save allocations. */
@@ -249,7 +282,7 @@ icpt_close(struct icpt_conn *c, const char *why)
 	if (c->next != NULL)
 		c->next->prev = c;
 	c->ic->dead = c;
-	event_active(c->ev_free, EV_TIMEOUT, 0);
+	icpt_reap(c);
 }
 
 /* Whether every byte for the workload left (a native leg writes its records to the socket). */
@@ -817,6 +850,11 @@ intercept_new(struct event_base *base, const struct intercept_ops *ops, void *ar
 	TAILQ_INIT(&ic->idle);
 	TAILQ_INIT(&ic->quiet);
 	TAILQ_INIT(&ic->pool);
+	if ((ic->ev_reap = event_new(base, -1, 0, icpt_reap_cb, ic)) == NULL) {
+		snprintf(err, errlen, "intercept: out of memory");
+		free(ic);
+		return NULL;
+	}
 	ic->cfg = *cfg;
 	ic->fd_budget = budget;
 	ic->cfg.max_conns = icpt_conn_cap(budget, cfg->max_conns);
@@ -841,6 +879,14 @@ intercept_new(struct event_base *base, const struct intercept_ops *ops, void *ar
 	ic->cfg.proxy_name[sizeof(ic->cfg.proxy_name) - 1] = '\0';
 	ic->proxy_on = cfg->proxy_len != 0 || ic->cfg.proxy_name[0] != '\0';
 	if (cfg->proxy_len != 0) {
+		if (!(cfg->proxy.ss_family == AF_INET && cfg->proxy_len == sizeof(struct sockaddr_in)) &&
+		    !(cfg->proxy.ss_family == AF_INET6 &&
+		        cfg->proxy_len == sizeof(struct sockaddr_in6))) {
+			snprintf(err, errlen, "intercept: the proxy address is not IPv4 or IPv6");
+			event_free(ic->ev_reap);
+			free(ic);
+			return NULL;
+		}
 		ic->px[0] = cfg->proxy;
 		ic->pxlen[0] = cfg->proxy_len;
 		ic->npx = 1;
@@ -873,16 +919,16 @@ intercept_free(struct intercept *ic)
 
 		c->state = ICPT_S_CLOSED;
 		icpt_release(c);
-		event_free(c->ev_free);
 		free(c);
 	}
 	while (ic->dead != NULL) {
 		struct icpt_conn *c = ic->dead;
 
 		ic->dead = c->next;
-		event_free(c->ev_free);
 		free(c);
 	}
+	if (ic->ev_reap != NULL)
+		event_free(ic->ev_reap);
 	icpt_pool_free(ic);
 	if (ic->ev_trim != NULL)
 		event_free(ic->ev_trim);

@@ -286,7 +286,7 @@ dnsvia_tcp_event_cb(struct bufferevent *bev, short what, void *arg)
 		dnsvia_dial_event_cb(bev, what, c);
 		return;
 	}
-	if ((ssl = trust_peer_ssl(v->ctx, &v->proxy, NULL)) == NULL) {
+	if ((ssl = trust_peer_ssl(v->ctx, (const struct sockaddr *)&v->proxy, NULL)) == NULL) {
 		dnsvia_dial_event_cb(bev, BEV_EVENT_ERROR, c);
 		return;
 	}

@@ -137,6 +137,8 @@ relay_new(struct vault_snap *snap)
 	TAILQ_INIT(&ic->idle);
 	TAILQ_INIT(&ic->quiet);
 	TAILQ_INIT(&ic->pool);
+	ic->ev_reap = event_new(ic->base, -1, 0, icpt_reap_cb, ic);
+	RELAY_CHECK(ic->ev_reap != NULL);
 	ic->ops = &f_ops;
 	ic->arg = h;
 	ic->cfg.tls_port = 15443;
@@ -157,10 +159,8 @@ relay_new(struct vault_snap *snap)
 	c->id = ++ic->next_id;
 	c->tls = false;
 	c->state = ICPT_S_HELLO;
-	c->ev_free = event_new(ic->base, -1, 0, icpt_free_cb, c);
 	c->cfd = sv[0];
 	c->cl = icpt_leg_new(ic->base, sv[0], NULL, ICPT_LEG_PLAIN);
-	RELAY_CHECK(c->ev_free != NULL);
 	RELAY_CHECK(c->cl != NULL);
 	ic->conns = c;
 	ic->nconns = 1;

@@ -508,6 +508,87 @@ test_upstream_fd_budget(void **state)
 	relay_free(h);
 }
 
+/*
+ * Closed connections are freed by the intercept's one reaper event, never
+ * before a callback that was already due when they closed (it may still
+ * name them), nor while a socket request is out.
+ */
+static struct intercept *reap_ic;
+static struct icpt_conn *reap_b;
+static int reap_b_seen = -1;
+
+static bool
+reap_listed(const struct icpt_conn *c)
+{
+	for (const struct icpt_conn *d = reap_ic->dead; d != NULL; d = d->next)
+		if (d == c)
+			return true;
+	return false;
+}
+
+static void
+reap_probe_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what, (void)arg;
+	reap_b_seen = reap_listed(reap_b);
+}
+
+/* As icpt_close leaves a connection: on the dead list, its reaping asked for. */
+static void
+reap_close(struct icpt_conn *c)
+{
+	c->ic = reap_ic;
+	c->state = ICPT_S_CLOSED;
+	c->prev = NULL;
+	c->next = reap_ic->dead;
+	if (c->next != NULL)
+		c->next->prev = c;
+	reap_ic->dead = c;
+	icpt_reap(c);
+}
+
+static void
+test_reap_after_due_callbacks(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct intercept *ic = calloc(1, sizeof(*ic));
+	struct icpt_conn *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+	struct icpt_conn *s = calloc(1, sizeof(*s));
+	struct event *probe;
+
+	(void)state;
+	assert_non_null(base);
+	assert_non_null(ic);
+	assert_true(a != NULL && b != NULL && s != NULL);
+	ic->base = base;
+	ic->ev_reap = event_new(base, -1, 0, icpt_reap_cb, ic);
+	probe = event_new(base, -1, 0, reap_probe_cb, NULL);
+	assert_true(ic->ev_reap != NULL && probe != NULL);
+	reap_ic = ic;
+	reap_b = b;
+
+	reap_close(a);                      /* the reaper is due */
+	event_active(probe, EV_TIMEOUT, 0); /* due when b closes: it may name b */
+	reap_close(b);
+	s->sockreqs = 1; /* a socket request out: its answer reaps it */
+	reap_close(s);
+	assert_true(event_base_loop(base, EVLOOP_NONBLOCK) >= 0);
+	assert_int_equal(reap_b_seen, 1); /* b was still there for the probe */
+	assert_true(ic->dead == s && s->next == NULL && s->prev == NULL);
+	assert_false(ic->reap_due);
+
+	s->sockreqs = 0; /* as icpt_sock_orphaned on the answer */
+	icpt_reap(s);
+	assert_true(event_base_loop(base, EVLOOP_NONBLOCK) >= 0);
+	assert_null(ic->dead);
+	assert_false(ic->reap_due);
+
+	event_free(probe);
+	event_free(ic->ev_reap);
+	free(ic);
+	event_base_free(base);
+}
+
 int
 main(void)
 {
@@ -524,6 +605,7 @@ main(void)
 	    cmocka_unit_test(test_upgrade_other_refused),
 	    cmocka_unit_test(test_unexpected_101),
 	    cmocka_unit_test(test_upstream_fd_budget),
+	    cmocka_unit_test(test_reap_after_due_callbacks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
