@@ -125,6 +125,7 @@ static void
 icpt_terminate_with(struct icpt_conn *c, X509 *leaf, EVP_PKEY *key)
 {
 	struct intercept *ic = c->ic;
+	const char *why;
 	SSL *ssl;
 
 	ssl = SSL_new(ic->srv_ctx);
@@ -156,8 +157,8 @@ icpt_terminate_with(struct icpt_conn *c, X509 *leaf, EVP_PKEY *key)
 	}
 	icpt_count(ic, INTERCEPT_M_TERMINATED, 1);
 	icpt_http_start(c);
-	if (c->state == ICPT_S_HTTP && icpt_up_start(c) != 0)
-		icpt_up_fail(c, "upstream_socket_unavailable");
+	if (c->state == ICPT_S_HTTP && (why = icpt_up_start(c)) != NULL)
+		icpt_up_fail(c, why);
 }
 
 /* The leaf the parent minted, or NULL. */
@@ -219,6 +220,7 @@ icpt_hello_step(struct icpt_conn *c, short what)
 	size_t consumed = 0, clen;
 	enum tlspeek_status st;
 	struct vault_snap *snap;
+	const char *why;
 	bool bound;
 
 	if (n == -1)
@@ -288,8 +290,8 @@ icpt_hello_step(struct icpt_conn *c, short what)
 		return;
 	/* The hello stays in the socket (peeked): the splice takes it once upstream is there. */
 	icpt_first_done(c);
-	if (icpt_up_start(c) != 0)
-		icpt_up_fail(c, "upstream_socket_unavailable");
+	if ((why = icpt_up_start(c)) != NULL)
+		icpt_up_fail(c, why);
 }
 
 /* Why a second ClientHello may not go on (see intercept_internal.h). */
@@ -401,6 +403,8 @@ icpt_probe_drop(struct icpt_conn *c)
 static void
 icpt_peek_opaque(struct icpt_conn *c)
 {
+	const char *why;
+
 	if (!icpt_enter(c, ICPT_S_SPLICE))
 		return;
 	icpt_deadline_stop(c);
@@ -413,8 +417,8 @@ icpt_peek_opaque(struct icpt_conn *c)
 	    c->first == 0 ? "server_first" : "not_tls_http", 0);
 	if (c->probe_up)
 		icpt_splice_start(c);
-	else if (!c->probing && icpt_up_start(c) != 0)
-		icpt_up_fail(c, "upstream_socket_unavailable");
+	else if (!c->probing && (why = icpt_up_start(c)) != NULL)
+		icpt_up_fail(c, why);
 	/* else the probe's socket callbacks start the splice */
 }
 

@@ -608,8 +608,8 @@ h2_request(struct h2s *s)
 	s->hold = req.framing == HTTPWIRE_FRAME_LENGTH;
 	s->len_pending = s->subst != NULL && req.framing == HTTPWIRE_FRAME_LENGTH;
 	s->checked = true;
-	if (!c->up_asked && !c->up_ready && icpt_up_start(c) != 0)
-		h2s_error(s, 502, "Bad Gateway", "upstream_socket_unavailable");
+	if (!c->up_asked && !c->up_ready && (why = icpt_up_start(c)) != NULL)
+		h2s_error(s, 502, "Bad Gateway", why);
 out:
 	if (text != NULL)
 		evbuffer_free(text);
@@ -1371,11 +1371,12 @@ h2_up_pump(struct icpt_conn *c)
 		if (s->checked && !s->refused && s->up != H2S_UP_DONE)
 			want = true;
 	if (!c->up_ready) {
-		if (want && !c->up_asked && !c->up_failed && icpt_up_start(c) != 0)
+		const char *why;
+
+		if (want && !c->up_asked && !c->up_failed && (why = icpt_up_start(c)) != NULL)
 			for (struct h2s *s = h->streams; s != NULL; s = s->next)
 				if (s->checked && !s->refused)
-					h2s_error(
-					    s, 502, "Bad Gateway", "upstream_socket_unavailable");
+					h2s_error(s, 502, "Bad Gateway", why);
 		return;
 	}
 	if (h->us != NULL) {

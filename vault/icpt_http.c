@@ -381,8 +381,8 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	             : ICPT_REQ_DONE;
 	c->resp = ICPT_RESP_HEAD;
 	c->scanned = 0;
-	if (!c->up_asked && icpt_up_start(c) != 0) {
-		icpt_http_error(c, 502, "Bad Gateway", "upstream_socket_unavailable");
+	if (!c->up_asked && (why = icpt_up_start(c)) != NULL) {
+		icpt_http_error(c, 502, "Bad Gateway", why);
 		return false;
 	}
 	icpt_client_timeouts(c);

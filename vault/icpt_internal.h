@@ -424,7 +424,11 @@ void icpt_up_free(struct icpt_conn *c);
 void icpt_upfd_sync(struct icpt_conn *c);
 bool icpt_fd_room(struct intercept *ic, const struct icpt_conn *self, size_t n);
 size_t icpt_up_pending(struct icpt_conn *c);
-int icpt_up_start(struct icpt_conn *c);
+/*
+ * Ask for c's upstream leg (a pooled one, else a socket within the
+ * descriptor budget): NULL, or why not (the caller refuses with it).
+ */
+const char *icpt_up_start(struct icpt_conn *c);
 /*
  * The idle upstream legs (HTTP/1.1, between requests): c's leg joins the
  * list at a response's end, leaves it when a request comes or c goes;

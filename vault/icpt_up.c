@@ -154,14 +154,16 @@ icpt_up_keep_replay(struct icpt_conn *c, struct evbuffer *head)
 static bool
 icpt_up_replay(struct icpt_conn *c, struct icpt_leg *l)
 {
+	const char *why;
+
 	if (c->h2 != NULL || c->state != ICPT_S_HTTP || c->resp != ICPT_RESP_HEAD ||
 	    c->replay == NULL || evbuffer_get_length(c->replay) == 0 || c->interim != 0 ||
 	    c->req != ICPT_REQ_DONE || evbuffer_get_length(icpt_leg_input(l)) > 0)
 		return false;
 	icpt_up_drop(c, "upstream_closed_under_request");
 	evbuffer_add_buffer(c->toup, c->replay);
-	if (icpt_up_start(c) != 0) {
-		icpt_http_error(c, 502, "Bad Gateway", "upstream_socket_unavailable");
+	if ((why = icpt_up_start(c)) != NULL) {
+		icpt_http_error(c, 502, "Bad Gateway", why);
 		return true;
 	}
 	icpt_count(c->ic, INTERCEPT_M_REQUESTS_RETRIED, 1);
@@ -694,19 +696,18 @@ icpt_sock_cb(int fd, int err, void *arg)
 }
 
 /* Ask the worker for a marked socket of the destination family. */
-int
+const char *
 icpt_up_start(struct icpt_conn *c)
 {
 	int family = icpt_dial_family(c);
 
 	if (family == 0)
-		return -1;
+		return "upstream_socket_unavailable";
 	if (icpt_up_take(c))
-		return 0;
+		return NULL;
 	if (!icpt_fd_room(c->ic, c, 1)) {
 		icpt_count(c->ic, INTERCEPT_M_LIMITED, 1);
-		icpt_log(c, INTERCEPT_L_WARN, "upstream_error", "upstream_fd_budget", 0);
-		return -1;
+		return "upstream_fd_budget";
 	}
 	c->up_asked = true;
 	c->sockreqs++;
@@ -714,10 +715,10 @@ icpt_up_start(struct icpt_conn *c)
 	if (c->ic->ops->get_upstream_socket(c->ic->arg, family, icpt_sock_cb, c) != 0) {
 		c->sockreqs--;
 		c->upreqs--;
-		return -1;
+		return "upstream_socket_unavailable";
 	}
 	icpt_upfd_sync(c);
-	return 0;
+	return NULL;
 }
 
 /* Bytes for upstream: queued until it is connected and verified. */

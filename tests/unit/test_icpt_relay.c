@@ -481,6 +481,9 @@ test_upstream_fd_budget(void **state)
 	if (!relay_pump(h, "502 Bad Gateway"))
 		fail_msg("no 502 past the budget (log: %s)", h->log);
 	assert_non_null(strstr(h->log, "upstream_fd_budget"));
+	/* One line says why, not a second naming another reason. */
+	assert_int_equal(relay_count(h->log, "upstream_fd_budget"), 1);
+	assert_null(strstr(h->log, "upstream_socket_unavailable"));
 	assert_int_equal(h->accepts, 0);
 	assert_int_equal(h->ic->nupfd, 0);
 	relay_free(h);
