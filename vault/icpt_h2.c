@@ -1225,7 +1225,8 @@ h2_up_reset(struct icpt_conn *c)
 	icpt_up_free(c);
 	c->up_ready = c->up_asked = false;
 	c->u_eof = false;
-	evbuffer_drain(c->toup, evbuffer_get_length(c->toup));
+	if (c->toup != NULL)
+		evbuffer_drain(c->toup, evbuffer_get_length(c->toup));
 }
 
 /* The HTTP/1.1 exchange of the current stream ended: next one, or a new connection. */

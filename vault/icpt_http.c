@@ -278,6 +278,10 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 
 	icpt_up_busy(c);
 	icpt_unquiet(c);
+	if (!icpt_http_buffers(c)) {
+		icpt_close(c, "oom");
+		return false;
+	}
 	snprintf(c->method, sizeof(c->method), "%.*s",
 	    (int)(req->method.len > ICPT_MAX_METHOD ? ICPT_MAX_METHOD : req->method.len),
 	    (const char *)req->method.ptr);
@@ -1146,15 +1150,26 @@ icpt_c_event_cb(struct icpt_leg *l, short what, void *arg)
 	icpt_close(c, "client_error");
 }
 
+/*
+ * The buffers a request and its answer pass through: made when the relay
+ * starts, given back by a connection quiet between requests (icpt_trim_cb)
+ * and made again by its next request. False when out of memory.
+ */
+bool
+icpt_http_buffers(struct icpt_conn *c)
+{
+	if (c->toup == NULL && (c->toup = evbuffer_new()) == NULL)
+		return false;
+	return c->tmp != NULL || (c->tmp = evbuffer_new()) != NULL;
+}
+
 /* Start the HTTP relay on the workload leg (plain or TLS filter). */
 void
 icpt_http_start(struct icpt_conn *c)
 {
 	struct intercept *ic = c->ic;
 
-	c->toup = evbuffer_new();
-	c->tmp = evbuffer_new();
-	if (c->toup == NULL || c->tmp == NULL) {
+	if (!icpt_http_buffers(c)) {
 		icpt_close(c, "oom");
 		return;
 	}

@@ -442,6 +442,7 @@ void icpt_up_busy(struct icpt_conn *c);
  */
 void icpt_quiet(struct icpt_conn *c);
 void icpt_unquiet(struct icpt_conn *c);
+bool icpt_http_buffers(struct icpt_conn *c);
 /* Close c's upstream leg between requests: its next request reconnects. */
 void icpt_up_drop(struct icpt_conn *c, const char *why);
 /* c closes: its leg goes to the pool when it is clean (idle, HTTP/1.1, TLS), else it is freed. */

@@ -131,7 +131,8 @@ icpt_up_drop(struct icpt_conn *c, const char *why)
 	icpt_up_free(c);
 	c->up_ready = c->up_asked = c->up_served = false;
 	c->u_eof = false;
-	evbuffer_drain(c->toup, evbuffer_get_length(c->toup));
+	if (c->toup != NULL) /* NULL: given back between requests */
+		evbuffer_drain(c->toup, evbuffer_get_length(c->toup));
 }
 
 int
@@ -312,7 +313,7 @@ icpt_up_take(struct icpt_conn *c)
 	c->up_asked = c->up_ready = c->up_served = true;
 	icpt_leg_max_read(c->ul, 0); /* it may have been trimmed */
 	icpt_leg_timeouts(c->ul, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
-	if (evbuffer_get_length(c->toup) > 0)
+	if (c->toup != NULL && evbuffer_get_length(c->toup) > 0)
 		evbuffer_add_buffer(icpt_leg_output(c->ul), c->toup);
 	icpt_leg_enable(c->ul, EV_READ | EV_WRITE);
 	icpt_count(ic, INTERCEPT_M_UPSTREAM_REUSED, 1);
@@ -364,7 +365,7 @@ icpt_up_ready(struct icpt_conn *c)
 
 	c->up_ready = true;
 	icpt_leg_timeouts(c->ul, ic->cfg.idle_timeout_s, ic->cfg.idle_timeout_s);
-	if (evbuffer_get_length(c->toup) > 0)
+	if (c->toup != NULL && evbuffer_get_length(c->toup) > 0)
 		evbuffer_add_buffer(icpt_leg_output(c->ul), c->toup);
 	icpt_leg_enable(c->ul, EV_READ | EV_WRITE);
 	if (c->h2 != NULL)
@@ -734,7 +735,7 @@ icpt_to_upstream(struct icpt_conn *c, struct evbuffer *src, size_t n)
 size_t
 icpt_up_pending(struct icpt_conn *c)
 {
-	size_t n = evbuffer_get_length(c->toup);
+	size_t n = c->toup != NULL ? evbuffer_get_length(c->toup) : 0;
 
 	if (c->ul != NULL)
 		n += evbuffer_get_length(icpt_leg_output(c->ul));

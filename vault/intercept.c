@@ -579,6 +579,15 @@ icpt_trim_cb(evutil_socket_t fd, short what, void *arg)
 			break;
 		icpt_quiet_unlink(c);
 		icpt_idle_free(c);
+		/* Its request buffers too, empty between requests (icpt_http_buffers). */
+		if (c->toup != NULL && evbuffer_get_length(c->toup) == 0) {
+			evbuffer_free(c->toup);
+			c->toup = NULL;
+		}
+		if (c->tmp != NULL && evbuffer_get_length(c->tmp) == 0) {
+			evbuffer_free(c->tmp);
+			c->tmp = NULL;
+		}
 		if (c->cl != NULL)
 			icpt_leg_trim(c->cl);
 		if (c->ul != NULL)

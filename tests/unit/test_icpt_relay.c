@@ -512,6 +512,46 @@ test_upstream_fd_budget(void **state)
 }
 
 /*
+ * A connection quiet between requests gives back its request buffers with
+ * its record buffers (memory per idle connection), and its next request
+ * makes them again and is answered as the first was. The sweep is driven
+ * here: the quiet time is moved back, not waited for.
+ */
+static void
+test_quiet_gives_buffers_back(void **state)
+{
+	struct relay *h = h_new();
+	struct icpt_conn *c = h->ic->conns;
+
+	(void)state;
+	h->script[0] = NEXT_RESP;
+	h->script[1] = NEXT_RESP;
+	h->nscript = 2;
+	relay_send(h, NEXT_REQ);
+	assert_true(relay_pump(h, "next-body"));
+	assert_true(c->quiet);
+	assert_non_null(c->toup);
+	assert_non_null(c->tmp);
+	assert_non_null(h->ic->ev_trim);
+	c->quiet_at.tv_sec -= 2 * (ICPT_TRIM_MS / 1000 + 1);
+	event_active(h->ic->ev_trim, EV_TIMEOUT, 0);
+	event_base_loop(h->base, EVLOOP_NONBLOCK);
+	assert_true(c->trimmed);
+	assert_null(c->toup);
+	assert_null(c->tmp);
+
+	h->wrxlen = 0;
+	h->wrx[0] = '\0';
+	relay_send(h, NEXT_REQ);
+	assert_true(relay_pump(h, "next-body"));
+	assert_non_null(strstr(h->wrx, "HTTP/1.1 200 OK\r\n"));
+	assert_false(c->trimmed);
+	assert_non_null(c->toup);
+	assert_non_null(c->tmp);
+	relay_free(h);
+}
+
+/*
  * Closed connections are freed by the intercept's one reaper event, never
  * before a callback that was already due when they closed (it may still
  * name them), nor while a socket request is out.
@@ -609,6 +649,7 @@ main(void)
 	    cmocka_unit_test(test_unexpected_101),
 	    cmocka_unit_test(test_upstream_fd_budget),
 	    cmocka_unit_test(test_reap_after_due_callbacks),
+	    cmocka_unit_test(test_quiet_gives_buffers_back),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
