@@ -364,8 +364,7 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 			icpt_close(c, "oom");
 			return false;
 		}
-		if (c->replay != NULL)
-			evbuffer_drain(c->replay, evbuffer_get_length(c->replay));
+		icpt_up_forget_replay(c);
 		if (replayable && icpt_up_keep_replay(c, head) != 0) {
 			icpt_head_park(c, head);
 			icpt_close(c, "oom");

@@ -258,7 +258,13 @@ struct icpt_conn {
 	struct icpt_leg *cl;       /* HTTP, TUNNEL: the workload's leg (plain or TLS on cfd) */
 	struct icpt_leg *ul;       /* HTTP, TUNNEL: upstream's, once connected (and verified) */
 	struct evbuffer *toup;     /* bytes for upstream while it is not ready */
-	struct evbuffer *replay; /* a safe request's head, sent on a served leg (icpt_up_replay) */
+	/*
+	 * A safe request's head sent on a served leg, for icpt_up_replay:
+	 * replay_len bytes (0: none) in a buffer of replay_cap kept between
+	 * requests (wiped when dropped: the head may carry the credential).
+	 */
+	uint8_t *replay;
+	size_t replay_len, replay_cap;
 	struct evbuffer *tmp;    /* redactor output */
 
 	enum icpt_req req;
@@ -454,6 +460,9 @@ void icpt_pool_free(struct intercept *ic);
  * byte of the answer, the request goes again on a new one (RFC 9112 9.3.1).
  */
 int icpt_up_keep_replay(struct icpt_conn *c, struct evbuffer *head);
+/* Drop the kept head (wiped); _free also gives its buffer back. */
+void icpt_up_forget_replay(struct icpt_conn *c);
+void icpt_up_free_replay(struct icpt_conn *c);
 
 /* OpenSSL's ClientHello callback of the server context (terminated connections). */
 int icpt_client_hello_cb(SSL *ssl, int *al, void *arg);

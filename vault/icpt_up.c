@@ -135,16 +135,43 @@ icpt_up_drop(struct icpt_conn *c, const char *why)
 		evbuffer_drain(c->toup, evbuffer_get_length(c->toup));
 }
 
+void
+icpt_up_forget_replay(struct icpt_conn *c)
+{
+	if (c->replay_len > 0)
+		OPENSSL_cleanse(c->replay, c->replay_len);
+	c->replay_len = 0;
+}
+
+void
+icpt_up_free_replay(struct icpt_conn *c)
+{
+	icpt_up_forget_replay(c);
+	free(c->replay);
+	c->replay = NULL;
+	c->replay_cap = 0;
+}
+
+/* Keep a copy of head (left as it is): in the connection's buffer, grown only when too small. */
 int
 icpt_up_keep_replay(struct icpt_conn *c, struct evbuffer *head)
 {
 	size_t n = evbuffer_get_length(head);
-	unsigned char *p;
 
-	if (c->replay == NULL && (c->replay = evbuffer_new()) == NULL)
+	icpt_up_forget_replay(c);
+	if (n > c->replay_cap) {
+		uint8_t *p = malloc(n);
+
+		if (p == NULL)
+			return -1;
+		free(c->replay);
+		c->replay = p;
+		c->replay_cap = n;
+	}
+	if (evbuffer_copyout(head, c->replay, n) != (ssize_t)n)
 		return -1;
-	evbuffer_drain(c->replay, evbuffer_get_length(c->replay));
-	return (p = evbuffer_pullup(head, (ssize_t)n)) != NULL ? evbuffer_add(c->replay, p, n) : -1;
+	c->replay_len = n;
+	return 0;
 }
 
 /*
@@ -158,11 +185,15 @@ icpt_up_replay(struct icpt_conn *c, struct icpt_leg *l)
 	const char *why;
 
 	if (c->h2 != NULL || c->state != ICPT_S_HTTP || c->resp != ICPT_RESP_HEAD ||
-	    c->replay == NULL || evbuffer_get_length(c->replay) == 0 || c->interim != 0 ||
+	    c->replay_len == 0 || c->interim != 0 ||
 	    c->req != ICPT_REQ_DONE || evbuffer_get_length(icpt_leg_input(l)) > 0)
 		return false;
 	icpt_up_drop(c, "upstream_closed_under_request");
-	evbuffer_add_buffer(c->toup, c->replay);
+	if (evbuffer_add(c->toup, c->replay, c->replay_len) != 0) {
+		icpt_close(c, "oom");
+		return true;
+	}
+	icpt_up_forget_replay(c); /* sent once more at most */
 	if ((why = icpt_up_start(c)) != NULL) {
 		icpt_http_error(c, 502, "Bad Gateway", why);
 		return true;
@@ -392,8 +423,7 @@ icpt_up_read_cb(struct icpt_leg *l, void *arg)
 	if (c->state != ICPT_S_HTTP && c->state != ICPT_S_TUNNEL)
 		return;
 	/* The answer began: the request is no longer sent again. */
-	if (c->replay != NULL)
-		evbuffer_drain(c->replay, evbuffer_get_length(c->replay));
+	icpt_up_forget_replay(c);
 	icpt_http_upstream(c);
 }
 

@@ -185,6 +185,7 @@ icpt_reap_cb(evutil_socket_t fd, short what, void *arg)
 static void
 icpt_idle_free(struct icpt_conn *c)
 {
+	icpt_up_free_replay(c);
 	redact_stream_free(c->rs_spare);
 	c->rs_spare = NULL;
 	if (c->hbuf != NULL)
@@ -246,9 +247,7 @@ icpt_release(struct icpt_conn *c)
 	c->ev_probe = NULL;
 	if (c->toup != NULL)
 		evbuffer_free(c->toup);
-	if (c->replay != NULL)
-		evbuffer_free(c->replay);
-	c->replay = NULL;
+	icpt_up_free_replay(c);
 	if (c->tmp != NULL)
 		evbuffer_free(c->tmp);
 	c->toup = c->tmp = NULL;

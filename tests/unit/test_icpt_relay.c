@@ -512,6 +512,45 @@ test_upstream_fd_budget(void **state)
 }
 
 /*
+ * The head kept to send again when a served leg closes under a request is
+ * copied into a buffer the connection keeps (one allocation for all its
+ * requests, not one each), and wiped once the answer begins: it may carry
+ * the credential.
+ */
+static void
+test_replay_buffer_kept_and_wiped(void **state)
+{
+	struct relay *h = h_new();
+	struct icpt_conn *c = h->ic->conns;
+	uint8_t *buf;
+
+	(void)state;
+	h->script[0] = NEXT_RESP;
+	h->script[1] = NEXT_RESP;
+	h->script[2] = NEXT_RESP;
+	h->nscript = 3;
+	relay_send(h, NEXT_REQ);
+	assert_true(relay_pump(h, "next-body"));
+	assert_null(c->replay); /* a fresh leg: nothing to send again */
+	for (int i = 0; i < 2; i++) {
+		h->wrxlen = 0;
+		h->wrx[0] = '\0';
+		relay_send(h, NEXT_REQ); /* on the served leg: kept until the answer */
+		assert_true(relay_pump(h, "next-body"));
+		assert_non_null(c->replay);
+		assert_int_equal(c->replay_len, 0);
+		assert_true(c->replay_cap >= strlen(NEXT_REQ));
+		for (size_t j = 0; j < c->replay_cap; j++)
+			assert_int_equal(c->replay[j], 0);
+		if (i == 0)
+			buf = c->replay;
+		else
+			assert_ptr_equal(c->replay, buf); /* the same buffer, no new one */
+	}
+	relay_free(h);
+}
+
+/*
  * A connection quiet between requests gives back its request buffers with
  * its record buffers (memory per idle connection), and its next request
  * makes them again and is answered as the first was. The sweep is driven
@@ -650,6 +689,7 @@ main(void)
 	    cmocka_unit_test(test_upstream_fd_budget),
 	    cmocka_unit_test(test_reap_after_due_callbacks),
 	    cmocka_unit_test(test_quiet_gives_buffers_back),
+	    cmocka_unit_test(test_replay_buffer_kept_and_wiped),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
