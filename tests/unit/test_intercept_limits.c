@@ -228,11 +228,83 @@ test_cap_from_rlimit(void **state)
 	event_base_free(base);
 }
 
+/*
+ * A chained proxy's address is IPv4 or IPv6 of its exact length, at setup
+ * and when its name resolves: a connection keeps a copy sized for those
+ * (anything longer would overrun it), so anything else is refused and what
+ * was in force stays.
+ */
+static void
+test_proxy_address_family(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct ca_config cc;
+	struct ca *ca;
+	struct leaf_cache *lc;
+	struct intercept_config cfg;
+	struct intercept *ic;
+	struct sockaddr_storage ss[2];
+	socklen_t lens[2];
+	char err[256];
+
+	(void)state;
+	memset(&cc, 0, sizeof(cc));
+	ca = ca_generate(&cc, err, sizeof(err));
+	assert_non_null(ca);
+	lc = leaf_cache_new(ca, NULL, err, sizeof(err));
+	assert_non_null(lc);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.tls_port = free_port();
+	cfg.plain_port = free_port();
+	cfg.leaves = lc;
+	if (cfg.tls_port == cfg.plain_port)
+		fail_msg("port collision");
+
+	/* At setup: a Unix address, and an IPv4 one given a longer length. */
+	memset(&cfg.proxy, 0, sizeof(cfg.proxy));
+	cfg.proxy.ss_family = AF_UNIX;
+	cfg.proxy_len = sizeof(struct sockaddr_storage);
+	err[0] = '\0';
+	assert_null(intercept_new(base, &ops, NULL, &cfg, err, sizeof(err)));
+	assert_non_null(strstr(err, "IPv4 or IPv6"));
+	cfg.proxy.ss_family = AF_INET;
+	assert_null(intercept_new(base, &ops, NULL, &cfg, err, sizeof(err)));
+	cfg.proxy_len = sizeof(struct sockaddr_in);
+	ic = intercept_new(base, &ops, NULL, &cfg, err, sizeof(err));
+	if (ic == NULL)
+		fail_msg("intercept_new: %s", err);
+	intercept_free(ic);
+
+	/* By name: the resolved addresses are checked the same way. */
+	memset(&cfg.proxy, 0, sizeof(cfg.proxy));
+	cfg.proxy_len = 0;
+	snprintf(cfg.proxy_name, sizeof(cfg.proxy_name), "proxy.example.test");
+	ic = intercept_new(base, &ops, NULL, &cfg, err, sizeof(err));
+	if (ic == NULL)
+		fail_msg("intercept_new: %s", err);
+	memset(ss, 0, sizeof(ss));
+	ss[0].ss_family = AF_INET6;
+	lens[0] = sizeof(struct sockaddr_in6);
+	ss[1].ss_family = AF_UNIX;
+	lens[1] = sizeof(struct sockaddr_storage);
+	assert_int_equal(intercept_set_proxy(ic, ss, lens, 2), -1);
+	ss[1].ss_family = AF_INET6;
+	assert_int_equal(intercept_set_proxy(ic, ss, lens, 2), -1); /* a length past sin6 */
+	lens[1] = sizeof(struct sockaddr_in6);
+	assert_int_equal(intercept_set_proxy(ic, ss, lens, 2), 0);
+	intercept_free(ic);
+
+	leaf_cache_free(lc);
+	ca_free(ca);
+	event_base_free(base);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_cap_from_rlimit),
+	    cmocka_unit_test(test_proxy_address_family),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
