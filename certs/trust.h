@@ -38,7 +38,6 @@ int trust_system_paths(X509_STORE *st) __attribute__((warn_unused_result));
  * name is non-empty, else for the address of ss (an IP subjectAltName, no
  * SNI). NULL on failure.
  */
-struct ssl_st *trust_peer_ssl(
-    struct ssl_ctx_st *ctx, const struct sockaddr *ss, const char *name);
+struct ssl_st *trust_peer_ssl(struct ssl_ctx_st *ctx, const struct sockaddr *ss, const char *name);
 
 #endif

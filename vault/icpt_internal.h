@@ -200,7 +200,7 @@ struct icpt_conn {
 	TAILQ_ENTRY(icpt_conn) quiet_link; /* on ic's quiet list (quiet), since quiet_at */
 	bool quiet;
 	bool reap_later; /* closed while ev_reap was due: freed on its next run */
-	bool trimmed; /* its legs read little until bytes come */
+	bool trimmed;    /* its legs read little until bytes come */
 	struct timeval quiet_at;
 	uint64_t id;
 	enum icpt_state state;
@@ -265,7 +265,7 @@ struct icpt_conn {
 	 */
 	uint8_t *replay;
 	size_t replay_len, replay_cap;
-	struct evbuffer *tmp;    /* redactor output */
+	struct evbuffer *tmp; /* redactor output */
 
 	enum icpt_req req;
 	enum icpt_resp resp;

@@ -201,8 +201,7 @@ icpt_dial(struct icpt_conn *c, bufferevent_data_cb readcb, bufferevent_event_cb 
 	icpt_nodelay(bufferevent_getfd(c->usock));
 	if (!ic->proxy_on) {
 		bufferevent_setcb(c->usock, readcb, NULL, eventcb, c);
-		return bufferevent_socket_connect(
-		    c->usock, &c->dst.sa, (int)c->dstlen);
+		return bufferevent_socket_connect(c->usock, &c->dst.sa, (int)c->dstlen);
 	}
 	c->dial_read = readcb;
 	c->dial_event = eventcb;

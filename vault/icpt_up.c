@@ -185,8 +185,8 @@ icpt_up_replay(struct icpt_conn *c, struct icpt_leg *l)
 	const char *why;
 
 	if (c->h2 != NULL || c->state != ICPT_S_HTTP || c->resp != ICPT_RESP_HEAD ||
-	    c->replay_len == 0 || c->interim != 0 ||
-	    c->req != ICPT_REQ_DONE || evbuffer_get_length(icpt_leg_input(l)) > 0)
+	    c->replay_len == 0 || c->interim != 0 || c->req != ICPT_REQ_DONE ||
+	    evbuffer_get_length(icpt_leg_input(l)) > 0)
 		return false;
 	icpt_up_drop(c, "upstream_closed_under_request");
 	if (evbuffer_add(c->toup, c->replay, c->replay_len) != 0) {

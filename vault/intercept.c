@@ -887,7 +887,8 @@ intercept_new(struct event_base *base, const struct intercept_ops *ops, void *ar
 	ic->cfg.proxy_name[sizeof(ic->cfg.proxy_name) - 1] = '\0';
 	ic->proxy_on = cfg->proxy_len != 0 || ic->cfg.proxy_name[0] != '\0';
 	if (cfg->proxy_len != 0) {
-		if (!(cfg->proxy.ss_family == AF_INET && cfg->proxy_len == sizeof(struct sockaddr_in)) &&
+		if (!(cfg->proxy.ss_family == AF_INET &&
+		        cfg->proxy_len == sizeof(struct sockaddr_in)) &&
 		    !(cfg->proxy.ss_family == AF_INET6 &&
 		        cfg->proxy_len == sizeof(struct sockaddr_in6))) {
 			snprintf(err, errlen, "intercept: the proxy address is not IPv4 or IPv6");

@@ -267,7 +267,8 @@ log_field(struct log_line *l, const char *key, size_t *room)
 	size_t r = log_room(l), n;
 	char *p = l->buf + l->len;
 
-	if (r < 4 || (n = log_esc(p + 2, r - 4, (const uint8_t *)key, strlen(key), 64)) == SIZE_MAX) {
+	if (r < 4 ||
+	    (n = log_esc(p + 2, r - 4, (const uint8_t *)key, strlen(key), 64)) == SIZE_MAX) {
 		l->overflow = true;
 		return NULL;
 	}

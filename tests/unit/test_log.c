@@ -322,11 +322,12 @@ test_fields_read_back(void **state)
 	regex_t re;
 
 	(void)state;
-	assert_int_equal(regcomp(&re,
-	                     "^\\{\"ts\":\"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
-	                     "\\.[0-9]{3}Z\",\"level\":\"warn\",\"proc\":\"test\",\"pid\":[1-9][0-9]*,"
-	                     "\"module\":\"vault\",\"event\":\"inject\",",
-	                     REG_EXTENDED | REG_NOSUB),
+	assert_int_equal(
+	    regcomp(&re,
+	        "^\\{\"ts\":\"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
+	        "\\.[0-9]{3}Z\",\"level\":\"warn\",\"proc\":\"test\",\"pid\":[1-9][0-9]*,"
+	        "\"module\":\"vault\",\"event\":\"inject\",",
+	        REG_EXTENDED | REG_NOSUB),
 	    0);
 	assert_int_equal(regexec(&re, s, 0, NULL, 0), 0);
 	regfree(&re);
