@@ -138,43 +138,56 @@ log_enabled(enum log_level level)
 	return level >= log_min;
 }
 
+/*
+ * p[0..len) escaped to ASCII (\" \\ and \u00XX) into out while each
+ * escape fits whole in room bytes: the bytes written, and in *used the
+ * input bytes they stand for.
+ */
+static size_t
+log_esc_some(char *out, size_t room, const uint8_t *p, size_t len, size_t *used)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0, i;
+
+	for (i = 0; i < len; i++) {
+		uint8_t c = p[i];
+
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+			if (o + 1 > room)
+				break;
+			out[o++] = (char)c;
+		} else if (c == '"' || c == '\\') {
+			if (o + 2 > room)
+				break;
+			out[o++] = '\\';
+			out[o++] = (char)c;
+		} else {
+			if (o + 6 > room)
+				break;
+			memcpy(out + o, "\\u00", 4);
+			out[o + 4] = hex[c >> 4];
+			out[o + 5] = hex[c & 15];
+			o += 6;
+		}
+	}
+	*used = i;
+	return o;
+}
+
 size_t
 log_escape(char *out, size_t cap, const void *in, size_t len, size_t maxin)
 {
-	static const char hex[] = "0123456789abcdef";
-	const uint8_t *p = in;
-	size_t o = 0;
 	bool cut = len > maxin;
+	size_t o, used;
 
 	if (cap == 0)
 		return 0;
 	if (cut)
 		len = maxin;
-	for (size_t i = 0; i < len; i++) {
-		uint8_t c = p[i];
-		char esc[7];
-		size_t n;
-
-		if (c == '"' || c == '\\') {
-			esc[0] = '\\';
-			esc[1] = (char)c;
-			n = 2;
-		} else if (c < 0x20 || c >= 0x7f) {
-			memcpy(esc, "\\u00", 4);
-			esc[4] = hex[c >> 4];
-			esc[5] = hex[c & 15];
-			n = 6;
-		} else {
-			esc[0] = (char)c;
-			n = 1;
-		}
-		if (o + n + 4 > cap) {
-			cut = true;
-			break;
-		}
-		memcpy(out + o, esc, n);
-		o += n;
-	}
+	/* Room is kept for the cut marker and the NUL. */
+	o = log_esc_some(out, cap >= 4 ? cap - 4 : 0, in, len, &used);
+	if (used < len)
+		cut = true;
 	if (cut && o + 4 <= cap) {
 		memcpy(out + o, "...", 3);
 		o += 3;
@@ -205,33 +218,14 @@ log_room(const struct log_line *l)
 static size_t
 log_esc(char *out, size_t room, const uint8_t *p, size_t len, size_t maxin)
 {
-	static const char hex[] = "0123456789abcdef";
 	bool cut = len > maxin;
-	size_t o = 0;
+	size_t o, used;
 
 	if (cut)
 		len = maxin;
-	for (size_t i = 0; i < len; i++) {
-		uint8_t c = p[i];
-
-		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-			if (o >= room)
-				return SIZE_MAX;
-			out[o++] = (char)c;
-		} else if (c == '"' || c == '\\') {
-			if (o + 2 > room)
-				return SIZE_MAX;
-			out[o++] = '\\';
-			out[o++] = (char)c;
-		} else {
-			if (o + 6 > room)
-				return SIZE_MAX;
-			memcpy(out + o, "\\u00", 4);
-			out[o + 4] = hex[c >> 4];
-			out[o + 5] = hex[c & 15];
-			o += 6;
-		}
-	}
+	o = log_esc_some(out, room, p, len, &used);
+	if (used < len)
+		return SIZE_MAX;
 	if (cut) {
 		if (o + 3 > room)
 			return SIZE_MAX;
