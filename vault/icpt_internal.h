@@ -380,6 +380,8 @@ int icpt_dial(struct icpt_conn *c, bufferevent_data_cb readcb, bufferevent_event
  * when the proxy is given by name and none is known yet: no dial at all.
  */
 int icpt_dial_family(struct icpt_conn *c);
+/* A chained proxy's address: IPv4 or IPv6 of its exact length (what a connection copies). */
+bool icpt_proxy_addr_ok(const struct sockaddr_storage *ss, socklen_t len);
 /*
  * The chained proxy's answer at buf[0..len), with the upstream answers'
  * strict parser: its status code (*consumed the head's length), 0 when

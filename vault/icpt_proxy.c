@@ -55,17 +55,22 @@ icpt_dial_family(struct icpt_conn *c)
 	return c->pxaddr.sa.sa_family;
 }
 
+bool
+icpt_proxy_addr_ok(const struct sockaddr_storage *ss, socklen_t len)
+{
+	return (ss->ss_family == AF_INET && len == sizeof(struct sockaddr_in)) ||
+	       (ss->ss_family == AF_INET6 && len == sizeof(struct sockaddr_in6));
+}
+
 int
 intercept_set_proxy(
     struct intercept *ic, const struct sockaddr_storage *addrs, const socklen_t *lens, size_t n)
 {
 	if (ic->cfg.proxy_name[0] == '\0' || n == 0 || n > INTERCEPT_MAX_PROXY_ADDRS)
 		return -1;
-	for (size_t i = 0; i < n; i++) {
-		if (!(addrs[i].ss_family == AF_INET && lens[i] == sizeof(struct sockaddr_in)) &&
-		    !(addrs[i].ss_family == AF_INET6 && lens[i] == sizeof(struct sockaddr_in6)))
+	for (size_t i = 0; i < n; i++)
+		if (!icpt_proxy_addr_ok(&addrs[i], lens[i]))
 			return -1;
-	}
 	for (size_t i = 0; i < n; i++) {
 		ic->px[i] = addrs[i];
 		ic->pxlen[i] = lens[i];

@@ -186,6 +186,15 @@ static void
 icpt_idle_free(struct icpt_conn *c)
 {
 	icpt_up_free_replay(c);
+	/* The request buffers, empty between requests (icpt_http_buffers makes them again). */
+	if (c->toup != NULL && evbuffer_get_length(c->toup) == 0) {
+		evbuffer_free(c->toup);
+		c->toup = NULL;
+	}
+	if (c->tmp != NULL && evbuffer_get_length(c->tmp) == 0) {
+		evbuffer_free(c->tmp);
+		c->tmp = NULL;
+	}
 	redact_stream_free(c->rs_spare);
 	c->rs_spare = NULL;
 	if (c->hbuf != NULL)
@@ -245,15 +254,14 @@ icpt_release(struct icpt_conn *c)
 	if (c->ev_probe != NULL)
 		event_free(c->ev_probe);
 	c->ev_probe = NULL;
-	if (c->toup != NULL)
-		evbuffer_free(c->toup);
-	icpt_up_free_replay(c);
-	if (c->tmp != NULL)
-		evbuffer_free(c->tmp);
-	c->toup = c->tmp = NULL;
 	redact_stream_free(c->rs);
 	c->rs = NULL;
 	icpt_idle_free(c);
+	if (c->toup != NULL)
+		evbuffer_free(c->toup);
+	if (c->tmp != NULL)
+		evbuffer_free(c->tmp);
+	c->toup = c->tmp = NULL;
 	subst_stream_free(c->subst);
 	c->subst = NULL;
 	if (c->sbuf != NULL)
@@ -578,15 +586,6 @@ icpt_trim_cb(evutil_socket_t fd, short what, void *arg)
 			break;
 		icpt_quiet_unlink(c);
 		icpt_idle_free(c);
-		/* Its request buffers too, empty between requests (icpt_http_buffers). */
-		if (c->toup != NULL && evbuffer_get_length(c->toup) == 0) {
-			evbuffer_free(c->toup);
-			c->toup = NULL;
-		}
-		if (c->tmp != NULL && evbuffer_get_length(c->tmp) == 0) {
-			evbuffer_free(c->tmp);
-			c->tmp = NULL;
-		}
 		if (c->cl != NULL)
 			icpt_leg_trim(c->cl);
 		if (c->ul != NULL)
@@ -887,10 +886,7 @@ intercept_new(struct event_base *base, const struct intercept_ops *ops, void *ar
 	ic->cfg.proxy_name[sizeof(ic->cfg.proxy_name) - 1] = '\0';
 	ic->proxy_on = cfg->proxy_len != 0 || ic->cfg.proxy_name[0] != '\0';
 	if (cfg->proxy_len != 0) {
-		if (!(cfg->proxy.ss_family == AF_INET &&
-		        cfg->proxy_len == sizeof(struct sockaddr_in)) &&
-		    !(cfg->proxy.ss_family == AF_INET6 &&
-		        cfg->proxy_len == sizeof(struct sockaddr_in6))) {
+		if (!icpt_proxy_addr_ok(&cfg->proxy, cfg->proxy_len)) {
 			snprintf(err, errlen, "intercept: the proxy address is not IPv4 or IPv6");
 			event_free(ic->ev_reap);
 			free(ic);
