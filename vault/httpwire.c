@@ -101,12 +101,8 @@ view_eq_ci(struct httpwire_view v, const char *lit)
 static bool
 view_eq(struct httpwire_view v, const char *lit)
 {
-	size_t i;
-
-	for (i = 0; i < v.len && lit[i] != '\0'; i++)
-		if (v.ptr[i] != (uint8_t)lit[i])
-			return false;
-	return i == v.len && lit[i] == '\0';
+	size_t n = strlen(lit);
+	return v.len == n && memcmp(v.ptr, lit, n) == 0;
 }
 
 static struct httpwire_view
@@ -833,7 +829,6 @@ httpwire_body_trailer_fields(const struct httpwire_body *b)
 	return b->trailer_fields;
 }
 
-/* Case-insensitive field-name compare. */
 /* First header with that name. */
 const struct httpwire_header *
 httpwire_find_header(const struct httpwire_header *h, size_t n, const char *name)
