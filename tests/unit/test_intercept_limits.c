@@ -158,22 +158,31 @@ cap_with(struct event_base *base, struct leaf_cache *lc, unsigned max_conns)
 	return cap_with_reserve(base, lc, max_conns, 0);
 }
 
+/* A throwaway CA and the leaf cache an intercept needs (*ca: to free after it). */
+static struct leaf_cache *
+leaves_new(struct ca **ca)
+{
+	struct ca_config cc;
+	struct leaf_cache *lc;
+	char err[256];
+
+	memset(&cc, 0, sizeof(cc));
+	*ca = ca_generate(&cc, err, sizeof(err));
+	assert_non_null(*ca);
+	lc = leaf_cache_new(*ca, NULL, err, sizeof(err));
+	assert_non_null(lc);
+	return lc;
+}
+
 static void
 test_cap_from_rlimit(void **state)
 {
 	struct rlimit old, rl;
 	struct event_base *base = event_base_new();
-	struct ca_config cc;
 	struct ca *ca;
-	struct leaf_cache *lc;
-	char err[256];
+	struct leaf_cache *lc = leaves_new(&ca);
 
 	(void)state;
-	memset(&cc, 0, sizeof(cc));
-	ca = ca_generate(&cc, err, sizeof(err));
-	assert_non_null(ca);
-	lc = leaf_cache_new(ca, NULL, err, sizeof(err));
-	assert_non_null(lc);
 	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
 
 	rl = old;
@@ -238,9 +247,8 @@ static void
 test_proxy_address_family(void **state)
 {
 	struct event_base *base = event_base_new();
-	struct ca_config cc;
 	struct ca *ca;
-	struct leaf_cache *lc;
+	struct leaf_cache *lc = leaves_new(&ca);
 	struct intercept_config cfg;
 	struct intercept *ic;
 	struct sockaddr_storage ss[2];
@@ -248,11 +256,6 @@ test_proxy_address_family(void **state)
 	char err[256];
 
 	(void)state;
-	memset(&cc, 0, sizeof(cc));
-	ca = ca_generate(&cc, err, sizeof(err));
-	assert_non_null(ca);
-	lc = leaf_cache_new(ca, NULL, err, sizeof(err));
-	assert_non_null(lc);
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.tls_port = free_port();
 	cfg.plain_port = free_port();
