@@ -218,6 +218,7 @@ icpt_hello_step(struct icpt_conn *c, short what)
 	struct intercept *ic = c->ic;
 	ssize_t n = icpt_first_peek(c, ICPT_HELLO_WATERMARK);
 	size_t consumed = 0, clen;
+	char name[POLICY_NAME_MAX + 1];
 	enum tlspeek_status st;
 	struct vault_snap *snap;
 	const char *why;
@@ -245,10 +246,14 @@ icpt_hello_step(struct icpt_conn *c, short what)
 		icpt_alert(c, TLSPEEK_ALERT_UNRECOGNIZED_NAME);
 		return;
 	}
-	if (policy_name_canon((const uint8_t *)c->hello->sni, c->hello->sni_len, 0, c->host,
-	        &clen) != POLICY_NAME_OK) {
+	if (policy_name_canon((const uint8_t *)c->hello->sni, c->hello->sni_len, 0, name, &clen) !=
+	    POLICY_NAME_OK) {
 		icpt_reject(c, "sni_invalid");
 		icpt_alert(c, TLSPEEK_ALERT_UNRECOGNIZED_NAME);
+		return;
+	}
+	if (icpt_set_host(c, name) != 0) {
+		icpt_close(c, "oom");
 		return;
 	}
 	if (c->hello->has_ech || c->hello->has_esni) {
@@ -729,6 +734,7 @@ icpt_accept_cb(
 		return;
 	}
 	c->ic = ic;
+	c->host = icpt_nohost;
 	c->id = ++ic->next_id;
 	c->tls = tls;
 	c->peek = ic->cfg.peek_port != 0 && lport == ic->cfg.peek_port;

@@ -292,19 +292,20 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	}
 	if (c->host[0] == '\0') {
 		/* Plain HTTP: the first Host is checked like an SNI and pins the connection. */
+		if (icpt_set_host(c, host) != 0) {
+			icpt_close(c, "oom");
+			return false;
+		}
 		if (!ic->ops->sni_allowed(ic->arg, host)) {
-			snprintf(c->host, sizeof(c->host), "%s", host);
 			icpt_reject(c, "host_denied");
 			icpt_http_error(c, 403, "Forbidden", "host_denied");
 			return false;
 		}
 		if (!ic->ops->dst_ok(ic->arg, host, c->family, c->addr, c->port)) {
-			snprintf(c->host, sizeof(c->host), "%s", host);
 			icpt_reject(c, "orig_dst_not_in_resolved_set");
 			icpt_http_error(c, 403, "Forbidden", "orig_dst_not_in_resolved_set");
 			return false;
 		}
-		snprintf(c->host, sizeof(c->host), "%s", host);
 	} else if (strcmp(host, c->host) != 0) {
 		/* The upstream (and its certificate) is for c->host only. */
 		icpt_http_error(
@@ -315,6 +316,7 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 		icpt_http_error(c, 502, "Bad Gateway", c->up_why);
 		return false;
 	}
+	c->binding = NULL;
 	vault_snap_unref(c->snap);
 	c->snap = NULL;
 	subst_stream_free(c->subst);
@@ -342,7 +344,7 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	c->subst = v.subst;
 	c->credentialed = v.inject;
 	memset(&c->reqscan, 0, sizeof(c->reqscan));
-	snprintf(c->binding, sizeof(c->binding), "%s", v.binding);
+	c->binding = c->credentialed ? binding_name(vault_snap_bindings(c->snap), v.idx) : NULL;
 	c->req_is_head = req->method.len == 4 && memcmp(req->method.ptr, "HEAD", 4) == 0;
 	/* (req's views are into the head, drained below) */
 	replayable = c->up_served && icpt_safe_bodiless(req);
@@ -735,6 +737,7 @@ icpt_resp_finish(struct icpt_conn *c, bool eof)
 	m += c->head_matches;
 	c->head_matches = 0;
 	icpt_audit(c, c->method, c->credentialed ? c->binding : NULL, c->status, c->resp_bytes, m);
+	c->binding = NULL; /* in the snapshot let go of here */
 	vault_snap_unref(c->snap);
 	c->snap = NULL;
 	c->credentialed = false;

@@ -237,7 +237,7 @@ struct icpt_conn {
 	int family;
 	uint8_t addr[16];
 	uint16_t port;
-	char host[POLICY_NAME_MAX + 1]; /* canonical SNI, or the first Host on plain */
+	const char *host; /* canonical SNI, or the first Host on plain; "" (static) until set */
 
 	struct tlspeek_hello *hello; /* HELLO state, and the second hello of ICPT_RETRY_CLIENT */
 	enum icpt_retry retry;       /* passthrough of a TLS connection */
@@ -276,7 +276,7 @@ struct icpt_conn {
 	bool up_keep; /* the upstream was not asked to close after this request */
 	bool credentialed;
 	char method[ICPT_MAX_METHOD + 1];
-	char binding[BINDING_MAX_NAME + 1];
+	const char *binding; /* credentialed: its binding's name, in snap (NULL otherwise) */
 	int status;
 	uint64_t resp_bytes;
 	int interim;
@@ -363,6 +363,10 @@ void icpt_accept_cb(
 void icpt_alert(struct icpt_conn *c, enum tlspeek_alert a);
 void icpt_close(struct icpt_conn *c, const char *why);
 void icpt_count(struct intercept *ic, enum intercept_metric m, uint64_t n);
+/* What a connection's host is until one is set (icpt_set_host): "". */
+extern const char icpt_nohost[1];
+/* Set c's host (the name is copied); -1 without memory (the host stays as it was). */
+int icpt_set_host(struct icpt_conn *c, const char *name);
 void icpt_deadline_arm(struct icpt_conn *c, unsigned secs, const char *why);
 void icpt_deadline_head(struct icpt_conn *c);
 void icpt_deadline_stop(struct icpt_conn *c);
@@ -445,8 +449,10 @@ const char *icpt_up_start(struct icpt_conn *c);
 void icpt_up_idle(struct icpt_conn *c);
 void icpt_up_busy(struct icpt_conn *c);
 /*
- * Between requests (HTTP/1.1): ICPT_TRIM_MS later, both TLS legs give
- * back their record buffers and read chains; a request ends it.
+ * Between requests (HTTP/1.1): ICPT_TRIM_MS later, the connection gives
+ * back its request buffers and its deadline event, and its legs their
+ * record buffers and read chains; a native leg then sleeps (icpt_leg_trim).
+ * A request ends it.
  */
 void icpt_quiet(struct icpt_conn *c);
 void icpt_unquiet(struct icpt_conn *c);

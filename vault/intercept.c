@@ -149,6 +149,35 @@ icpt_reap(struct icpt_conn *c)
 	}
 }
 
+/* What c's host is until one is set: c is freed without it. */
+const char icpt_nohost[1];
+
+int
+icpt_set_host(struct icpt_conn *c, const char *name)
+{
+	size_t n = strlen(name);
+	char *h;
+
+	if (c->host != NULL && strcmp(c->host, name) == 0)
+		return 0;
+	if ((h = malloc(n + 1)) == NULL)
+		return -1;
+	memcpy(h, name, n + 1);
+	if (c->host != icpt_nohost)
+		free((char *)c->host);
+	c->host = h;
+	return 0;
+}
+
+/* The last of c (released already, icpt_release): its host and itself. */
+static void
+icpt_conn_free(struct icpt_conn *c)
+{
+	if (c->host != icpt_nohost)
+		free((char *)c->host);
+	free(c);
+}
+
 void
 icpt_reap_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -173,7 +202,7 @@ icpt_reap_cb(evutil_socket_t fd, short what, void *arg)
 			ic->dead = c->next;
 		if (c->next != NULL)
 			c->next->prev = c->prev;
-		free(c);
+		icpt_conn_free(c);
 	}
 	if (again) {
 		ic->reap_due = true;
@@ -200,6 +229,11 @@ icpt_idle_free(struct icpt_conn *c)
 	if (c->hbuf != NULL)
 		evbuffer_free(c->hbuf);
 	c->hbuf = NULL;
+	/* No head has begun: the deadline's event is made again when one does. */
+	if (c->ev_deadline != NULL && !evtimer_pending(c->ev_deadline, NULL)) {
+		event_free(c->ev_deadline);
+		c->ev_deadline = NULL;
+	}
 }
 
 /* Unlink c and free every resource it holds (not c itself). */
@@ -924,13 +958,13 @@ intercept_free(struct intercept *ic)
 
 		c->state = ICPT_S_CLOSED;
 		icpt_release(c);
-		free(c);
+		icpt_conn_free(c);
 	}
 	while (ic->dead != NULL) {
 		struct icpt_conn *c = ic->dead;
 
 		ic->dead = c->next;
-		free(c);
+		icpt_conn_free(c);
 	}
 	if (ic->ev_reap != NULL)
 		event_free(ic->ev_reap);

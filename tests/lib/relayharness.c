@@ -156,6 +156,7 @@ relay_new(struct vault_snap *snap)
 	    (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv)) == (0));
 	h->w = sv[1];
 	c->ic = ic;
+	c->host = icpt_nohost;
 	c->id = ++ic->next_id;
 	c->tls = false;
 	c->state = ICPT_S_HELLO;

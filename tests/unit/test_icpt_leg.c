@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -26,6 +27,52 @@
 #include "vault/icpt_leg.h"
 
 #define TURNS 200 /* loop turns a wait takes at most */
+
+/*
+ * Bytes libevent holds: its allocations go through these (set before its
+ * first), each with its size in a 16-byte prefix.
+ */
+static size_t t_live;
+static bool t_oom; /* libevent's allocations fail */
+
+static void *
+t_malloc(size_t n)
+{
+	size_t *p = t_oom ? NULL : malloc(n + 16);
+
+	if (p == NULL)
+		return NULL;
+	p[0] = n;
+	t_live += n;
+	return (char *)p + 16;
+}
+
+static void *
+t_realloc(void *q, size_t n)
+{
+	size_t *p, *r;
+
+	if (q == NULL)
+		return t_malloc(n);
+	p = (size_t *)(void *)((char *)q - 16);
+	if ((r = realloc(p, n + 16)) == NULL)
+		return NULL;
+	t_live = t_live - r[0] + n;
+	r[0] = n;
+	return (char *)r + 16;
+}
+
+static void
+t_free(void *q)
+{
+	size_t *p;
+
+	if (q == NULL)
+		return;
+	p = (size_t *)(void *)((char *)q - 16);
+	t_live -= p[0];
+	free(p);
+}
 
 struct side {
 	struct icpt_leg *l;
@@ -463,6 +510,190 @@ test_tls_handshake_timeout_once(void **state)
 	event_base_free(base);
 }
 
+/* Run the loop until s has seen reads reads (a count, not the input: that would wake it). */
+static bool
+t_until_reads(struct event_base *base, const struct side *s, int reads)
+{
+	for (int i = 0; i < TURNS && s->reads < reads; i++)
+		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	return s->reads >= reads;
+}
+
+/*
+ * An idle native leg sleeps when trimmed: its two buffers with their
+ * callbacks and its write, deferred-work and timeout events are given back
+ * (libevent's heap falls by that much for each of 32 legs), the read event
+ * stays. Bytes from the peer wake a sleeping leg and are read as ever; a
+ * call wakes it (what it writes leaves); the peer's close reaches it as an
+ * EOF; waking takes back what sleeping gave.
+ */
+static void
+test_plain_idle_sleeps(void **state)
+{
+	enum { N = 32 };
+	struct event_base *base = event_base_new();
+	struct side s[N];
+	int sv[N][2];
+	size_t awake, asleep;
+	char buf[8];
+
+	(void)state;
+	memset(s, 0, sizeof(s));
+	for (int i = 0; i < N; i++) {
+		t_pair(sv[i]);
+		s[i].l = icpt_leg_new(base, sv[i][0], NULL, ICPT_LEG_PLAIN);
+		assert_non_null(s[i].l);
+		icpt_leg_setcb(s[i].l, t_read_cb, t_write_cb, t_event_cb, &s[i]);
+		assert_int_equal(write(sv[i][1], "a", 1), 1);
+	}
+	for (int i = 0; i < N; i++) {
+		assert_true(t_until_in(base, s[i].l, 1));
+		evbuffer_drain(icpt_leg_input(s[i].l), 1);
+	}
+	t_turns(base, 2);
+	awake = t_live;
+	for (int i = 0; i < N; i++) {
+		assert_false(icpt_leg_asleep(s[i].l));
+		icpt_leg_trim(s[i].l);
+		assert_true(icpt_leg_asleep(s[i].l));
+	}
+	asleep = t_live;
+	assert_true(awake - asleep >= N * (3 * event_get_struct_event_size() + 200));
+
+	assert_int_equal(write(sv[3][1], "wake", 4), 4);
+	assert_true(t_until_reads(base, &s[3], 2));
+	assert_false(icpt_leg_asleep(s[3].l));
+	assert_int_equal(evbuffer_get_length(icpt_leg_input(s[3].l)), 4);
+	assert_memory_equal(evbuffer_pullup(icpt_leg_input(s[3].l), 4), "wake", 4);
+	evbuffer_drain(icpt_leg_input(s[3].l), 4);
+
+	assert_int_equal(icpt_leg_write(s[5].l, "out", 3), 0);
+	assert_false(icpt_leg_asleep(s[5].l));
+	t_turns(base, 2);
+	assert_int_equal(t_drain_fd(sv[5][1], buf, sizeof(buf)), 3);
+	assert_memory_equal(buf, "out", 3);
+
+	close(sv[7][1]);
+	sv[7][1] = -1;
+	for (int i = 0; i < TURNS && s[7].eof == 0; i++)
+		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	assert_int_equal(s[7].eof, 1);
+
+	for (int i = 0; i < N; i++)
+		(void)evbuffer_get_length(icpt_leg_input(s[i].l)); /* every leg woken */
+	assert_true(t_live >= awake);
+	for (int i = 0; i < N; i++) {
+		icpt_leg_free(s[i].l);
+		if (sv[i][1] >= 0)
+			close(sv[i][1]);
+	}
+	event_base_free(base);
+}
+
+/*
+ * A sleeping leg keeps its read timeout (its read event carries it): set
+ * to 1 s, it is reported once within 1.5 s of the last read, as awake.
+ */
+static void
+test_idle_sleep_keeps_read_timeout(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct t_timeouts t = {0};
+	struct icpt_leg *l;
+	struct timeval start, now, spent;
+	int sv[2];
+
+	(void)state;
+	t_pair(sv);
+	l = icpt_leg_new(base, sv[0], NULL, ICPT_LEG_PLAIN);
+	assert_non_null(l);
+	icpt_leg_setcb(l, NULL, NULL, t_timeout_cb, &t);
+	icpt_leg_timeouts(l, 1, 0);
+	assert_int_equal(write(sv[1], "a", 1), 1);
+	assert_true(t_until_in(base, l, 1));
+	evbuffer_drain(icpt_leg_input(l), 1);
+	gettimeofday(&start, NULL);
+	icpt_leg_trim(l);
+	assert_true(icpt_leg_asleep(l));
+	for (int i = 0; i < 200 && t.timeouts == 0; i++) {
+		struct timeval stop = {0, 100 * 1000};
+
+		event_base_loopexit(base, &stop);
+		event_base_dispatch(base);
+		gettimeofday(&now, NULL);
+		timersub(&now, &start, &spent);
+		if (spent.tv_sec * 1000 + spent.tv_usec / 1000 >= 1500)
+			break;
+	}
+	assert_int_equal(t.timeouts, 1);
+	icpt_leg_free(l);
+	close(sv[1]);
+	event_base_free(base);
+}
+
+/*
+ * TLS legs sleep too once their record buffers are given back, and a
+ * request and its answer cross both after they woke.
+ */
+static void
+test_tls_idle_sleeps(void **state)
+{
+	struct tls t;
+
+	(void)state;
+	t_tls_up(&t);
+	assert_int_equal(icpt_leg_write(t.cli.l, "ping", 4), 0);
+	assert_true(t_until_in(t.base, t.srv.l, 4));
+	evbuffer_drain(icpt_leg_input(t.srv.l), 4);
+	t_turns(t.base, 2);
+	icpt_leg_trim(t.srv.l);
+	icpt_leg_trim(t.cli.l);
+	assert_true(icpt_leg_asleep(t.srv.l));
+	assert_true(icpt_leg_asleep(t.cli.l));
+	assert_int_equal(icpt_leg_write(t.cli.l, "again", 5), 0);
+	assert_true(t_until_reads(t.base, &t.srv, 2));
+	assert_false(icpt_leg_asleep(t.srv.l));
+	assert_memory_equal(evbuffer_pullup(icpt_leg_input(t.srv.l), 5), "again", 5);
+	assert_int_equal(icpt_leg_write(t.srv.l, "pong", 4), 0);
+	assert_true(t_until_in(t.base, t.cli.l, 4));
+	assert_memory_equal(evbuffer_pullup(icpt_leg_input(t.cli.l), 4), "pong", 4);
+	t_tls_down(&t);
+}
+
+/*
+ * A call on a sleeping leg that finds no memory to wake does nothing (a
+ * write fails, the buffers are empty) and the leg fails once, from the
+ * loop: an error the relays hear of as from any other failure.
+ */
+static void
+test_wake_without_memory_fails(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct side s = {0};
+	int sv[2];
+
+	(void)state;
+	t_pair(sv);
+	s.l = icpt_leg_new(base, sv[0], NULL, ICPT_LEG_PLAIN);
+	assert_non_null(s.l);
+	icpt_leg_setcb(s.l, t_read_cb, t_write_cb, t_event_cb, &s);
+	t_turns(base, 2);
+	icpt_leg_trim(s.l);
+	assert_true(icpt_leg_asleep(s.l));
+	t_oom = true;
+	assert_int_equal(icpt_leg_write(s.l, "lost", 4), -1);
+	assert_int_equal(evbuffer_get_length(icpt_leg_input(s.l)), 0);
+	assert_true(icpt_leg_asleep(s.l));
+	assert_int_equal(s.errors, 0);
+	t_oom = false;
+	t_turns(base, 3);
+	assert_int_equal(s.errors, 1);
+	assert_int_equal(s.reads, 0);
+	icpt_leg_free(s.l);
+	close(sv[1]);
+	event_base_free(base);
+}
+
 int
 main(void)
 {
@@ -477,7 +708,13 @@ main(void)
 	    cmocka_unit_test(test_tls_close_notify),
 	    cmocka_unit_test(test_tls_handshake_garbage),
 	    cmocka_unit_test(test_tls_handshake_timeout_once),
+	    cmocka_unit_test(test_plain_idle_sleeps),
+	    cmocka_unit_test(test_idle_sleep_keeps_read_timeout),
+	    cmocka_unit_test(test_tls_idle_sleeps),
+	    cmocka_unit_test(test_wake_without_memory_fails),
 	};
+
+	event_set_mem_functions(t_malloc, t_realloc, t_free);
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

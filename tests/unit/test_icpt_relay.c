@@ -552,9 +552,10 @@ test_replay_buffer_kept_and_wiped(void **state)
 
 /*
  * A connection quiet between requests gives back its request buffers with
- * its record buffers (memory per idle connection), and its next request
- * makes them again and is answered as the first was. The sweep is driven
- * here: the quiet time is moved back, not waited for.
+ * its record buffers, its workload leg sleeps and its deadline event goes
+ * (memory per idle connection), and its next request makes them again and
+ * is answered as the first was. The sweep is driven here: the quiet time
+ * is moved back, not waited for.
  */
 static void
 test_quiet_gives_buffers_back(void **state)
@@ -571,6 +572,8 @@ test_quiet_gives_buffers_back(void **state)
 	assert_true(c->quiet);
 	assert_non_null(c->toup);
 	assert_non_null(c->tmp);
+	assert_non_null(c->ev_deadline);
+	assert_false(icpt_leg_asleep(c->cl));
 	assert_non_null(h->ic->ev_trim);
 	c->quiet_at.tv_sec -= 2 * (ICPT_TRIM_MS / 1000 + 1);
 	event_active(h->ic->ev_trim, EV_TIMEOUT, 0);
@@ -578,6 +581,8 @@ test_quiet_gives_buffers_back(void **state)
 	assert_true(c->trimmed);
 	assert_null(c->toup);
 	assert_null(c->tmp);
+	assert_null(c->ev_deadline);
+	assert_true(icpt_leg_asleep(c->cl));
 
 	h->wrxlen = 0;
 	h->wrx[0] = '\0';
@@ -587,6 +592,7 @@ test_quiet_gives_buffers_back(void **state)
 	assert_false(c->trimmed);
 	assert_non_null(c->toup);
 	assert_non_null(c->tmp);
+	assert_false(icpt_leg_asleep(c->cl));
 	relay_free(h);
 }
 
