@@ -1075,18 +1075,19 @@ icpt_leg_asleep(const struct icpt_leg *l)
 	return l->asleep;
 }
 
-void
-icpt_leg_trim(struct icpt_leg *l)
+/* icpt_leg_trim; false when something was left (bytes waiting, or OpenSSL's). */
+static bool
+leg_trim(struct icpt_leg *l)
 {
 	SSL *ssl = icpt_leg_ssl(l);
 	struct evbuffer *in;
 	bool reading;
 
 	if (l->bev == NULL && (l->asleep || l->wake_failed))
-		return;
+		return false;
 	in = icpt_leg_input(l);
 	if (evbuffer_get_length(in) > 0 || evbuffer_get_length(icpt_leg_output(l)) > 0)
-		return;
+		return false;
 	if (l->bev != NULL) {
 		/*
 		 * The empty chain the filter reserved for its next read goes (an
@@ -1103,8 +1104,18 @@ icpt_leg_trim(struct icpt_leg *l)
 			bufferevent_enable(l->bev, EV_READ);
 	}
 	/* OpenSSL keeps its record buffers unless told (it refuses while bytes are held). */
-	if (ssl != NULL && SSL_free_buffers(ssl) != 1)
-		return;
-	if (l->bev == NULL)
+	return ssl == NULL || SSL_free_buffers(ssl) == 1;
+}
+
+void
+icpt_leg_trim(struct icpt_leg *l)
+{
+	(void)leg_trim(l);
+}
+
+void
+icpt_leg_sleep(struct icpt_leg *l)
+{
+	if (leg_trim(l) && l->bev == NULL)
 		leg_sleep(l);
 }

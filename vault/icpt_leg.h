@@ -96,15 +96,20 @@ unsigned long icpt_leg_error(struct icpt_leg *l);
  */
 void icpt_leg_close_notify(struct icpt_leg *l);
 /*
- * Give back what an idle leg holds: its TLS record buffers; a native leg
- * then sleeps (its buffers and every event but the read one freed, about
- * 1 KiB) until its socket is readable, its read timeout ends or any call
- * above wakes it (a call that finds no memory to wake fails the leg, from
- * the loop); a wrapped leg's empty input chain, its next reads small until
- * icpt_leg_max_read(l, 0). Nothing when bytes are waiting either way.
+ * Give back what an idle leg holds (its TLS record buffers; a wrapped
+ * leg's empty input chain, its next reads small until icpt_leg_max_read(l,
+ * 0)); nothing when bytes are waiting either way.
  */
 void icpt_leg_trim(struct icpt_leg *l);
-/* Whether a native leg sleeps (icpt_leg_trim). */
+/*
+ * icpt_leg_trim, then a native leg sleeps: its buffers and every event but
+ * the read one are freed (about 1 KiB), until its socket is readable, its
+ * read timeout ends or any call above wakes it (7 allocations; a call that
+ * finds no memory to wake fails the leg, from the loop). Not from inside
+ * one of the leg's callbacks (it stays awake).
+ */
+void icpt_leg_sleep(struct icpt_leg *l);
+/* Whether a native leg sleeps (icpt_leg_sleep). */
 bool icpt_leg_asleep(const struct icpt_leg *l);
 
 #endif /* VAULT_ICPT_LEG_H */

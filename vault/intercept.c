@@ -621,9 +621,9 @@ icpt_trim_cb(evutil_socket_t fd, short what, void *arg)
 		icpt_quiet_unlink(c);
 		icpt_idle_free(c);
 		if (c->cl != NULL)
-			icpt_leg_trim(c->cl);
+			icpt_leg_sleep(c->cl);
 		if (c->ul != NULL)
-			icpt_leg_trim(c->ul);
+			icpt_leg_sleep(c->ul);
 		c->trimmed = true;
 		n++;
 	}

@@ -528,7 +528,7 @@ t_until_reads(struct event_base *base, const struct side *s, int reads)
 }
 
 /*
- * An idle native leg sleeps when trimmed: its two buffers with their
+ * An idle native leg sleeps when told to: its two buffers with their
  * callbacks and its write, deferred-work and timeout events are given back
  * (libevent's heap falls by that much for each of 32 legs), the read event
  * stays. Bytes from the peer wake a sleeping leg and are read as ever; a
@@ -562,7 +562,7 @@ test_plain_idle_sleeps(void **state)
 	awake = t_live;
 	for (int i = 0; i < N; i++) {
 		assert_false(icpt_leg_asleep(s[i].l));
-		icpt_leg_trim(s[i].l);
+		icpt_leg_sleep(s[i].l);
 		assert_true(icpt_leg_asleep(s[i].l));
 	}
 	asleep = t_live;
@@ -620,7 +620,7 @@ test_idle_sleep_keeps_read_timeout(void **state)
 	assert_int_equal(write(sv[1], "a", 1), 1);
 	assert_true(t_until_in(base, l, 1));
 	evbuffer_drain(icpt_leg_input(l), 1);
-	icpt_leg_trim(l);
+	icpt_leg_sleep(l);
 	assert_true(icpt_leg_asleep(l));
 	t_run_ms(base, 1500);
 	assert_int_equal(t.timeouts, 1);
@@ -630,8 +630,9 @@ test_idle_sleep_keeps_read_timeout(void **state)
 }
 
 /*
- * TLS legs sleep too once their record buffers are given back, and a
- * request and its answer cross both after they woke.
+ * TLS legs sleep too once their record buffers are given back (trimming
+ * alone gives back only those: a pooled leg stays awake), and a request
+ * and its answer cross both after they woke.
  */
 static void
 test_tls_idle_sleeps(void **state)
@@ -645,7 +646,9 @@ test_tls_idle_sleeps(void **state)
 	evbuffer_drain(icpt_leg_input(t.srv.l), 4);
 	t_turns(t.base, 2);
 	icpt_leg_trim(t.srv.l);
-	icpt_leg_trim(t.cli.l);
+	assert_false(icpt_leg_asleep(t.srv.l));
+	icpt_leg_sleep(t.srv.l);
+	icpt_leg_sleep(t.cli.l);
 	assert_true(icpt_leg_asleep(t.srv.l));
 	assert_true(icpt_leg_asleep(t.cli.l));
 	assert_int_equal(icpt_leg_write(t.cli.l, "again", 5), 0);
@@ -676,7 +679,7 @@ test_wake_without_memory_fails(void **state)
 	assert_non_null(s.l);
 	icpt_leg_setcb(s.l, t_read_cb, t_write_cb, t_event_cb, &s);
 	t_turns(base, 2);
-	icpt_leg_trim(s.l);
+	icpt_leg_sleep(s.l);
 	assert_true(icpt_leg_asleep(s.l));
 	t_oom = true;
 	assert_int_equal(icpt_leg_write(s.l, "lost", 4), -1);
