@@ -451,7 +451,7 @@ void icpt_up_busy(struct icpt_conn *c);
 /*
  * Between requests (HTTP/1.1): ICPT_TRIM_MS later, the connection gives
  * back its request buffers and its deadline event, and its legs their
- * record buffers and read chains; a native leg then sleeps (icpt_leg_trim).
+ * record buffers and read chains; a native leg then sleeps (icpt_leg_sleep).
  * A request ends it.
  */
 void icpt_quiet(struct icpt_conn *c);

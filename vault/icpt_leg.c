@@ -89,7 +89,7 @@ struct icpt_leg {
 	bool rd_on, wr_on;     /* rd, wr added */
 	bool notified;         /* close_notify sent */
 	bool asleep;           /* trimmed idle: in, out, wr, defer and to freed (leg_sleep) */
-	bool wake_failed;      /* waking found no memory: the leg fails from the loop */
+	bool wake_failed;      /* waking found no memory (still asleep): it fails from the loop */
 	int busy;              /* in one of the leg's own callbacks */
 	bool dead;             /* freed while busy: destroyed when it returns */
 };
@@ -591,7 +591,7 @@ leg_rd_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	l->busy++;
-	if (l->asleep || l->wake_failed) {
+	if (l->asleep) {
 		/* Readable, or the read timeout the event carries while asleep ended. */
 		if (l->wake_failed || !leg_wake(l)) {
 			(void)leg_fail(l, BEV_EVENT_ERROR | BEV_EVENT_READING);
@@ -742,7 +742,7 @@ leg_sleep(struct icpt_leg *l)
 
 	if (l->asleep || l->busy > 0 || l->handshaking || l->failed || l->dead ||
 	    l->defer_what != 0 || l->wr_on || l->read_wants_write || l->write_wants_read ||
-	    l->retry != 0 || l->wake_failed)
+	    l->retry != 0)
 		return;
 	if (l->rd_on && l->rd_s != 0) {
 		event_base_gettimeofday_cached(l->base, &now);
@@ -779,14 +779,14 @@ leg_wake(struct icpt_leg *l)
 static bool
 leg_awake(struct icpt_leg *l)
 {
-	if (!l->asleep && !l->wake_failed)
+	if (!l->asleep)
 		return true;
-	if (!l->wake_failed && leg_wake(l))
+	if (l->wake_failed)
+		return false;
+	if (leg_wake(l))
 		return true;
-	if (!l->wake_failed) {
-		l->wake_failed = true;
-		event_active(l->rd, EV_READ, 0);
-	}
+	l->wake_failed = true;
+	event_active(l->rd, EV_READ, 0);
 	return false;
 }
 
@@ -1083,7 +1083,7 @@ leg_trim(struct icpt_leg *l)
 	struct evbuffer *in;
 	bool reading;
 
-	if (l->bev == NULL && (l->asleep || l->wake_failed))
+	if (l->bev == NULL && l->asleep)
 		return false;
 	in = icpt_leg_input(l);
 	if (evbuffer_get_length(in) > 0 || evbuffer_get_length(icpt_leg_output(l)) > 0)

@@ -158,7 +158,7 @@ icpt_set_host(struct icpt_conn *c, const char *name)
 	size_t n = strlen(name);
 	char *h;
 
-	if (c->host != NULL && strcmp(c->host, name) == 0)
+	if (strcmp(c->host, name) == 0)
 		return 0;
 	if ((h = malloc(n + 1)) == NULL)
 		return -1;

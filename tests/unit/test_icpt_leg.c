@@ -121,6 +121,16 @@ t_pair(int sv[2])
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
 }
 
+/* A plain leg on one end of a new socket pair, its callbacks s's. */
+static void
+t_plain(struct event_base *base, int sv[2], struct side *s)
+{
+	t_pair(sv);
+	s->l = icpt_leg_new(base, sv[0], NULL, ICPT_LEG_PLAIN);
+	assert_non_null(s->l);
+	icpt_leg_setcb(s->l, t_read_cb, t_write_cb, t_event_cb, s);
+}
+
 /* Run the loop until the input of l holds want bytes, at most TURNS turns. */
 static bool
 t_until_in(struct event_base *base, struct icpt_leg *l, size_t want)
@@ -163,10 +173,7 @@ test_plain_both_ways(void **state)
 	int sv[2];
 
 	(void)state;
-	t_pair(sv);
-	s.l = icpt_leg_new(base, sv[0], NULL, ICPT_LEG_PLAIN);
-	assert_non_null(s.l);
-	icpt_leg_setcb(s.l, t_read_cb, t_write_cb, t_event_cb, &s);
+	t_plain(base, sv, &s);
 	assert_int_equal(write(sv[1], "hello", 5), 5);
 	assert_true(t_until_in(base, s.l, 5));
 	assert_int_equal(s.reads, 1);
@@ -548,10 +555,7 @@ test_plain_idle_sleeps(void **state)
 	(void)state;
 	memset(s, 0, sizeof(s));
 	for (int i = 0; i < N; i++) {
-		t_pair(sv[i]);
-		s[i].l = icpt_leg_new(base, sv[i][0], NULL, ICPT_LEG_PLAIN);
-		assert_non_null(s[i].l);
-		icpt_leg_setcb(s[i].l, t_read_cb, t_write_cb, t_event_cb, &s[i]);
+		t_plain(base, sv[i], &s[i]);
 		assert_int_equal(write(sv[i][1], "a", 1), 1);
 	}
 	for (int i = 0; i < N; i++) {
@@ -674,10 +678,7 @@ test_wake_without_memory_fails(void **state)
 	int sv[2];
 
 	(void)state;
-	t_pair(sv);
-	s.l = icpt_leg_new(base, sv[0], NULL, ICPT_LEG_PLAIN);
-	assert_non_null(s.l);
-	icpt_leg_setcb(s.l, t_read_cb, t_write_cb, t_event_cb, &s);
+	t_plain(base, sv, &s);
 	t_turns(base, 2);
 	icpt_leg_sleep(s.l);
 	assert_true(icpt_leg_asleep(s.l));
