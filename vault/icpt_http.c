@@ -543,6 +543,8 @@ icpt_http_client(struct icpt_conn *c)
 			if (c->resp != ICPT_RESP_IDLE || len == 0)
 				return;
 			icpt_deadline_head(c); /* a whole head within the deadline */
+			if (c->state != ICPT_S_HTTP)
+				return; /* no memory for the deadline, made again after a quiet spell */
 			/* Re-parse only when a new line end arrived. */
 			if (!icpt_find_head(in, &c->scanned)) {
 				if (len > HTTPWIRE_MAX_HEAD_BYTES)

@@ -597,6 +597,61 @@ test_quiet_gives_buffers_back(void **state)
 }
 
 /*
+ * A quiet connection's deadline event is freed; when the next head finds
+ * no memory to make it again, the connection closes there: nothing of the
+ * head is parsed or forwarded (it went on with its workload leg gone).
+ */
+static bool fail_event_alloc; /* libevent's allocations of a struct event's size fail */
+
+static void *
+t_ev_malloc(size_t n)
+{
+	return fail_event_alloc && n == event_get_struct_event_size() ? NULL : malloc(n);
+}
+
+static void *
+t_ev_realloc(void *p, size_t n)
+{
+	return realloc(p, n);
+}
+
+static void
+test_deadline_oom_after_quiet(void **state)
+{
+	struct relay *h = h_new();
+	struct icpt_conn *c = h->ic->conns;
+	size_t heads;
+
+	(void)state;
+	h->script[0] = NEXT_RESP;
+	h->script[1] = NEXT_RESP;
+	h->nscript = 2;
+	relay_send(h, NEXT_REQ);
+	assert_true(relay_pump(h, "next-body"));
+	c->quiet_at.tv_sec -= 2 * (ICPT_TRIM_MS / 1000 + 1);
+	event_active(h->ic->ev_trim, EV_TIMEOUT, 0);
+	event_base_loop(h->base, EVLOOP_NONBLOCK);
+	assert_true(c->trimmed);
+	assert_null(c->ev_deadline);
+	/* Wake the leg first: the one event allocation left to fail is the deadline's. */
+	(void)icpt_leg_input(c->cl);
+	assert_false(icpt_leg_asleep(c->cl));
+	heads = h->heads;
+	h->wrxlen = 0;
+	h->wrx[0] = '\0';
+	fail_event_alloc = true;
+	relay_send(h, NEXT_REQ);
+	assert_true(relay_pump(h, NULL)); /* the workload sees its connection end */
+	fail_event_alloc = false;
+	assert_true(h->weof);
+	assert_int_equal(h->ic->nconns, 0);
+	assert_int_equal(h->heads, heads);
+	assert_null(strstr(h->wrx, "HTTP/1.1 200"));
+	assert_non_null(strstr(h->log, "oom"));
+	relay_free(h);
+}
+
+/*
  * Closed connections are freed by the intercept's one reaper event, never
  * before a callback that was already due when they closed (it may still
  * name them), nor while a socket request is out.
@@ -695,8 +750,10 @@ main(void)
 	    cmocka_unit_test(test_upstream_fd_budget),
 	    cmocka_unit_test(test_reap_after_due_callbacks),
 	    cmocka_unit_test(test_quiet_gives_buffers_back),
+	    cmocka_unit_test(test_deadline_oom_after_quiet),
 	    cmocka_unit_test(test_replay_buffer_kept_and_wiped),
 	};
 
+	event_set_mem_functions(t_ev_malloc, t_ev_realloc, free);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
