@@ -600,7 +600,14 @@ leg_rd_cb(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	if (!(what & EV_READ)) {
-		(void)leg_unbusy(l); /* the timeout: the timer, armed again on waking, reports it */
+		/*
+		 * The timeout the event carried while asleep: the timer, armed
+		 * again on waking, reports it. libevent re-armed the event with
+		 * that period before this call when a wake came between the
+		 * timeout and this callback; an awake read event has none.
+		 */
+		(void)event_remove_timer(l->rd);
+		(void)leg_unbusy(l);
 		return;
 	}
 	if (l->handshaking)
@@ -747,8 +754,14 @@ leg_sleep(struct icpt_leg *l)
 	if (l->rd_on && l->rd_s != 0) {
 		event_base_gettimeofday_cached(l->base, &now);
 		due = leg_due(&l->rd_at, l->rd_s);
-		if (timercmp(&due, &now, >))
-			timersub(&due, &now, &wait);
+		/*
+		 * A timeout already due is the timer's to report, awake: libevent
+		 * keeps no period of zero, so a read event given one would be
+		 * dropped when it fired, never to be added again.
+		 */
+		if (!timercmp(&due, &now, >))
+			return;
+		timersub(&due, &now, &wait);
 		if (event_add(l->rd, &wait) != 0)
 			return;
 	}
@@ -764,9 +777,19 @@ leg_wake(struct icpt_leg *l)
 		return true;
 	if (!leg_parts_new(l))
 		return false;
-	l->asleep = false;
-	if (l->rd_on)
+	/*
+	 * The read event loses the timeout it carried. Had the timeout fired
+	 * already, libevent took the event off the socket until its callback
+	 * runs: it is put back now, and the callback drops the timer it brings.
+	 */
+	if (l->rd_on) {
 		(void)event_remove_timer(l->rd);
+		if (!event_pending(l->rd, EV_READ, NULL) && event_add(l->rd, NULL) != 0) {
+			leg_parts_free(l);
+			return false;
+		}
+	}
+	l->asleep = false;
 	leg_timer(l);
 	return true;
 }

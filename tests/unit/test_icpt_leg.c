@@ -633,6 +633,116 @@ test_idle_sleep_keeps_read_timeout(void **state)
 	event_base_free(base);
 }
 
+/* Reads and timeouts a leg's callbacks saw (neither acted on: the leg lives on). */
+struct t_seen {
+	int reads, timeouts;
+};
+
+static void
+t_seen_read_cb(struct icpt_leg *l, void *arg)
+{
+	struct t_seen *s = arg;
+
+	s->reads++;
+	evbuffer_drain(icpt_leg_input(l), evbuffer_get_length(icpt_leg_input(l)));
+}
+
+static void
+t_seen_event_cb(struct icpt_leg *l, short what, void *arg)
+{
+	struct t_seen *s = arg;
+
+	(void)l;
+	if (what & BEV_EVENT_TIMEOUT)
+		s->timeouts++;
+}
+
+/*
+ * Told to sleep when its read timeout is already due, a leg reports the
+ * timeout once and reads on after it (libevent drops a read event whose
+ * timeout of zero fired, and never adds it again).
+ */
+static void
+test_sleep_with_timeout_due_reads_on(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct t_seen s = {0};
+	struct icpt_leg *l;
+	int sv[2];
+
+	(void)state;
+	t_pair(sv);
+	l = icpt_leg_new(base, sv[0], NULL, ICPT_LEG_PLAIN);
+	assert_non_null(l);
+	icpt_leg_setcb(l, t_seen_read_cb, NULL, t_seen_event_cb, &s);
+	icpt_leg_timeouts(l, 1, 0);
+	t_turns(base, 2);
+	usleep(1200 * 1000); /* the loop held elsewhere past the read timeout */
+	icpt_leg_sleep(l);
+	t_run_ms(base, 300);
+	assert_int_equal(s.timeouts, 1);
+	assert_false(icpt_leg_asleep(l));
+	assert_int_equal(write(sv[1], "x", 1), 1);
+	for (int i = 0; i < TURNS && s.reads == 0; i++)
+		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	assert_int_equal(s.reads, 1);
+	icpt_leg_free(l);
+	close(sv[1]);
+	event_base_free(base);
+}
+
+static void
+t_wake_probe_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what;
+	(void)icpt_leg_input(arg); /* any call on a sleeping leg wakes it */
+}
+
+/*
+ * A wake that comes between the firing of the sleeping read event's
+ * timeout and its callback leaves that event no timer: the leg, asleep
+ * again with no read timeout, is not woken by it.
+ */
+static void
+test_wake_before_timeout_callback(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct timeval soon = {0, 900 * 1000};
+	struct t_seen s = {0};
+	struct icpt_leg *l;
+	struct event *probe;
+	int sv[2];
+
+	(void)state;
+	t_pair(sv);
+	l = icpt_leg_new(base, sv[0], NULL, ICPT_LEG_PLAIN);
+	assert_non_null(l);
+	icpt_leg_setcb(l, t_seen_read_cb, NULL, t_seen_event_cb, &s);
+	icpt_leg_timeouts(l, 1, 0);
+	t_turns(base, 2);
+	icpt_leg_sleep(l);
+	assert_true(icpt_leg_asleep(l));
+	probe = evtimer_new(base, t_wake_probe_cb, l);
+	assert_non_null(probe);
+	evtimer_add(probe, &soon); /* due before the leg's timeout, so it runs first */
+	usleep(1200 * 1000);       /* both due in the next turn */
+	event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	assert_false(icpt_leg_asleep(l));
+	t_run_ms(base, 300);
+	assert_int_equal(s.timeouts, 1);
+	icpt_leg_timeouts(l, 0, 0);
+	icpt_leg_sleep(l);
+	assert_true(icpt_leg_asleep(l));
+	t_run_ms(base, 1500);
+	assert_true(icpt_leg_asleep(l));
+	assert_int_equal(s.timeouts, 1);
+	assert_int_equal(s.reads, 0);
+	event_free(probe);
+	icpt_leg_free(l);
+	close(sv[1]);
+	event_base_free(base);
+}
+
 /*
  * TLS legs sleep too once their record buffers are given back (trimming
  * alone gives back only those: a pooled leg stays awake), and a request
@@ -712,6 +822,8 @@ main(void)
 	    cmocka_unit_test(test_tls_handshake_timeout_once),
 	    cmocka_unit_test(test_plain_idle_sleeps),
 	    cmocka_unit_test(test_idle_sleep_keeps_read_timeout),
+	    cmocka_unit_test(test_sleep_with_timeout_due_reads_on),
+	    cmocka_unit_test(test_wake_before_timeout_callback),
 	    cmocka_unit_test(test_tls_idle_sleeps),
 	    cmocka_unit_test(test_wake_without_memory_fails),
 	};
