@@ -594,6 +594,8 @@ leg_rd_cb(evutil_socket_t fd, short what, void *arg)
 	if (l->asleep) {
 		/* Readable, or the read timeout the event carries while asleep ended. */
 		if (l->wake_failed || !leg_wake(l)) {
+			/* Once: a call its callbacks make on it finds the wake failed. */
+			l->wake_failed = true;
 			(void)leg_fail(l, BEV_EVENT_ERROR | BEV_EVENT_READING);
 			(void)leg_unbusy(l);
 			return;

@@ -806,6 +806,46 @@ test_wake_without_memory_fails(void **state)
 	event_base_free(base);
 }
 
+static void
+t_call_on_error_cb(struct icpt_leg *l, short what, void *arg)
+{
+	struct side *s = arg;
+
+	(void)what;
+	s->errors++;
+	(void)icpt_leg_input(l); /* as a relay's error path may */
+}
+
+/*
+ * A leg that finds no memory to wake in its own read callback fails once,
+ * whatever its callbacks then call on it.
+ */
+static void
+test_wake_fails_in_read_callback_once(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct side s = {0};
+	int sv[2];
+
+	(void)state;
+	t_plain(base, sv, &s);
+	icpt_leg_setcb(s.l, t_read_cb, t_write_cb, t_call_on_error_cb, &s);
+	t_turns(base, 2);
+	icpt_leg_sleep(s.l);
+	assert_true(icpt_leg_asleep(s.l));
+	assert_int_equal(write(sv[1], "x", 1), 1);
+	t_oom = true;
+	t_turns(base, 3);
+	assert_int_equal(s.errors, 1);
+	t_oom = false;
+	t_turns(base, 3);
+	assert_int_equal(s.errors, 1);
+	assert_int_equal(s.reads, 0);
+	icpt_leg_free(s.l);
+	close(sv[1]);
+	event_base_free(base);
+}
+
 int
 main(void)
 {
@@ -826,6 +866,7 @@ main(void)
 	    cmocka_unit_test(test_wake_before_timeout_callback),
 	    cmocka_unit_test(test_tls_idle_sleeps),
 	    cmocka_unit_test(test_wake_without_memory_fails),
+	    cmocka_unit_test(test_wake_fails_in_read_callback_once),
 	};
 
 	event_set_mem_functions(t_malloc, t_realloc, t_free);
