@@ -602,14 +602,7 @@ leg_rd_cb(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	if (!(what & EV_READ)) {
-		/*
-		 * The timeout the event carried while asleep: the timer, armed
-		 * again on waking, reports it. libevent re-armed the event with
-		 * that period before this call when a wake came between the
-		 * timeout and this callback; an awake read event has none.
-		 */
-		(void)event_remove_timer(l->rd);
-		(void)leg_unbusy(l);
+		(void)leg_unbusy(l); /* the timeout: the timer, armed again on waking, reports it */
 		return;
 	}
 	if (l->handshaking)
@@ -771,6 +764,24 @@ leg_sleep(struct icpt_leg *l)
 	l->asleep = true;
 }
 
+/*
+ * The read event of a waking leg back to an awake one's: on the socket, no
+ * timer. libevent may have left it with the timeout it carried asleep
+ * still pending, or fired: then it is off the socket and due to run its
+ * callback, which would set that timeout again (a persistent event keeps
+ * its period), and which a sleep before it would cancel, leaving it on no
+ * socket. Deleting it drops both; a timeout added and removed clears the
+ * period (event_remove_timer clears it only while a timer is pending).
+ */
+static bool
+leg_rd_plain(struct icpt_leg *l)
+{
+	struct timeval any = {1, 0};
+
+	return event_del(l->rd) == 0 && event_add(l->rd, &any) == 0 &&
+	       event_remove_timer(l->rd) == 0;
+}
+
 /* A sleeping leg takes its parts back; false without memory (it sleeps on). */
 static bool
 leg_wake(struct icpt_leg *l)
@@ -779,17 +790,9 @@ leg_wake(struct icpt_leg *l)
 		return true;
 	if (!leg_parts_new(l))
 		return false;
-	/*
-	 * The read event loses the timeout it carried. Had the timeout fired
-	 * already, libevent took the event off the socket until its callback
-	 * runs: it is put back now, and the callback drops the timer it brings.
-	 */
-	if (l->rd_on) {
-		(void)event_remove_timer(l->rd);
-		if (!event_pending(l->rd, EV_READ, NULL) && event_add(l->rd, NULL) != 0) {
-			leg_parts_free(l);
-			return false;
-		}
+	if (l->rd_on && !leg_rd_plain(l)) {
+		leg_parts_free(l);
+		return false;
 	}
 	l->asleep = false;
 	leg_timer(l);

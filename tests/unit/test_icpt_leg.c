@@ -602,6 +602,21 @@ test_plain_idle_sleeps(void **state)
 	event_base_free(base);
 }
 
+/* A plain leg on one end of a new socket pair, its read timeout 1 s. */
+static struct icpt_leg *
+t_plain_timed(struct event_base *base, int sv[2], icpt_leg_data_cb readcb,
+    icpt_leg_event_cb eventcb, void *arg)
+{
+	struct icpt_leg *l;
+
+	t_pair(sv);
+	l = icpt_leg_new(base, sv[0], NULL, ICPT_LEG_PLAIN);
+	assert_non_null(l);
+	icpt_leg_setcb(l, readcb, NULL, eventcb, arg);
+	icpt_leg_timeouts(l, 1, 0);
+	return l;
+}
+
 /*
  * A sleeping leg keeps its read timeout (its read event carries it): set
  * to 1 s, it is reported once within 1.5 s of the last read, as awake
@@ -616,11 +631,7 @@ test_idle_sleep_keeps_read_timeout(void **state)
 	int sv[2];
 
 	(void)state;
-	t_pair(sv);
-	l = icpt_leg_new(base, sv[0], NULL, ICPT_LEG_PLAIN);
-	assert_non_null(l);
-	icpt_leg_setcb(l, NULL, NULL, t_timeout_cb, &t);
-	icpt_leg_timeouts(l, 1, 0);
+	l = t_plain_timed(base, sv, NULL, t_timeout_cb, &t);
 	assert_int_equal(write(sv[1], "a", 1), 1);
 	assert_true(t_until_in(base, l, 1));
 	evbuffer_drain(icpt_leg_input(l), 1);
@@ -671,11 +682,7 @@ test_sleep_with_timeout_due_reads_on(void **state)
 	int sv[2];
 
 	(void)state;
-	t_pair(sv);
-	l = icpt_leg_new(base, sv[0], NULL, ICPT_LEG_PLAIN);
-	assert_non_null(l);
-	icpt_leg_setcb(l, t_seen_read_cb, NULL, t_seen_event_cb, &s);
-	icpt_leg_timeouts(l, 1, 0);
+	l = t_plain_timed(base, sv, t_seen_read_cb, t_seen_event_cb, &s);
 	t_turns(base, 2);
 	usleep(1200 * 1000); /* the loop held elsewhere past the read timeout */
 	icpt_leg_sleep(l);
@@ -698,6 +705,54 @@ t_wake_probe_cb(evutil_socket_t fd, short what, void *arg)
 	(void)icpt_leg_input(arg); /* any call on a sleeping leg wakes it */
 }
 
+/* Wakes the leg, gives it a longer read timeout and puts it to sleep again. */
+static void
+t_wake_sleep_probe_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what;
+	(void)icpt_leg_input(arg);
+	icpt_leg_timeouts(arg, 3, 0);
+	icpt_leg_sleep(arg);
+	assert_true(icpt_leg_asleep(arg));
+}
+
+/*
+ * Sleeping, waking, and sleeping again between the firing of the read
+ * event's timeout and its callback: the leg still sees its socket become
+ * readable (at once, not when the new timeout ends).
+ */
+static void
+test_sleep_again_before_timeout_callback(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct timeval soon = {0, 500 * 1000};
+	struct t_seen s = {0};
+	struct icpt_leg *l;
+	struct event *probe;
+	int sv[2];
+
+	(void)state;
+	l = t_plain_timed(base, sv, t_seen_read_cb, t_seen_event_cb, &s);
+	t_turns(base, 2);
+	icpt_leg_sleep(l);
+	assert_true(icpt_leg_asleep(l));
+	probe = evtimer_new(base, t_wake_sleep_probe_cb, l);
+	assert_non_null(probe);
+	evtimer_add(probe, &soon); /* due before the leg's timeout, so it runs first */
+	usleep(1200 * 1000);       /* both due in the next turn */
+	event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	assert_true(icpt_leg_asleep(l));
+	assert_int_equal(write(sv[1], "x", 1), 1);
+	for (int i = 0; i < TURNS && s.reads == 0; i++)
+		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	assert_int_equal(s.reads, 1);
+	assert_int_equal(s.timeouts, 0);
+	event_free(probe);
+	icpt_leg_free(l);
+	close(sv[1]);
+	event_base_free(base);
+}
+
 /*
  * A wake that comes between the firing of the sleeping read event's
  * timeout and its callback leaves that event no timer: the leg, asleep
@@ -707,18 +762,14 @@ static void
 test_wake_before_timeout_callback(void **state)
 {
 	struct event_base *base = event_base_new();
-	struct timeval soon = {0, 900 * 1000};
+	struct timeval soon = {0, 500 * 1000};
 	struct t_seen s = {0};
 	struct icpt_leg *l;
 	struct event *probe;
 	int sv[2];
 
 	(void)state;
-	t_pair(sv);
-	l = icpt_leg_new(base, sv[0], NULL, ICPT_LEG_PLAIN);
-	assert_non_null(l);
-	icpt_leg_setcb(l, t_seen_read_cb, NULL, t_seen_event_cb, &s);
-	icpt_leg_timeouts(l, 1, 0);
+	l = t_plain_timed(base, sv, t_seen_read_cb, t_seen_event_cb, &s);
 	t_turns(base, 2);
 	icpt_leg_sleep(l);
 	assert_true(icpt_leg_asleep(l));
@@ -864,6 +915,7 @@ main(void)
 	    cmocka_unit_test(test_idle_sleep_keeps_read_timeout),
 	    cmocka_unit_test(test_sleep_with_timeout_due_reads_on),
 	    cmocka_unit_test(test_wake_before_timeout_callback),
+	    cmocka_unit_test(test_sleep_again_before_timeout_callback),
 	    cmocka_unit_test(test_tls_idle_sleeps),
 	    cmocka_unit_test(test_wake_without_memory_fails),
 	    cmocka_unit_test(test_wake_fails_in_read_callback_once),
