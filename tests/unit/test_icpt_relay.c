@@ -550,6 +550,28 @@ test_replay_buffer_kept_and_wiped(void **state)
 	relay_free(h);
 }
 
+/* One request answered, with one more answer scripted: the connection then goes quiet. */
+static void
+t_one_answered(struct relay *h)
+{
+	h->script[0] = NEXT_RESP;
+	h->script[1] = NEXT_RESP;
+	h->nscript = 2;
+	relay_send(h, NEXT_REQ);
+	assert_true(relay_pump(h, "next-body"));
+	assert_true(h->ic->conns->quiet);
+}
+
+/* The quiet sweep, as if c had been quiet long enough. */
+static void
+t_sweep(struct relay *h, struct icpt_conn *c)
+{
+	c->quiet_at.tv_sec -= 2 * (ICPT_TRIM_MS / 1000 + 1);
+	event_active(h->ic->ev_trim, EV_TIMEOUT, 0);
+	event_base_loop(h->base, EVLOOP_NONBLOCK);
+	assert_true(c->trimmed);
+}
+
 /*
  * A connection quiet between requests gives back its request buffers with
  * its record buffers, its workload leg sleeps and its deadline event goes
@@ -564,21 +586,13 @@ test_quiet_gives_buffers_back(void **state)
 	struct icpt_conn *c = h->ic->conns;
 
 	(void)state;
-	h->script[0] = NEXT_RESP;
-	h->script[1] = NEXT_RESP;
-	h->nscript = 2;
-	relay_send(h, NEXT_REQ);
-	assert_true(relay_pump(h, "next-body"));
-	assert_true(c->quiet);
+	t_one_answered(h);
 	assert_non_null(c->toup);
 	assert_non_null(c->tmp);
 	assert_non_null(c->ev_deadline);
 	assert_false(icpt_leg_asleep(c->cl));
 	assert_non_null(h->ic->ev_trim);
-	c->quiet_at.tv_sec -= 2 * (ICPT_TRIM_MS / 1000 + 1);
-	event_active(h->ic->ev_trim, EV_TIMEOUT, 0);
-	event_base_loop(h->base, EVLOOP_NONBLOCK);
-	assert_true(c->trimmed);
+	t_sweep(h, c);
 	assert_null(c->toup);
 	assert_null(c->tmp);
 	assert_null(c->ev_deadline);
@@ -623,15 +637,8 @@ test_deadline_oom_after_quiet(void **state)
 	size_t heads;
 
 	(void)state;
-	h->script[0] = NEXT_RESP;
-	h->script[1] = NEXT_RESP;
-	h->nscript = 2;
-	relay_send(h, NEXT_REQ);
-	assert_true(relay_pump(h, "next-body"));
-	c->quiet_at.tv_sec -= 2 * (ICPT_TRIM_MS / 1000 + 1);
-	event_active(h->ic->ev_trim, EV_TIMEOUT, 0);
-	event_base_loop(h->base, EVLOOP_NONBLOCK);
-	assert_true(c->trimmed);
+	t_one_answered(h);
+	t_sweep(h, c);
 	assert_null(c->ev_deadline);
 	/* Wake the leg first: the one event allocation left to fail is the deadline's. */
 	(void)icpt_leg_input(c->cl);
