@@ -705,6 +705,26 @@ t_wake_probe_cb(evutil_socket_t fd, short what, void *arg)
 	(void)icpt_leg_input(arg); /* any call on a sleeping leg wakes it */
 }
 
+/*
+ * Put l to sleep, then run one turn in which its read event's timeout
+ * fires and a timer calling cb, due just before it, runs first: cb runs
+ * between the firing and the read event's callback.
+ */
+static void
+t_probe_in_timeout_turn(struct event_base *base, struct icpt_leg *l, event_callback_fn cb)
+{
+	struct timeval soon = {0, 500 * 1000};
+	struct event *probe = evtimer_new(base, cb, l);
+
+	assert_non_null(probe);
+	icpt_leg_sleep(l);
+	assert_true(icpt_leg_asleep(l));
+	evtimer_add(probe, &soon);
+	usleep(1200 * 1000); /* both due in the next turn */
+	event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	event_free(probe);
+}
+
 /* Wakes the leg, gives it a longer read timeout and puts it to sleep again. */
 static void
 t_wake_sleep_probe_cb(evutil_socket_t fd, short what, void *arg)
@@ -725,29 +745,20 @@ static void
 test_sleep_again_before_timeout_callback(void **state)
 {
 	struct event_base *base = event_base_new();
-	struct timeval soon = {0, 500 * 1000};
 	struct t_seen s = {0};
 	struct icpt_leg *l;
-	struct event *probe;
 	int sv[2];
 
 	(void)state;
 	l = t_plain_timed(base, sv, t_seen_read_cb, t_seen_event_cb, &s);
 	t_turns(base, 2);
-	icpt_leg_sleep(l);
-	assert_true(icpt_leg_asleep(l));
-	probe = evtimer_new(base, t_wake_sleep_probe_cb, l);
-	assert_non_null(probe);
-	evtimer_add(probe, &soon); /* due before the leg's timeout, so it runs first */
-	usleep(1200 * 1000);       /* both due in the next turn */
-	event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	t_probe_in_timeout_turn(base, l, t_wake_sleep_probe_cb);
 	assert_true(icpt_leg_asleep(l));
 	assert_int_equal(write(sv[1], "x", 1), 1);
 	for (int i = 0; i < TURNS && s.reads == 0; i++)
 		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 	assert_int_equal(s.reads, 1);
 	assert_int_equal(s.timeouts, 0);
-	event_free(probe);
 	icpt_leg_free(l);
 	close(sv[1]);
 	event_base_free(base);
@@ -762,22 +773,14 @@ static void
 test_wake_before_timeout_callback(void **state)
 {
 	struct event_base *base = event_base_new();
-	struct timeval soon = {0, 500 * 1000};
 	struct t_seen s = {0};
 	struct icpt_leg *l;
-	struct event *probe;
 	int sv[2];
 
 	(void)state;
 	l = t_plain_timed(base, sv, t_seen_read_cb, t_seen_event_cb, &s);
 	t_turns(base, 2);
-	icpt_leg_sleep(l);
-	assert_true(icpt_leg_asleep(l));
-	probe = evtimer_new(base, t_wake_probe_cb, l);
-	assert_non_null(probe);
-	evtimer_add(probe, &soon); /* due before the leg's timeout, so it runs first */
-	usleep(1200 * 1000);       /* both due in the next turn */
-	event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	t_probe_in_timeout_turn(base, l, t_wake_probe_cb);
 	assert_false(icpt_leg_asleep(l));
 	t_run_ms(base, 300);
 	assert_int_equal(s.timeouts, 1);
@@ -788,7 +791,6 @@ test_wake_before_timeout_callback(void **state)
 	assert_true(icpt_leg_asleep(l));
 	assert_int_equal(s.timeouts, 1);
 	assert_int_equal(s.reads, 0);
-	event_free(probe);
 	icpt_leg_free(l);
 	close(sv[1]);
 	event_base_free(base);
