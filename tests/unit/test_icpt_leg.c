@@ -76,7 +76,7 @@ t_free(void *q)
 
 struct side {
 	struct icpt_leg *l;
-	int reads, writes, connected, eof, errors;
+	int reads, writes, connected, eof, errors, timeouts;
 	bool free_on_read;
 };
 
@@ -113,6 +113,8 @@ t_event_cb(struct icpt_leg *l, short what, void *arg)
 		s->eof++;
 	if (what & BEV_EVENT_ERROR)
 		s->errors++;
+	if (what & BEV_EVENT_TIMEOUT)
+		s->timeouts++; /* not acted on: the leg lives on */
 }
 
 static void
@@ -602,21 +604,6 @@ test_plain_idle_sleeps(void **state)
 	event_base_free(base);
 }
 
-/* A plain leg on one end of a new socket pair, its read timeout 1 s. */
-static struct icpt_leg *
-t_plain_timed(struct event_base *base, int sv[2], icpt_leg_data_cb readcb,
-    icpt_leg_event_cb eventcb, void *arg)
-{
-	struct icpt_leg *l;
-
-	t_pair(sv);
-	l = icpt_leg_new(base, sv[0], NULL, ICPT_LEG_PLAIN);
-	assert_non_null(l);
-	icpt_leg_setcb(l, readcb, NULL, eventcb, arg);
-	icpt_leg_timeouts(l, 1, 0);
-	return l;
-}
-
 /*
  * A sleeping leg keeps its read timeout (its read event carries it): set
  * to 1 s, it is reported once within 1.5 s of the last read, as awake
@@ -626,46 +613,22 @@ static void
 test_idle_sleep_keeps_read_timeout(void **state)
 {
 	struct event_base *base = event_base_new();
-	struct t_timeouts t = {0};
-	struct icpt_leg *l;
+	struct side s = {0};
 	int sv[2];
 
 	(void)state;
-	l = t_plain_timed(base, sv, NULL, t_timeout_cb, &t);
+	t_plain(base, sv, &s);
+	icpt_leg_timeouts(s.l, 1, 0);
 	assert_int_equal(write(sv[1], "a", 1), 1);
-	assert_true(t_until_in(base, l, 1));
-	evbuffer_drain(icpt_leg_input(l), 1);
-	icpt_leg_sleep(l);
-	assert_true(icpt_leg_asleep(l));
+	assert_true(t_until_in(base, s.l, 1));
+	evbuffer_drain(icpt_leg_input(s.l), 1);
+	icpt_leg_sleep(s.l);
+	assert_true(icpt_leg_asleep(s.l));
 	t_run_ms(base, 1500);
-	assert_int_equal(t.timeouts, 1);
-	icpt_leg_free(l);
+	assert_int_equal(s.timeouts, 1);
+	icpt_leg_free(s.l);
 	close(sv[1]);
 	event_base_free(base);
-}
-
-/* Reads and timeouts a leg's callbacks saw (neither acted on: the leg lives on). */
-struct t_seen {
-	int reads, timeouts;
-};
-
-static void
-t_seen_read_cb(struct icpt_leg *l, void *arg)
-{
-	struct t_seen *s = arg;
-
-	s->reads++;
-	evbuffer_drain(icpt_leg_input(l), evbuffer_get_length(icpt_leg_input(l)));
-}
-
-static void
-t_seen_event_cb(struct icpt_leg *l, short what, void *arg)
-{
-	struct t_seen *s = arg;
-
-	(void)l;
-	if (what & BEV_EVENT_TIMEOUT)
-		s->timeouts++;
 }
 
 /*
@@ -677,23 +640,22 @@ static void
 test_sleep_with_timeout_due_reads_on(void **state)
 {
 	struct event_base *base = event_base_new();
-	struct t_seen s = {0};
-	struct icpt_leg *l;
+	struct side s = {0};
 	int sv[2];
 
 	(void)state;
-	l = t_plain_timed(base, sv, t_seen_read_cb, t_seen_event_cb, &s);
+	t_plain(base, sv, &s);
+	icpt_leg_timeouts(s.l, 1, 0);
 	t_turns(base, 2);
 	usleep(1200 * 1000); /* the loop held elsewhere past the read timeout */
-	icpt_leg_sleep(l);
+	icpt_leg_sleep(s.l);
 	t_run_ms(base, 300);
 	assert_int_equal(s.timeouts, 1);
-	assert_false(icpt_leg_asleep(l));
+	assert_false(icpt_leg_asleep(s.l));
 	assert_int_equal(write(sv[1], "x", 1), 1);
-	for (int i = 0; i < TURNS && s.reads == 0; i++)
-		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	assert_true(t_until_reads(base, &s, 1));
 	assert_int_equal(s.reads, 1);
-	icpt_leg_free(l);
+	icpt_leg_free(s.l);
 	close(sv[1]);
 	event_base_free(base);
 }
@@ -745,21 +707,20 @@ static void
 test_sleep_again_before_timeout_callback(void **state)
 {
 	struct event_base *base = event_base_new();
-	struct t_seen s = {0};
-	struct icpt_leg *l;
+	struct side s = {0};
 	int sv[2];
 
 	(void)state;
-	l = t_plain_timed(base, sv, t_seen_read_cb, t_seen_event_cb, &s);
+	t_plain(base, sv, &s);
+	icpt_leg_timeouts(s.l, 1, 0);
 	t_turns(base, 2);
-	t_probe_in_timeout_turn(base, l, t_wake_sleep_probe_cb);
-	assert_true(icpt_leg_asleep(l));
+	t_probe_in_timeout_turn(base, s.l, t_wake_sleep_probe_cb);
+	assert_true(icpt_leg_asleep(s.l));
 	assert_int_equal(write(sv[1], "x", 1), 1);
-	for (int i = 0; i < TURNS && s.reads == 0; i++)
-		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	assert_true(t_until_reads(base, &s, 1));
 	assert_int_equal(s.reads, 1);
 	assert_int_equal(s.timeouts, 0);
-	icpt_leg_free(l);
+	icpt_leg_free(s.l);
 	close(sv[1]);
 	event_base_free(base);
 }
@@ -773,25 +734,25 @@ static void
 test_wake_before_timeout_callback(void **state)
 {
 	struct event_base *base = event_base_new();
-	struct t_seen s = {0};
-	struct icpt_leg *l;
+	struct side s = {0};
 	int sv[2];
 
 	(void)state;
-	l = t_plain_timed(base, sv, t_seen_read_cb, t_seen_event_cb, &s);
+	t_plain(base, sv, &s);
+	icpt_leg_timeouts(s.l, 1, 0);
 	t_turns(base, 2);
-	t_probe_in_timeout_turn(base, l, t_wake_probe_cb);
-	assert_false(icpt_leg_asleep(l));
+	t_probe_in_timeout_turn(base, s.l, t_wake_probe_cb);
+	assert_false(icpt_leg_asleep(s.l));
 	t_run_ms(base, 300);
 	assert_int_equal(s.timeouts, 1);
-	icpt_leg_timeouts(l, 0, 0);
-	icpt_leg_sleep(l);
-	assert_true(icpt_leg_asleep(l));
+	icpt_leg_timeouts(s.l, 0, 0);
+	icpt_leg_sleep(s.l);
+	assert_true(icpt_leg_asleep(s.l));
 	t_run_ms(base, 1500);
-	assert_true(icpt_leg_asleep(l));
+	assert_true(icpt_leg_asleep(s.l));
 	assert_int_equal(s.timeouts, 1);
 	assert_int_equal(s.reads, 0);
-	icpt_leg_free(l);
+	icpt_leg_free(s.l);
 	close(sv[1]);
 	event_base_free(base);
 }
