@@ -347,6 +347,8 @@ icpt_http_request(struct icpt_conn *c, const struct httpwire_request *req, size_
 	c->binding = c->credentialed ? binding_name(vault_snap_bindings(c->snap), v.idx) : NULL;
 	c->req_is_head = req->method.len == 4 && memcmp(req->method.ptr, "HEAD", 4) == 0;
 	/* (req's views are into the head, drained below) */
+	if (!c->up_asked)
+		(void)icpt_up_take(c); /* a pooled leg has answered before: up_served */
 	replayable = c->up_served && icpt_safe_bodiless(req);
 	c->req_upgrade = req->upgrade;
 	c->req_keep = req->keep_alive;

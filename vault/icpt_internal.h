@@ -442,6 +442,13 @@ size_t icpt_up_pending(struct icpt_conn *c);
  */
 const char *icpt_up_start(struct icpt_conn *c);
 /*
+ * A pooled leg for exactly c's name, address and port made c's (none with
+ * anything to read), or false. icpt_up_start tries it first; a request
+ * takes it before its head goes, so that the head is kept for sending
+ * again as on any leg that answered before (icpt_up_keep_replay).
+ */
+bool icpt_up_take(struct icpt_conn *c);
+/*
  * The idle upstream legs (HTTP/1.1, between requests): c's leg joins the
  * list at a response's end, leaves it when a request comes or c goes;
  * past cfg.upstream_idle_max the longest idle one is closed.

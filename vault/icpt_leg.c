@@ -1053,6 +1053,22 @@ icpt_leg_max_read(struct icpt_leg *l, size_t n)
 	l->max_read = n;
 }
 
+bool
+icpt_leg_unread(struct icpt_leg *l)
+{
+	char b;
+	ssize_t n;
+
+	if (l->bev != NULL || l->rd_eof || l->failed || l->wake_failed)
+		return true;
+	if (l->in != NULL && evbuffer_get_length(l->in) > 0)
+		return true;
+	if (l->ssl != NULL && SSL_has_pending(l->ssl))
+		return true;
+	n = recv(l->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+}
+
 SSL *
 icpt_leg_ssl(const struct icpt_leg *l)
 {

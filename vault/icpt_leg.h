@@ -111,5 +111,13 @@ void icpt_leg_trim(struct icpt_leg *l);
 void icpt_leg_sleep(struct icpt_leg *l);
 /* Whether a native leg sleeps (icpt_leg_sleep). */
 bool icpt_leg_asleep(const struct icpt_leg *l);
+/*
+ * Whether anything waits to be read on l: bytes in its input, in OpenSSL's
+ * record layer (processed or not), or on its socket, or the socket's end
+ * or an error. Without looking at the socket when its reading is off, a
+ * leg seems quiet while its peer has sent more. A wrapped leg cannot tell
+ * what its filter holds: true.
+ */
+bool icpt_leg_unread(struct icpt_leg *l);
 
 #endif /* VAULT_ICPT_LEG_H */

@@ -290,8 +290,12 @@ icpt_up_release(struct icpt_conn *c)
 	struct icpt_pooled *p;
 	SSL *ssl = icpt_leg_ssl(c->ul);
 	char key[ICPT_SESS_KEY];
+	/*
+	 * Only a leg with nothing left to read either way: one whose reading
+	 * was off (a drain) may hold an answer c never read, or its end.
+	 */
 	bool clean = c->idle && ssl != NULL && c->h2 == NULL && !c->want_h2 && !c->u_eof &&
-	             icpt_up_key(c, key) == 0 && evbuffer_get_length(icpt_leg_input(c->ul)) == 0 &&
+	             icpt_up_key(c, key) == 0 && !icpt_leg_unread(c->ul) &&
 	             evbuffer_get_length(icpt_leg_output(c->ul)) == 0;
 
 	icpt_up_busy(c);
@@ -316,21 +320,27 @@ icpt_up_release(struct icpt_conn *c)
 /*
  * A pooled leg for exactly c's name, address and port (HTTP/1.1, TLS),
  * made c's: connected and verified already. False when there is none.
+ * A leg with anything to read (bytes or its end that came since it was
+ * pooled, in this loop turn or before its reading was back on) is
+ * closed, never taken: c would read them as its answer.
  */
-static bool
+bool
 icpt_up_take(struct icpt_conn *c)
 {
 	struct intercept *ic = c->ic;
-	struct icpt_pooled *p;
+	struct icpt_pooled *p, *prev;
 	char key[ICPT_SESS_KEY];
 
 	if (!c->terminated || c->want_h2 || c->h2 != NULL || c->ul != NULL || ic->npool == 0 ||
 	    icpt_up_key(c, key) != 0)
 		return false;
-	TAILQ_FOREACH_REVERSE(p, &ic->pool, icpt_pool_head, link)
-	{
-		if (strcmp(p->key, key) == 0)
+	for (p = TAILQ_LAST(&ic->pool, icpt_pool_head); p != NULL; p = prev) {
+		prev = TAILQ_PREV(p, icpt_pool_head, link);
+		if (strcmp(p->key, key) != 0)
+			continue;
+		if (!icpt_leg_unread(p->ul))
 			break;
+		icpt_pooled_free(p);
 	}
 	if (p == NULL)
 		return false;
