@@ -295,9 +295,12 @@ icpt_up_release(struct icpt_conn *c)
 	 * was off (a drain) may hold an answer c never read, or its end.
 	 */
 	bool clean = c->idle && ssl != NULL && c->h2 == NULL && !c->want_h2 && !c->u_eof &&
-	             icpt_up_key(c, key) == 0 && !icpt_leg_unread(c->ul) &&
-	             evbuffer_get_length(icpt_leg_output(c->ul)) == 0;
+	             icpt_up_key(c, key) == 0 && evbuffer_get_length(icpt_leg_output(c->ul)) == 0;
 
+	if (clean && icpt_leg_unread(c->ul)) {
+		icpt_log(c, INTERCEPT_L_DEBUG, "upstream_close", "pool_unread", 0);
+		clean = false;
+	}
 	icpt_up_busy(c);
 	if (!clean || ic->cfg.upstream_idle_max == 0 || (p = calloc(1, sizeof(*p))) == NULL) {
 		icpt_up_free(c);
@@ -340,6 +343,7 @@ icpt_up_take(struct icpt_conn *c)
 			continue;
 		if (!icpt_leg_unread(p->ul))
 			break;
+		icpt_log(c, INTERCEPT_L_DEBUG, "upstream_close", "pooled_unread", 0);
 		icpt_pooled_free(p);
 	}
 	if (p == NULL)

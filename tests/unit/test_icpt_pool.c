@@ -317,6 +317,7 @@ enum extra {
 	X_STALE_LATER,    /* a response more on A's leg while A drains (it waits in the kernel) */
 	X_STALE_TOGETHER, /* that response right behind A's answer (OpenSSL reads it ahead) */
 	X_CLOSE_ON_B,     /* its first connection closes at B's request, unanswered */
+	X_END_LATER,      /* it ends A's leg (a FIN, no close_notify) while A drains */
 };
 
 static enum extra extra;
@@ -459,6 +460,8 @@ a_then_b(enum extra x, char *bbuf, size_t cap)
 	assert_true(a->idle);
 	if (x == X_STALE_LATER)
 		assert_true(SSL_write(h->u[0].ssl, STALE, (int)strlen(STALE)) > 0);
+	if (x == X_END_LATER)
+		assert_int_equal(shutdown(h->u[0].fd, SHUT_WR), 0);
 	/*
 	 * Until the upstream has sent all it wrote: what it sent past A's
 	 * answer has reached egressd, where A, draining, does not read it.
@@ -507,9 +510,13 @@ test_quiet_leg_is_taken(void **state)
 	h_free(h);
 }
 
-/* B's answer is its own, on a new connection, never what A's leg held. */
+/*
+ * B's answer is its own, on a new connection, never what A's leg held;
+ * the leg was closed where why (pool_unread: at A's release; pooled_unread:
+ * at B's take) says.
+ */
 static void
-check_not_handed_on(struct h *h, const char *b)
+check_not_handed_on(struct h *h, const char *b, const char *why)
 {
 	if (strstr(b, "STALEBODY") != NULL)
 		fail_msg("B read the bytes sent on A's leg as its answer (reused %lu; log: %s)",
@@ -519,6 +526,8 @@ check_not_handed_on(struct h *h, const char *b)
 	assert_int_equal(h->nu, 2);
 	assert_null(strstr(h->u[0].rx, "GET /v1/b "));
 	assert_non_null(strstr(h->u[1].rx, "X-Api-Key: " SECRET "\r\n"));
+	if (strstr(h->log, why) == NULL)
+		fail_msg("the leg was not closed at %s (log: %s)", why, h->log);
 }
 
 static void
@@ -529,7 +538,19 @@ test_leg_with_bytes_in_kernel_not_handed_on(void **state)
 
 	(void)state;
 	h = a_then_b(X_STALE_LATER, b, sizeof(b));
-	check_not_handed_on(h, b);
+	check_not_handed_on(h, b, "1:upstream_close:pool_unread ");
+	h_free(h);
+}
+
+static void
+test_leg_ended_not_handed_on(void **state)
+{
+	char b[4096];
+	struct h *h;
+
+	(void)state;
+	h = a_then_b(X_END_LATER, b, sizeof(b));
+	check_not_handed_on(h, b, "1:upstream_close:pool_unread ");
 	h_free(h);
 }
 
@@ -541,7 +562,7 @@ test_leg_with_bytes_in_openssl_not_handed_on(void **state)
 
 	(void)state;
 	h = a_then_b(X_STALE_TOGETHER, b, sizeof(b));
-	check_not_handed_on(h, b);
+	check_not_handed_on(h, b, "1:upstream_close:pool_unread ");
 	h_free(h);
 }
 
@@ -552,14 +573,13 @@ test_leg_with_bytes_in_openssl_not_handed_on(void **state)
  * not handed to B.
  */
 static void
-test_leg_with_bytes_since_pooled_not_taken(void **state)
+since_pooled(bool end)
 {
 	struct h *h = h_new();
 	char abuf[4096] = "", b[4096] = "";
 	size_t alen = 0, blen = 0;
 	int wa, wb;
 
-	(void)state;
 	extra = X_NONE;
 	(void)conn_new(h, &wa);
 	assert_int_equal(write(wa, REQ_A, strlen(REQ_A)), (ssize_t)strlen(REQ_A));
@@ -574,15 +594,33 @@ test_leg_with_bytes_since_pooled_not_taken(void **state)
 	(void)conn_new(h, &wb);
 	event_base_loop(h->base, EVLOOP_NONBLOCK); /* B is read from */
 	assert_int_equal(write(wb, REQ_B, strlen(REQ_B)), (ssize_t)strlen(REQ_B));
-	assert_true(SSL_write(h->u[0].ssl, STALE, (int)strlen(STALE)) > 0);
+	if (end)
+		assert_int_equal(shutdown(h->u[0].fd, SHUT_WR), 0);
+	else
+		assert_true(SSL_write(h->u[0].ssl, STALE, (int)strlen(STALE)) > 0);
 	for (int i = 0; i < 100 && up_unsent(h) > 0; i++)
 		(void)poll(NULL, 0, 5);
 	assert_int_equal(up_unsent(h), 0);
 	event_base_loop(h->base, EVLOOP_ONCE); /* B's request and the pooled leg's bytes */
 	(void)pump(h, wb, b, sizeof(b), &blen, "answerB", 400);
 	(void)pump(h, wb, b, sizeof(b), &blen, NULL, 20);
-	check_not_handed_on(h, b);
+	check_not_handed_on(h, b, "2:upstream_close:pooled_unread ");
 	h_free(h);
+}
+
+static void
+test_leg_with_bytes_since_pooled_not_taken(void **state)
+{
+	(void)state;
+	since_pooled(false);
+}
+
+/* The same with the pooled leg's end (a FIN) instead of bytes. */
+static void
+test_leg_ended_since_pooled_not_taken(void **state)
+{
+	(void)state;
+	since_pooled(true);
 }
 
 /*
@@ -616,7 +654,9 @@ main(void)
 	    cmocka_unit_test(test_quiet_leg_is_taken),
 	    cmocka_unit_test(test_leg_with_bytes_in_kernel_not_handed_on),
 	    cmocka_unit_test(test_leg_with_bytes_in_openssl_not_handed_on),
+	    cmocka_unit_test(test_leg_ended_not_handed_on),
 	    cmocka_unit_test(test_leg_with_bytes_since_pooled_not_taken),
+	    cmocka_unit_test(test_leg_ended_since_pooled_not_taken),
 	    cmocka_unit_test(test_request_on_taken_leg_sent_again),
 	};
 
