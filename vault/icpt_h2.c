@@ -773,9 +773,14 @@ h2_w_close_cb(nghttp2_session *sess, int32_t id, uint32_t code, void *arg)
 	if (s == NULL)
 		return 0;
 	nghttp2_session_set_stream_user_data(sess, id, NULL);
+	/*
+	 * The upstream stream ends with it unless both ways are done: an
+	 * answer may end before the request's body (an early answer), whose
+	 * rest nghttp2 would otherwise send when the window opens.
+	 */
 	if (s->uid > 0 && c->h2->us != NULL) {
 		nghttp2_session_set_stream_user_data(c->h2->us, s->uid, NULL);
-		if (!s->resp_end)
+		if (!s->resp_end || s->up != H2S_UP_DONE)
 			(void)nghttp2_submit_rst_stream(
 			    c->h2->us, NGHTTP2_FLAG_NONE, s->uid, NGHTTP2_CANCEL);
 	}
@@ -806,16 +811,19 @@ h2_w_sent_cb(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
 
 /* ---------------------------------------------------------------- upstream h2 */
 
-/* Read callback of an upstream stream's request body. */
+/*
+ * Read callback of an upstream stream's request body. The stream is found
+ * by its id, never through the provider's pointer: a stream freed while
+ * its body waited for the window has none (h2_w_close_cb), and it resets.
+ */
 static ssize_t
 h2_req_read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
     nghttp2_data_source *src, void *arg)
 {
-	struct h2s *s = src->ptr;
+	struct h2s *s = nghttp2_session_get_stream_user_data(sess, id);
 	size_t n;
 
-	(void)sess;
-	(void)id;
+	(void)src;
 	(void)arg;
 	if (s == NULL)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -848,14 +856,19 @@ h2_up_submit(struct h2s *s)
 	nghttp2_nv nv[HTTPWIRE_MAX_HEADERS + 4];
 	size_t consumed, n = 0, len = evbuffer_get_length(s->head);
 	uint8_t *data = evbuffer_pullup(s->head, -1);
-	nghttp2_data_provider dp = {.source.ptr = s, .read_callback = h2_req_read_cb};
+	nghttp2_data_provider dp = {.source.ptr = NULL, .read_callback = h2_req_read_cb};
+	uint8_t fl = s->credentialed ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE;
 	int32_t id;
 
 	if (data == NULL || httpwire_parse_request(data, len, &req, ic->hdrs, HTTPWIRE_MAX_HEADERS,
 	                        &consumed) != HTTPWIRE_OK)
 		return -1;
-#define NV(a, al, b, bl)                                                                           \
-	nv[n++] = (nghttp2_nv){(uint8_t *)(a), (uint8_t *)(b), (al), (bl), NGHTTP2_NV_FLAG_NONE}
+		/*
+	 * A credentialed request's fields are never indexed (RFC 7541 7.1.3,
+	 * fl): the credential stays out of the dynamic table, where the size
+	 * of later requests on the connection could tell what it holds.
+	 */
+#define NV(a, al, b, bl) nv[n++] = (nghttp2_nv){(uint8_t *)(a), (uint8_t *)(b), (al), (bl), fl}
 	NV(":method", 7, req.method.ptr, req.method.len);
 	NV(":scheme", 7, "https", 5);
 	NV(":authority", 10, req.host.ptr, req.host.len);
@@ -1030,7 +1043,8 @@ h2_u_frame_cb(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
 		size_t sl;
 		int status = 0;
 
-		if (s->rh.too_large) {
+		/* As the HTTP/1.1 parser: every field is checked, at most HTTPWIRE_MAX_HEADERS. */
+		if (s->rh.too_large || s->rh.n > HTTPWIRE_MAX_HEADERS) {
 			h2s_error(s, 502, "Bad Gateway", "response_head_too_large");
 			return 0;
 		}
