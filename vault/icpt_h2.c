@@ -615,6 +615,18 @@ out:
 		evbuffer_free(text);
 }
 
+/* A substituted piece of stream s's body (rc: the substituter's) to its request bytes. */
+static void
+h2s_subst_out(struct h2s *s, int rc)
+{
+	if (rc == SUBST_TOO_LARGE) {
+		evbuffer_drain(s->sbuf, evbuffer_get_length(s->sbuf));
+		h2s_error(s, 413, "Content Too Large", "subst_too_large");
+	} else if (rc != 0 || evbuffer_add_buffer(s->req, s->sbuf) != 0) {
+		h2s_error(s, 500, "Internal Server Error", "oom");
+	}
+}
+
 /* Request body bytes of stream s (payload of DATA). */
 static void
 h2_request_data(struct h2s *s, const uint8_t *p, size_t n)
@@ -640,9 +652,7 @@ h2_request_data(struct h2s *s, const uint8_t *p, size_t n)
 		return;
 	}
 	if (s->subst != NULL) {
-		if (subst_stream_feed(s->subst, p, n, s->sbuf) != 0 ||
-		    evbuffer_add_buffer(s->req, s->sbuf) != 0)
-			h2s_error(s, 500, "Internal Server Error", "oom");
+		h2s_subst_out(s, subst_stream_feed(s->subst, p, n, s->sbuf));
 		return;
 	}
 	if (evbuffer_add(s->req, p, n) != 0)
@@ -656,9 +666,7 @@ h2_request_end(struct h2s *s)
 	s->req_end = true;
 	if (s->refused || !s->checked || s->subst == NULL)
 		return;
-	if (subst_stream_finish(s->subst, s->sbuf) != 0 ||
-	    evbuffer_add_buffer(s->req, s->sbuf) != 0)
-		h2s_error(s, 500, "Internal Server Error", "oom");
+	h2s_subst_out(s, subst_stream_finish(s->subst, s->sbuf));
 }
 
 /* ---------------------------------------------------------------- workload session */

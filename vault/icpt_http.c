@@ -208,15 +208,19 @@ icpt_request_verdict(struct icpt_conn *c, const struct httpwire_request *req, si
 		v->text = "Internal Server Error";
 		return "oom";
 	}
+	/*
+	 * Only what the binding allowed is credentialed (docs/vault-requests.md):
+	 * checked on the workload's own fields, before the head is written
+	 * (which substitutes header values into an arena it frees).
+	 */
+	if (v->inject && (why = intercept_request_refusal(req, &v->text)) != NULL)
+		return why;
 	if (intercept_request_head(req, req->headers, v->snap, v->idx, v->inject, v->subst != NULL,
 	        ic->scratch, sizeof(ic->scratch), head) != 0) {
 		v->status = 400;
 		v->text = "Bad Request";
 		return "head_rewrite";
 	}
-	/* Only what the binding allowed is credentialed (docs/vault-requests.md). */
-	if (v->inject && (why = intercept_request_refusal(req, &v->text)) != NULL)
-		return why;
 	if (v->inject) {
 		snprintf(v->binding, sizeof(v->binding), "%s",
 		    binding_name(vault_snap_bindings(v->snap), v->idx));
@@ -420,10 +424,16 @@ static void
 icpt_req_span_cb(const uint8_t *data, size_t off, size_t len, void *arg)
 {
 	struct icpt_conn *c = arg;
+	int rc;
 
 	(void)intercept_ovr_scan_feed(&c->reqscan, data, len);
-	if (c->subst != NULL && subst_stream_feed(c->subst, data, len, c->sbuf) != 0)
-		c->oom = true;
+	if (c->subst != NULL && !c->subst_big && !c->oom &&
+	    (rc = subst_stream_feed(c->subst, data, len, c->sbuf)) != 0) {
+		if (rc == SUBST_TOO_LARGE)
+			c->subst_big = true;
+		else
+			c->oom = true;
+	}
 }
 
 /*
@@ -438,11 +448,14 @@ static int
 icpt_req_subst_out(struct icpt_conn *c, struct evbuffer *in, size_t take, bool done)
 {
 	size_t n;
+	int rc;
 
 	if (c->oom || evbuffer_drain(in, take) != 0)
 		return -1;
-	if (done && subst_stream_finish(c->subst, c->sbuf) != 0)
+	if (done && (rc = subst_stream_finish(c->subst, c->sbuf)) != 0) {
+		c->subst_big = rc == SUBST_TOO_LARGE;
 		return -1;
+	}
 	n = evbuffer_get_length(c->sbuf);
 	if (c->shead != NULL) {
 		if (!done && n <= c->ic->cfg.max_buffer)
@@ -615,8 +628,15 @@ icpt_http_client(struct icpt_conn *c)
 			}
 			if (c->subst == NULL) {
 				icpt_to_upstream(c, in, take);
-			} else if (icpt_req_subst_out(c, in, take, st == HTTPWIRE_OK) != 0) {
-				icpt_close(c, "oom");
+			} else if (c->subst_big ||
+			           icpt_req_subst_out(c, in, take, st == HTTPWIRE_OK) != 0) {
+				if (!c->subst_big) {
+					icpt_close(c, "oom");
+					return;
+				}
+				/* What it became is not sent: the body is cut, the leg dropped. */
+				evbuffer_drain(c->sbuf, evbuffer_get_length(c->sbuf));
+				icpt_http_error(c, 413, "Content Too Large", "subst_too_large");
 				return;
 			}
 			if (st == HTTPWIRE_OK) {

@@ -220,6 +220,7 @@ struct icpt_conn {
 	bool c_eof, u_eof;
 	bool shut_sent;
 	bool oom;             /* the redactor failed: the connection must end */
+	bool subst_big;       /* a body's substitutions passed SUBST_MAX_GROWTH: 413 */
 	bool want_h2;         /* the hello offered h2 (and it is on): ALPN h2 both ways */
 	bool h2_checked;      /* the workload's ALPN was looked at */
 	struct icpt_h2 *h2;   /* the HTTP/2 relay (icpt_h2.c), or NULL: HTTP/1.1 */

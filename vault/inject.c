@@ -551,6 +551,10 @@ intercept_request_head(const struct httpwire_request *req, struct httpwire_heade
 			return -1;
 	}
 	rc = httpwire_head_write(scratch, cap, start, hdrs, req->nheaders, extra, nextra, &written);
+	/* A substituted value goes with the arena: no view of it is left in hdrs. */
+	for (size_t i = 0; i < req->nheaders && arena.n > 0; i++)
+		if (hdrs[i].name.ptr != NULL && subst_arena_holds(&arena, hdrs[i].value.ptr))
+			hdrs[i].name.ptr = NULL;
 	subst_arena_free(&arena);
 	if (rc != 0 || written < 2) {
 		if (nsub > 0)

@@ -85,8 +85,9 @@ int intercept_host_canon(const uint8_t *val, size_t len, uint16_t dport, char *o
  * credentialed request, and of any HTTP/1.1 request that says close, are
  * dropped (intercept_drop_hop_by_hop); upstream such a request asks for
  * nothing, so keep-alive: the workload's close ends its own connection.
- * hdrs is modified (dropped slots get name.ptr NULL). scratch holds at
- * least cap bytes. 0 or -1.
+ * hdrs is modified (dropped slots get name.ptr NULL; so do the headers
+ * whose values were substituted, their bytes wiped and freed once written).
+ * scratch holds at least cap bytes. 0 or -1.
  */
 int intercept_request_head(const struct httpwire_request *req, struct httpwire_header *hdrs,
     const struct vault_snap *snap, size_t idx, bool inject, bool rechunk, uint8_t *scratch,

@@ -22,6 +22,7 @@ struct subst_stream {
 	uint8_t hold[BINDING_PLACEHOLDER_MAX]; /* a placeholder's beginning, cut by a feed */
 	size_t nhold;
 	uint64_t count;
+	size_t grown; /* bytes the replacements added (at most SUBST_MAX_GROWTH) */
 };
 
 static const char subst_hex[] = "0123456789ABCDEF";
@@ -366,6 +367,18 @@ subst_head(const struct vault_snap *snap, size_t idx, const struct httpwire_requ
 	return total;
 }
 
+/* A substituted value; see subst.h. */
+bool
+subst_arena_holds(const struct subst_arena *arena, const uint8_t *p)
+{
+	uintptr_t a = (uintptr_t)p;
+
+	for (size_t i = 0; p != NULL && i < arena->n; i++)
+		if (a >= (uintptr_t)arena->p[i] && a - (uintptr_t)arena->p[i] < arena->len[i])
+			return true;
+	return false;
+}
+
 /* Wipe the arena; see subst.h. */
 void
 subst_arena_free(struct subst_arena *arena)
@@ -445,6 +458,11 @@ subst_stream_scan(
 			st->nhold = n - i;
 			return 0;
 		}
+		if (r->replen > r->phlen) {
+			st->grown += r->replen - r->phlen;
+			if (st->grown > SUBST_MAX_GROWTH)
+				return SUBST_TOO_LARGE;
+		}
 		if (evbuffer_add(out, r->rep, r->replen) != 0)
 			return -1;
 		st->count++;
@@ -462,6 +480,8 @@ subst_stream_feed(struct subst_stream *st, const uint8_t *in, size_t len, struct
 	size_t n;
 	int rc;
 
+	if (st->grown > SUBST_MAX_GROWTH)
+		return SUBST_TOO_LARGE;
 	if (st->rules.n == 0)
 		return evbuffer_add(out, in, len);
 	if (st->nhold == 0) {
@@ -486,6 +506,8 @@ subst_stream_finish(struct subst_stream *st, struct evbuffer *out)
 	uint8_t w[sizeof(st->hold)];
 	size_t n = st->nhold;
 
+	if (st->grown > SUBST_MAX_GROWTH)
+		return SUBST_TOO_LARGE;
 	memcpy(w, st->hold, n);
 	st->nhold = 0;
 	return subst_stream_scan(st, w, n, false, out);

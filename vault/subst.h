@@ -99,6 +99,8 @@ long subst_head(const struct vault_snap *snap, size_t idx, const struct httpwire
 
 /* Wipe and free the arena's buffers. */
 void subst_arena_free(struct subst_arena *arena);
+/* Whether p is in one of the arena's buffers (a substituted value). */
+bool subst_arena_holds(const struct subst_arena *arena, const uint8_t *p);
 
 /*
  * The credential index of the first placeholder of any binding (but
@@ -112,13 +114,23 @@ struct subst_stream *subst_stream_new(struct subst_rules *rules)
     __attribute__((warn_unused_result));
 
 /*
+ * What a body's replacements may add to it in all: a body of back-to-back
+ * placeholders grows by up to a secret per placeholder (a 16 KiB secret
+ * for an 8-byte placeholder: 2,048 times), and the relays buffer what a
+ * body becomes. Past it, SUBST_TOO_LARGE (the request is refused: 413).
+ */
+#define SUBST_MAX_GROWTH (256 * 1024)
+#define SUBST_TOO_LARGE (-2)
+
+/*
  * Feed body payload; substituted bytes are appended to out. A placeholder
- * cut across feeds is held back (at most its length - 1 bytes). 0 or -1.
+ * cut across feeds is held back (at most its length - 1 bytes). 0, -1
+ * (out of memory) or SUBST_TOO_LARGE (then nothing more may be fed).
  */
 int subst_stream_feed(struct subst_stream *st, const uint8_t *in, size_t len, struct evbuffer *out)
     __attribute__((warn_unused_result));
 
-/* End of the body: the held bytes to out. 0 or -1. */
+/* End of the body: the held bytes to out. 0, -1 or SUBST_TOO_LARGE. */
 int subst_stream_finish(struct subst_stream *st, struct evbuffer *out)
     __attribute__((warn_unused_result));
 

@@ -51,6 +51,7 @@ enum up_mode {
 	UP_EARLY, /* answers at the request's head (END_STREAM), reads no body, its window 16 */
 	UP_OK,    /* answers 200 at the request's end */
 	UP_MANY,  /* answers with :status and 110 fields, content-encoding the last */
+	UP_SUBST, /* as UP_OK, the binding substituting a 16 KiB secret in bodies */
 };
 
 struct t {
@@ -104,6 +105,37 @@ mksnap(void)
 	assert_non_null(snap);
 	binding_set_free(bs);
 	secret_unref(s);
+	return snap;
+}
+
+/* b1 substitutes PH in the bodies of /v1/ with a 16 KiB secret (c1). */
+#define PH "PH_C1_PLACEHOLDER"
+static struct vault_snap *
+mksnap_subst(void)
+{
+	static const char js[] =
+	    "{\"credentials\":[{\"name\":\"c1\",\"source\":{\"value\":\"x\"}}],"
+	    "\"bindings\":[{\"name\":\"b1\",\"match\":{\"schemes\":[\"https\"],"
+	    "\"hosts\":[\"" HOSTNAME "\"],\"paths\":[\"/v1/*\"],\"methods\":[\"POST\"]},"
+	    "\"auth\":{\"type\":\"passthrough\",\"substitutions\":[{\"credential\":\"c1\","
+	    "\"placeholder\":\"" PH "\",\"in\":[\"body\"]}]}}]}";
+	static uint8_t v[SECRET_MAX_BYTES];
+	struct policy_err pe;
+	struct binding_set *bs = binding_set_from_json(js, strlen(js), &pe);
+	struct secret *sec;
+	struct vault_snap *snap;
+	char err[256];
+
+	if (bs == NULL)
+		fail_msg("%s", pe.msg);
+	memset(v, 'k', sizeof(v));
+	sec = secret_new(v, sizeof(v));
+	assert_non_null(sec);
+	snap = vault_snap_new(bs, &sec, 1, 1, err, sizeof(err));
+	if (snap == NULL)
+		fail_msg("%s", err);
+	binding_set_free(bs);
+	secret_unref(sec);
 	return snap;
 }
 
@@ -450,7 +482,7 @@ t_new(enum up_mode mode)
 	t->key_flags = -1;
 	t->base = event_base_new();
 	assert_non_null(t->base);
-	t->snap = mksnap();
+	t->snap = mode == UP_SUBST ? mksnap_subst() : mksnap();
 	mkcert(t);
 	t->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	up.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -644,6 +676,32 @@ test_response_past_max_fields_refused(void **state)
 	t_free(t);
 }
 
+/*
+ * An h2 body of 40 placeholders for a 16 KiB secret: what it would become
+ * passes SUBST_MAX_GROWTH, and the stream is refused (413), none of the
+ * secrets buffered or sent.
+ */
+static void
+test_body_growth_refused(void **state)
+{
+	struct t *t = t_new(UP_SUBST);
+
+	(void)state;
+	for (size_t i = 0; i < 40; i++)
+		memcpy(t->body + i * strlen(PH), PH, strlen(PH));
+	t->blen = 40 * strlen(PH);
+	t_request(t, "POST", "/v1/upload", true);
+	for (int i = 0; i < TURNS && !t->resp_end; i++)
+		turn(t);
+	if (!t->resp_end)
+		fail_msg("not answered (log: %s)", t->log);
+	if (strcmp(t->status, "413") != 0)
+		fail_msg("status %s (log: %s)", t->status, t->log);
+	assert_non_null(strstr(t->log, "subst_too_large"));
+	assert_int_equal(t->ubody, 0);
+	t_free(t);
+}
+
 int
 main(void)
 {
@@ -651,6 +709,7 @@ main(void)
 	    cmocka_unit_test(test_stream_ended_before_its_body_resets_upstream),
 	    cmocka_unit_test(test_credential_sent_never_indexed),
 	    cmocka_unit_test(test_response_past_max_fields_refused),
+	    cmocka_unit_test(test_body_growth_refused),
 	};
 
 	signal(SIGPIPE, SIG_IGN); /* as egressd does */

@@ -186,6 +186,39 @@ test_stream_bytewise(void **state)
 	subst_stream_free(st);
 }
 
+/*
+ * A body of back-to-back placeholders grows by a secret each: its growth
+ * stops at SUBST_MAX_GROWTH, and the substituter says so from then on.
+ */
+static void
+test_stream_growth_bounded(void **state)
+{
+	static char rep[SECRET_MAX_BYTES + 1];
+	static char body[17 * 8 + 1];
+	struct subst_rules r = {0};
+	struct subst_stream *st;
+	struct evbuffer *out = evbuffer_new();
+	size_t fit = SUBST_MAX_GROWTH / (SECRET_MAX_BYTES - 8); /* 16 placeholders */
+
+	(void)state;
+	assert_non_null(out);
+	memset(rep, 'k', SECRET_MAX_BYTES);
+	for (size_t i = 0; i < 17; i++)
+		memcpy(body + 8 * i, "PHPHPHPH", 8);
+	rules1(&r, "PHPHPHPH", rep);
+	st = subst_stream_new(&r);
+	assert_non_null(st);
+	assert_int_equal(fit, 16);
+	assert_int_equal(subst_stream_feed(st, (const uint8_t *)body, 8 * fit, out), 0);
+	assert_int_equal(evbuffer_get_length(out), fit * SECRET_MAX_BYTES);
+	assert_int_equal(subst_stream_feed(st, (const uint8_t *)body, 8, out), SUBST_TOO_LARGE);
+	assert_true(evbuffer_get_length(out) <= 8 * (fit + 1) + SUBST_MAX_GROWTH);
+	assert_int_equal(subst_stream_feed(st, (const uint8_t *)"x", 1, out), SUBST_TOO_LARGE);
+	assert_int_equal(subst_stream_finish(st, out), SUBST_TOO_LARGE);
+	subst_stream_free(st);
+	evbuffer_free(out);
+}
+
 static void
 test_body_kind(void **state)
 {
@@ -468,6 +501,90 @@ test_relay_body_length(void **state)
 	body_cl("text/plain", "", 65536, big, bigwant);
 }
 
+/* b1 substitutes PH in headers and bodies with secret[0..n) (c1). */
+static struct vault_snap *
+mksnap_secret(const uint8_t *secret, size_t n)
+{
+	static const char js[] =
+	    "{\"credentials\":[{\"name\":\"c1\",\"source\":{\"value\":\"x\"}}],"
+	    "\"bindings\":[{\"name\":\"b1\",\"match\":{\"schemes\":[\"http\"],"
+	    "\"hosts\":[\"api.allowed.test\"],\"paths\":[\"/v1/*\"],\"methods\":[\"GET\","
+	    "\"POST\"]},\"auth\":{\"type\":\"passthrough\",\"substitutions\":[{"
+	    "\"credential\":\"c1\",\"placeholder\":\"" PH "\",\"in\":[\"header\",\"body\"]}]}}]}";
+	struct policy_err pe;
+	struct binding_set *bs = binding_set_from_json(js, strlen(js), &pe);
+	struct secret *sec = secret_new(secret, n);
+	struct vault_snap *snap;
+	char err[256];
+
+	if (bs == NULL)
+		fail_msg("%s", pe.msg);
+	assert_non_null(sec);
+	snap = vault_snap_new(bs, &sec, 1, 1, err, sizeof(err));
+	if (snap == NULL)
+		fail_msg("%s", err);
+	binding_set_free(bs);
+	secret_unref(sec);
+	return snap;
+}
+
+/*
+ * A placeholder as a credentialed request's Content-Encoding: refused (the
+ * body scan cannot see through a coding), on the workload's own value. The
+ * secret is 8 bytes, "identity"'s length, so that a check made on the
+ * substituted value, after its bytes were wiped and freed with the head's
+ * arena, would read them (valgrind and ASan see it).
+ */
+static void
+test_relay_placeholder_as_content_encoding(void **state)
+{
+	struct relay *h = relay_new(mksnap_secret((const uint8_t *)"s3cr3t!!", 8));
+
+	(void)state;
+	h->script[0] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+	h->nscript = 1;
+	relay_send(h, "GET /v1/x HTTP/1.1\r\n" HOST "Content-Encoding: " PH "\r\n\r\n");
+	assert_true(relay_pump(h, "\r\n\r\n"));
+	assert_non_null(strstr(h->wrx, "HTTP/1.1 403 "));
+	assert_non_null(strstr(h->log, "request_body_encoded"));
+	assert_null(strstr(h->urx, "GET /v1/x"));
+	relay_free(h);
+}
+
+/*
+ * A body of placeholders for a 16 KiB secret: what it would become passes
+ * SUBST_MAX_GROWTH, and the request is refused (413) before its head or
+ * any of it goes upstream, instead of buffering 40 secrets.
+ */
+static void
+test_relay_body_growth_refused(void **state)
+{
+	static uint8_t v[SECRET_MAX_BYTES];
+	static char req[4096];
+	char body[40 * sizeof(PH)] = "";
+	struct relay *h;
+
+	(void)state;
+	memset(v, 'k', sizeof(v));
+	h = relay_new(mksnap_secret(v, sizeof(v)));
+	h->script[0] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+	h->nscript = 1;
+	for (int i = 0; i < 40; i++)
+		strcat(body, PH);
+	snprintf(req, sizeof(req),
+	    "POST /v1/x HTTP/1.1\r\n" HOST
+	    "Content-Type: text/plain\r\nContent-Length: %zu\r\n\r\n%s",
+	    strlen(body), body);
+	relay_send(h, req);
+	assert_true(relay_pump(h, "\r\n\r\n"));
+	if (strstr(h->wrx, "HTTP/1.1 413 ") == NULL)
+		fail_msg("workload got %.80s; log %s", h->wrx, h->log);
+	assert_non_null(strstr(h->log, "subst_too_large"));
+	assert_null(strstr(h->urx, "POST /v1/x"));
+	assert_null(strstr(h->urx, "kkkkkkkk"));
+	relay_free(h);
+}
+
 /* Two substituted Content-Length bodies on one keep-alive connection. */
 static void
 test_relay_body_keepalive(void **state)
@@ -554,12 +671,15 @@ main(void)
 	    cmocka_unit_test(test_buf),
 	    cmocka_unit_test(test_stream_split),
 	    cmocka_unit_test(test_stream_bytewise),
+	    cmocka_unit_test(test_stream_growth_bounded),
 	    cmocka_unit_test(test_body_kind),
 	    cmocka_unit_test(test_long_value_loads),
 	    cmocka_unit_test(test_relay_head),
 	    cmocka_unit_test(test_relay_unmatched),
 	    cmocka_unit_test(test_relay_every_header),
 	    cmocka_unit_test(test_relay_body_length),
+	    cmocka_unit_test(test_relay_placeholder_as_content_encoding),
+	    cmocka_unit_test(test_relay_body_growth_refused),
 	    cmocka_unit_test(test_relay_body_keepalive),
 	    cmocka_unit_test(test_relay_body_multipart),
 	    cmocka_unit_test(test_relay_body_chunked),
