@@ -154,6 +154,9 @@ static const struct config_opt config_opts[] = {
         "deny webhook events waiting at most (default and maximum 256)"},
     {"report-mark", "EGRESSD_REPORT_MARK", NULL, CT_U32, O(report_mark), false,
         "packet mark of the report process's sockets: the webhook and the collector only"},
+    {"listen-mark", "EGRESSD_LISTEN_MARK", NULL, CT_U32, O(listen_mark), false,
+        "packet mark of the parent's listening sockets, no child's: only they may serve "
+        "the sidecar's ports"},
     {"sandbox-id", "OPENSANDBOX_EGRESS_SANDBOX_ID", NULL, CT_STR, O(sandbox_id), false,
         "sandbox id: the sandbox_id resource attribute of OTLP metrics"},
     {"metrics-extra-attrs", "OPENSANDBOX_EGRESS_METRICS_EXTRA_ATTRS", NULL, CT_STR,
@@ -201,6 +204,7 @@ config_defaults(struct config *c)
 	c->dns_mark = 0x2;
 	c->nflog_group = CONFIG_NFLOG_GROUP;
 	c->report_mark = 0x4;
+	c->listen_mark = 0x8;
 	snprintf(c->table, sizeof(c->table), "egressd");
 	snprintf(c->intercept_ports, sizeof(c->intercept_ports), "80,443");
 	c->tls_port = 15443;
@@ -934,6 +938,14 @@ config_check(const struct config *c, char *err, size_t errlen)
 	if (c->report_mark == 0 || c->report_mark == c->mark || c->report_mark == c->dns_mark) {
 		snprintf(err, errlen,
 		    "report-mark must not be 0 and must differ from mark and dns-mark");
+		return -1;
+	}
+	if (c->listen_mark == 0 || c->listen_mark == c->mark || c->listen_mark == c->dns_mark ||
+	    c->listen_mark == c->report_mark) {
+		snprintf(err, errlen,
+		    "listen-mark must not be 0 and must differ from mark, dns-mark and "
+		    "report-mark: "
+		    "a child's sockets must never serve the sidecar's ports");
 		return -1;
 	}
 	if (c->report_queue > 256) {

@@ -92,6 +92,7 @@ struct config {
 	char upstream_proxy_auth[1024]; /* the Proxy-Authorization value; never logged */
 	bool dns_via_proxy;             /* the DNS upstream too, as DNS over TCP through CONNECT */
 	uint32_t report_mark;  /* the report process's sockets: webhook and collector only */
+	uint32_t listen_mark;  /* the parent's listeners, never a child's socket: input chain */
 	uint32_t report_queue; /* events waiting at most; 0: REPORT_QUEUE */
 	/* OpenTelemetry metrics export (egressd/common/otlp.h, docs/api.md) */
 	char sandbox_id[128];

@@ -152,6 +152,7 @@ enforce_open(const struct config *cfg, char *err, size_t errlen)
 	snprintf(nc.table, sizeof(nc.table), "%s", cfg->table);
 	nc.mark = cfg->mark;
 	nc.dns_mark = cfg->dns_mark;
+	nc.listen_mark = cfg->listen_mark;
 	nc.nflog_group = cfg->nflog_group;
 	nc.dns_port = cfg->dns_port;
 	nc.intercept = cfg->intercept;

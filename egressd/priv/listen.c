@@ -46,7 +46,11 @@ listen_one(const struct sockaddr *sa, socklen_t salen, int socktype, uint32_t ma
 	fd = socket(sa->sa_family, socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		goto fail;
-	/* The mark tells our socket from one the workload bound (needs CAP_NET_ADMIN). */
+	/*
+	 * The mark tells our socket from one the workload bound (needs
+	 * CAP_NET_ADMIN) or a child holds (the parent gives children only
+	 * their roles' marks): only it may serve the sidecar's ports.
+	 */
 	if (setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)) != 0)
 		goto fail;
 	if (sa->sa_family == AF_INET6 &&
@@ -154,7 +158,7 @@ listen_open(struct config *cfg, char *err, size_t errlen)
 			}
 		}
 		ls->fd[i] = listen_one((struct sockaddr *)&ss, salen, listen_table[i].socktype,
-		    cfg->mark, listen_table[i].what, shown, port, err, errlen);
+		    cfg->listen_mark, listen_table[i].what, shown, port, err, errlen);
 		if (ls->fd[i] < 0)
 			goto fail;
 		ls->port[i] = port;

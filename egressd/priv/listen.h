@@ -15,7 +15,9 @@
 /*
  * Bind every listener the configuration needs (the API on cfg->http_addr,
  * DNS on loopback UDP and TCP, both families, and the intercept ports when
- * interception is on), each marked with cfg->mark, into cfg->listen. A
+ * interception is on), each marked with cfg->listen_mark, a mark no child
+ * socket carries (the input chain lets only it serve the sidecar's ports),
+ * into cfg->listen. A
  * port already taken is an error that names it and who holds it. 0, or -1
  * with err (and nothing left open).
  */

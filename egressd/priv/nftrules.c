@@ -142,6 +142,7 @@ nftrules_config_default(struct nftrules_config *cfg)
 	snprintf(cfg->table, sizeof(cfg->table), "%s", NFTRULES_TABLE_DEFAULT);
 	cfg->mark = NFTRULES_MARK_DEFAULT;
 	cfg->dns_mark = NFTRULES_DNS_MARK_DEFAULT;
+	cfg->listen_mark = NFTRULES_LISTEN_MARK_DEFAULT;
 	cfg->dns_port = NFTRULES_DNS_PORT_DEFAULT;
 	cfg->intercept = false;
 	cfg->nintercept = 2;

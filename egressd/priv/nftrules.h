@@ -17,6 +17,7 @@
 #define NFTRULES_ERRLEN 256
 #define NFTRULES_MARK_DEFAULT 0x1
 #define NFTRULES_DNS_MARK_DEFAULT 0x2
+#define NFTRULES_LISTEN_MARK_DEFAULT 0x8 /* the parent's listeners (--listen-mark) */
 #define NFTRULES_DNS_PORT_DEFAULT 15353
 #define NFTRULES_MAX_DOH 64 /* OPENSANDBOX_EGRESS_DOH_BLOCKLIST entries */
 #define NFTRULES_PORT_DOH 443
@@ -83,7 +84,8 @@ struct nftrules_config {
 	bool intercept;    /* redirect intercept ports to the vault */
 	size_t nintercept;
 	struct nftrules_redirect intercept_ports[NFTRULES_MAX_INTERCEPT];
-	size_t nlisteners; /* input chain: these ports, marked sockets only */
+	uint32_t listen_mark; /* the parent's listeners: only they may serve listeners[] */
+	size_t nlisteners;    /* input chain: these ports, listen_mark sockets only */
 	struct nftrules_listener listeners[NFTRULES_MAX_LISTENERS];
 	size_t nresolvers; /* marked DNS (port 53 or theirs) goes to these only */
 	struct nftrules_dest resolvers[NFTRULES_MAX_RESOLVERS];

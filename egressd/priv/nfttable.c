@@ -876,7 +876,7 @@ chain_input_rules(struct nftrules_batch *b, const struct nftrules_config *cfg)
 				nftnl_expr_set_u32(e, NFTNL_EXPR_SOCKET_KEY, NFT_SOCKET_MARK);
 				nftnl_expr_set_u32(e, NFTNL_EXPR_SOCKET_DREG, NFT_REG32_00);
 			}
-			ex_cmp(r, NFT_CMP_NEQ, &cfg->mark, sizeof(cfg->mark), &oom);
+			ex_cmp(r, NFT_CMP_NEQ, &cfg->listen_mark, sizeof(cfg->listen_mark), &oom);
 			ex_reject(r, li->proto == IPPROTO_TCP, &oom);
 		}
 		msg_rule(b, r, oom, ic);

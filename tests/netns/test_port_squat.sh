@@ -6,7 +6,9 @@
 # sidecar's mark serve those ports, so a workload that binds one while the
 # whole sidecar restarts receives nothing (not the control plane's token,
 # not a DNS query). A descriptor that cannot arrive (EMFILE) is a failed
-# request, never a dead worker.
+# request, never a dead worker. Nor can a child taken over serve them on an
+# address or family the listeners leave free: they carry a mark of their
+# own that no child's socket has.
 . "$(dirname "$0")/nslib.sh"
 ns_up
 ns_dns --address=/allowed.test/203.0.113.10
@@ -193,5 +195,57 @@ check "and no worker was started" test "$(grep -c worker_start "$TMP/restart.log
 kill "$SQ" 2>/dev/null; wait "$SQ" 2>/dev/null
 ns_egressd "${INTERCEPT[@]}"
 check "with the port free again egressd starts and serves" \
+	bash -c "ip netns exec $SBX curl -sf -m3 http://127.0.0.1:18080/healthz | grep -qx ok"
+# 4. A child taken over: it holds sockets with its role's mark (the parent
+#    gives it those), and binds the API port where the API does not listen:
+#    the other family ([::]:18080, IPV6_V6ONLY, beside 127.0.0.1:18080) and
+#    another address of the same one (127.0.0.2). Only the listeners' own
+#    mark, which no child gets, may serve the port: the control plane's
+#    call reaches none of them. (Root sets SO_MARK here for each role's mark.)
+cat >"$TMP/msquat.py" <<'EOF'
+import socket, sys, select, time
+mark, out = int(sys.argv[1], 0), open(sys.argv[2], "ab", buffering=0)
+socks = []
+for fam, addr in ((socket.AF_INET6, "::"), (socket.AF_INET, "127.0.0.2")):
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, mark)
+    if fam == socket.AF_INET6:
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, 18080))
+    s.listen()
+    socks.append(s)
+print("listening", flush=True)
+deadline = time.time() + 8
+while time.time() < deadline:
+    r, _, _ = select.select(socks, [], [], 0.2)
+    for s in r:
+        c, _ = s.accept()
+        c.settimeout(2)
+        try:
+            out.write(b"TCP:" + c.recv(65536))
+        except OSError:
+            out.write(b"TCP-accepted")
+        c.close()
+EOF
+for m in 0x1 0x2 0x4; do
+	: >"$TMP/msquatted"
+	ip netns exec "$SBX" "$PY" "$TMP/msquat.py" "$m" "$TMP/msquatted" >"$TMP/msquat.out" 2>&1 &
+	MS=$!
+	PIDS+=($MS)
+	for i in $(seq 1 50); do grep -q listening "$TMP/msquat.out" && break; sleep 0.1; done
+	check "a socket with mark $m could bind [::]:18080 and 127.0.0.2:18080" \
+		grep -q listening "$TMP/msquat.out"
+	for url in "http://[::1]:18080/policy" "http://127.0.0.2:18080/policy"; do
+		ip netns exec "$SBX" curl -s -m3 -H "OPENSANDBOX-EGRESS-AUTH: $TOKEN" "$url" \
+			>/dev/null 2>&1
+	done
+	kill "$MS" 2>/dev/null
+	wait "$MS" 2>/dev/null
+	refute "the mark $m squatter received no control-plane connection" \
+		grep -q TCP "$TMP/msquatted"
+	refute "and never saw the token" grep -q "$TOKEN" "$TMP/msquatted"
+done
+check "the API still serves on its own address" \
 	bash -c "ip netns exec $SBX curl -sf -m3 http://127.0.0.1:18080/healthz | grep -qx ok"
 ns_finish

@@ -356,6 +356,40 @@ test_upstream_proxy(void **state)
 	unsetenv("OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH");
 }
 
+/*
+ * The listeners' mark is theirs alone: a child's role mark equal to it
+ * would let that child serve the sidecar's ports. Refused by config_check.
+ */
+static void
+test_listen_mark(void **state)
+{
+	static const char *const same[] = {"0x1", "0x2", "0x4", "0"};
+	struct config c;
+	char err[512] = "";
+	int rc;
+
+	(void)state;
+	assert_int_equal(loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err)), 0);
+	assert_int_equal(c.listen_mark, 0x8);
+	config_free(&c);
+	for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+		err[0] = '\0';
+		setenv("EGRESSD_LISTEN_MARK", same[i], 1);
+		rc = loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err));
+		unsetenv("EGRESSD_LISTEN_MARK");
+		config_free(&c);
+		assert_int_equal(rc, -1);
+		if (strstr(err, "listen-mark") == NULL)
+			fail_msg("%s: %s", same[i], err);
+	}
+	setenv("EGRESSD_LISTEN_MARK", "0x10", 1);
+	rc = loadc(&c, "intercept: true\n", 0, NULL, err, sizeof(err));
+	unsetenv("EGRESSD_LISTEN_MARK");
+	assert_int_equal(rc, 0);
+	assert_int_equal(c.listen_mark, 0x10);
+	config_free(&c);
+}
+
 /* The generated CA's lifetime and overlap: in range, and not for an operator CA. */
 static void
 test_ca_lifetime(void **state)
@@ -455,6 +489,7 @@ main(void)
 	    cmocka_unit_test(test_file_good),
 	    cmocka_unit_test(test_env_audit),
 	    cmocka_unit_test(test_extra_ports),
+	    cmocka_unit_test(test_listen_mark),
 	    cmocka_unit_test(test_port_lists),
 	    cmocka_unit_test(test_upstream_proxy),
 	    cmocka_unit_test(test_doh_blocklist),
