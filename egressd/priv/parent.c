@@ -34,6 +34,7 @@
 #include "certs/leaf.h"
 #include "certs/trust.h"
 #include "egressd/common/chan.h"
+#include "egressd/common/closefds.h"
 #include "egressd/common/log.h"
 #include "egressd/common/ownnet.h"
 #include "egressd/common/shstat.h"
@@ -1466,20 +1467,27 @@ parent_listener_role(int i)
 static void
 parent_child_reset(struct event_base *base, int keepfd, struct listen_set *ls, enum chan_role role)
 {
+	int keep[LISTEN_MAX + 1];
+	size_t nkeep = 0;
 	sigset_t all;
 	struct sigaction sa;
 
-	for (int i = 0; i < LISTEN_MAX; i++)
+	for (int i = 0; i < LISTEN_MAX; i++) {
 		if (parent_listener_role(i) != role)
 			ls->fd[i] = -1;
+		else if (ls->fd[i] >= 0)
+			keep[nkeep++] = ls->fd[i];
+	}
+	keep[nkeep++] = keepfd;
 	/*
 	 * The event base's epoll and signal fds are shared with the parent:
 	 * close our copies first, so that freeing the base below cannot touch
-	 * the parent's epoll registrations (it only meets closed fds).
+	 * the parent's epoll registrations (it only meets closed fds). Every
+	 * number: the parent's limit is raised, and it may hold more than
+	 * 1024 descriptors (queued sockets of another child, its channels).
 	 */
-	for (int fd = 3; fd < 1024; fd++)
-		if (fd != keepfd && !listen_is(ls, fd))
-			close(fd);
+	if (closefds_except(keep, nkeep) != 0)
+		_exit(127);
 	event_base_free(base);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = SIG_DFL;
