@@ -35,6 +35,8 @@
 #define REDACT_JSON_HTML 0x04  /* <, >, & as \u003c... (Go) */
 #define REDACT_JSON_ALL 0x08   /* every character as \uXXXX */
 #define REDACT_JSON_UPPER 0x10 /* upper-case hex digits */
+/* System.Text.Json's default (ASP.NET Core): + ' " ` < > & and non-ASCII as \uXXXX */
+#define REDACT_JSON_DOTNET 0x20
 
 struct redact_node {
 	uint32_t fail;    /* longest proper suffix that is a trie node */
@@ -336,6 +338,56 @@ redact_add_url(struct redact_plist *pl, const uint8_t *v, size_t n, const char *
 	plist_end(pl);
 }
 
+/*
+ * Encoders that leave more than RFC 3986 unreserved as it is: each set
+ * below stays literal, every other byte outside unreserved is %XX (form:
+ * a space is '+'). Only sets that v has a byte of make a new rendering.
+ */
+static const struct {
+	const char *safe;
+	bool form;
+} redact_url_safe[] = {
+    {"/", false},                /* Python urllib.parse.quote, Werkzeug */
+    {"!*'()", false},            /* JavaScript encodeURIComponent */
+    {"$&+,:;=@", false},         /* Go url.PathEscape */
+    {"!#$&'()*+,/:;=?@", false}, /* JavaScript encodeURI */
+    {"*", true},                 /* Java URLEncoder (encodes '~' too: below) */
+};
+
+/* Percent-encoding that leaves safe (and unreserved) literal; java: '~' is encoded. */
+static void
+redact_add_url_safe(struct redact_plist *pl, const uint8_t *v, size_t n, const char *hex,
+    const char *safe, bool form)
+{
+	plist_begin(pl);
+	for (size_t i = 0; i < n; i++) {
+		bool lit = v[i] != 0 && (strchr(safe, v[i]) != NULL ||
+		                            (redact_unreserved(v[i]) && !(form && v[i] == '~')));
+
+		if (lit) {
+			plist_put(pl, v[i]);
+		} else if (form && v[i] == ' ') {
+			plist_put(pl, '+');
+		} else {
+			plist_put(pl, '%');
+			plist_put(pl, (uint8_t)hex[v[i] >> 4]);
+			plist_put(pl, (uint8_t)hex[v[i] & 15]);
+		}
+	}
+	plist_end(pl);
+}
+
+/* Whether v has a byte that set s (or, for form, ' ' or '~') changes. */
+static bool
+redact_url_safe_applies(const uint8_t *v, size_t n, const char *s, bool form)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((v[i] != 0 && strchr(s, v[i]) != NULL) ||
+		    (form && (v[i] == ' ' || v[i] == '~')))
+			return true;
+	return false;
+}
+
 /* Every byte percent-encoded (%XX), as encoders that escape everything do. */
 static void
 redact_add_url_all(struct redact_plist *pl, const uint8_t *v, size_t n, const char *hex)
@@ -429,7 +481,7 @@ static void
 redact_add_json(struct redact_plist *pl, const uint8_t *v, size_t n, unsigned flags)
 {
 	const char *hex = flags & REDACT_JSON_UPPER ? redact_hexup : redact_hexlo;
-	bool decode = (flags & (REDACT_JSON_ASCII | REDACT_JSON_ALL)) != 0;
+	bool decode = (flags & (REDACT_JSON_ASCII | REDACT_JSON_ALL | REDACT_JSON_DOTNET)) != 0;
 	size_t i = 0;
 	long cp;
 
@@ -448,7 +500,9 @@ redact_add_json(struct redact_plist *pl, const uint8_t *v, size_t n, unsigned fl
 			/* Only reached when decoding: a surrogate pair. */
 			redact_put_u(pl, (unsigned)(0xd800 + ((cp - 0x10000) >> 10)), hex);
 			redact_put_u(pl, (unsigned)(0xdc00 + ((cp - 0x10000) & 0x3ff)), hex);
-		} else if ((flags & REDACT_JSON_ALL) || (decode && cp >= 0x7f)) {
+		} else if ((flags & REDACT_JSON_ALL) || (decode && cp >= 0x7f) ||
+		           ((flags & REDACT_JSON_DOTNET) && cp < 0x80 &&
+		               strchr("+'\"`<>&", (int)cp) != NULL)) {
 			redact_put_u(pl, (unsigned)cp, hex);
 		} else if (cp == '"') {
 			plist_puts(pl, "\\\"");
@@ -479,7 +533,9 @@ redact_add_json(struct redact_plist *pl, const uint8_t *v, size_t n, unsigned fl
 
 /*
  * All renderings of one value that an echoing upstream is likely to apply
- * (catalogue EX-147..149, 172, 174). Not covered, as residual risk:
+ * (catalogue EX-147..149, 172, 174): percent-encoding with the safe sets
+ * of common encoders, JSON escaping as PHP, Python, Go and .NET write it.
+ * Not covered, as residual risk:
  * upper-casing, HTML entities, line-wrapped base64, mixed-case hex escapes.
  */
 static void
@@ -493,6 +549,7 @@ redact_add_value(struct redact_plist *pl, const uint8_t *v, size_t n)
 	    REDACT_JSON_HTML,
 	    REDACT_JSON_ALL,
 	    REDACT_JSON_ALL | REDACT_JSON_UPPER,
+	    REDACT_JSON_DOTNET | REDACT_JSON_UPPER,
 	};
 	size_t i;
 
@@ -515,6 +572,15 @@ redact_add_value(struct redact_plist *pl, const uint8_t *v, size_t n)
 	if (memchr(v, ' ', n) != NULL) {
 		redact_add_url(pl, v, n, redact_hexup, true);
 		redact_add_url(pl, v, n, redact_hexlo, true);
+	}
+	for (i = 0; i < sizeof(redact_url_safe) / sizeof(redact_url_safe[0]); i++) {
+		if (!redact_url_safe_applies(
+		        v, n, redact_url_safe[i].safe, redact_url_safe[i].form))
+			continue;
+		redact_add_url_safe(
+		    pl, v, n, redact_hexup, redact_url_safe[i].safe, redact_url_safe[i].form);
+		redact_add_url_safe(
+		    pl, v, n, redact_hexlo, redact_url_safe[i].safe, redact_url_safe[i].form);
 	}
 	for (i = 0; i < sizeof(json) / sizeof(json[0]); i++)
 		redact_add_json(pl, v, n, json[i]);

@@ -296,6 +296,42 @@ test_url_and_json(void **state)
 	redact_set_unref(set);
 }
 
+/*
+ * Percent-encoders that leave more than unreserved literal, and .NET's
+ * JSON escaping (System.Text.Json's default): an AWS-style key with '/'
+ * and '+' (and '~', '*', a space), echoed by each, is masked whole.
+ */
+static void
+test_encoder_variants(void **state)
+{
+	static const char *const forms[] = {
+	    /* Python urllib.parse.quote (safe '/') */
+	    "wJalr/K7MDENG/bPx%2BEXAMPLE~K%2Ay%20z",
+	    "wJalr/K7MDENG/bPx%2bEXAMPLE~K%2ay%20z",
+	    /* Go url.PathEscape */
+	    "wJalr%2FK7MDENG%2FbPx+EXAMPLE~K%2Ay%20z",
+	    /* JavaScript encodeURIComponent */
+	    "wJalr%2FK7MDENG%2FbPx%2BEXAMPLE~K*y%20z",
+	    /* JavaScript encodeURI */
+	    "wJalr/K7MDENG/bPx+EXAMPLE~K*y%20z",
+	    /* Java URLEncoder */
+	    "wJalr%2FK7MDENG%2FbPx%2BEXAMPLE%7EK*y+z",
+	    /* .NET System.Text.Json */
+	    "wJalr/K7MDENG/bPx\\u002BEXAMPLE~K*y z",
+	};
+	struct secret *a = mksecret("wJalr/K7MDENG/bPx+EXAMPLE~K*y z");
+	struct redact_value v = {.secret = a};
+	enum redact_err err;
+	struct redact_set *set = redact_set_new(&v, 1, &err);
+
+	(void)state;
+	assert_non_null(set);
+	secret_unref(a);
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++)
+		assert_masked_in(set, forms[i], strlen(forms[i]));
+	redact_set_unref(set);
+}
+
 static void
 test_partial_never_masked(void **state)
 {
@@ -1108,6 +1144,7 @@ main(void)
 	    cmocka_unit_test(test_raw_and_rendered),
 	    cmocka_unit_test(test_base64url_and_alignments),
 	    cmocka_unit_test(test_url_and_json),
+	    cmocka_unit_test(test_encoder_variants),
 	    cmocka_unit_test(test_partial_never_masked),
 	    cmocka_unit_test(test_overlap_masks_union),
 	    cmocka_unit_test(test_patterns_enumerated),
