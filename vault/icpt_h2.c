@@ -94,6 +94,7 @@ struct h2s {
 	struct subst_stream *subst;
 	struct intercept_ovr_scan ovr;
 	struct redact_stream *rs;
+	bool rs_read;       /* rs is in a read of the upstream's (h2_reads_end ends it) */
 	struct h2_block rh; /* upstream (h2) response headers, then trailers */
 	uint8_t *trail;     /* the buffer of the redacted trailers' block, backing trailnv */
 	nghttp2_nv *trailnv;
@@ -983,6 +984,11 @@ h2_response_data(struct h2s *s, const uint8_t *p, size_t n)
 
 	if (s->refused || !s->resp_head)
 		return;
+	if (s->rs != NULL && !s->rs_read) {
+		/* Framed bodies are released at the read's end, not per DATA frame. */
+		redact_stream_read_begin(s->rs);
+		s->rs_read = true;
+	}
 	if (s->rs != NULL ? redact_stream_feed(s->rs, p, n, s->out) != 0
 	                  : evbuffer_add(s->out, p, n) != 0) {
 		h2s_error(s, 500, "Internal Server Error", "oom");
@@ -990,6 +996,28 @@ h2_response_data(struct h2s *s, const uint8_t *p, size_t n)
 	}
 	h->outq += evbuffer_get_length(s->out) - before;
 	(void)nghttp2_session_resume_data(h->ws, s->id);
+}
+
+/* A read of the upstream's was taken in: each stream it fed releases up to its last frame end. */
+static void
+h2_reads_end(struct icpt_conn *c)
+{
+	struct icpt_h2 *h = c->h2;
+
+	for (struct h2s *s = h != NULL ? h->streams : NULL; s != NULL; s = s->next) {
+		size_t before;
+
+		if (!s->rs_read || s->rs == NULL)
+			continue;
+		s->rs_read = false;
+		before = evbuffer_get_length(s->out);
+		if (redact_stream_read_end(s->rs, s->out) != 0) {
+			h2s_error(s, 500, "Internal Server Error", "oom");
+			continue;
+		}
+		h->outq += evbuffer_get_length(s->out) - before;
+		(void)nghttp2_session_resume_data(h->ws, s->id);
+	}
 }
 
 /* The response ended upstream: the redactor's held bytes go, then the end. */
@@ -1009,6 +1037,7 @@ h2_response_end(struct h2s *s)
 		h2s_matched(s, redact_stream_matches(s->rs));
 		redact_stream_free(s->rs);
 		s->rs = NULL;
+		s->rs_read = false;
 	}
 	h->outq += evbuffer_get_length(s->out) - before;
 	s->resp_end = true;
@@ -1708,6 +1737,7 @@ icpt_h2_upstream(struct icpt_conn *c)
 		return;
 	if (h->us == NULL) {
 		h2_h1_upstream(c);
+		h2_reads_end(c);
 	} else if (c->ul != NULL) {
 		struct evbuffer *in = icpt_leg_input(c->ul);
 
@@ -1725,6 +1755,8 @@ icpt_h2_upstream(struct icpt_conn *c)
 			}
 			evbuffer_drain(in, (size_t)r);
 		}
+		if (c->state == ICPT_S_HTTP)
+			h2_reads_end(c);
 		if (c->state == ICPT_S_HTTP && h->us != NULL &&
 		    (c->u_eof || (!nghttp2_session_want_read(h->us) &&
 		                     !nghttp2_session_want_write(h->us)))) {

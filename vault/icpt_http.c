@@ -978,7 +978,9 @@ icpt_http_upstream(struct icpt_conn *c)
 		if (c->state == ICPT_S_TUNNEL) {
 			if (len > 0) {
 				if (c->rs != NULL) {
-					if (redact_stream_feed_evbuffer(c->rs, in, c->tmp) != 0) {
+					redact_stream_read_begin(c->rs);
+					if (redact_stream_feed_evbuffer(c->rs, in, c->tmp) != 0 ||
+					    redact_stream_read_end(c->rs, c->tmp) != 0) {
 						icpt_close(c, "oom");
 						return;
 					}
@@ -1054,6 +1056,9 @@ icpt_http_upstream(struct icpt_conn *c)
 			enum httpwire_status st = HTTPWIRE_NEED_MORE;
 
 			nv = len > 0 ? evbuffer_peek(in, -1, NULL, v, 8) : 0;
+			/* A framed body is released at this read's end, not per chunk. */
+			if (c->rs != NULL)
+				redact_stream_read_begin(c->rs);
 			for (int i = 0; i < nv && i < 8; i++) {
 				size_t used = 0;
 
@@ -1063,6 +1068,9 @@ icpt_http_upstream(struct icpt_conn *c)
 				if (st != HTTPWIRE_NEED_MORE)
 					break;
 			}
+			if (c->rs != NULL && st == HTTPWIRE_NEED_MORE &&
+			    redact_stream_read_end(c->rs, c->tmp) != 0)
+				c->oom = true;
 			if (st == HTTPWIRE_INVALID || st == HTTPWIRE_TOO_LARGE) {
 				icpt_close(c, "response_body_invalid");
 				return;

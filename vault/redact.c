@@ -80,7 +80,7 @@ struct redact_ws {
 	bool data;       /* payload is message data (text, binary, continuation) */
 	uint64_t left;   /* payload bytes left in this frame */
 	bool inpayload;
-	bool opaque; /* not WebSocket framing: released at every feed's end */
+	bool opaque; /* not WebSocket framing: held as a body is */
 };
 
 /* gRPC length-prefixed message parser state. */
@@ -110,6 +110,12 @@ struct redact_stream {
 	struct redact_sse sse;
 	struct redact_ws ws;
 	struct redact_grpc grpc;
+	/*
+	 * Framed modes, between redact_stream_read_begin and _end: every byte
+	 * is held, rbound just past the last event or frame end among them.
+	 */
+	bool inread;
+	size_t rbound;
 };
 
 /* Pattern list under construction: bytes in one arena, wiped when grown. */
@@ -1356,9 +1362,39 @@ redact_frame(struct redact_stream *st, const uint8_t *dst, size_t from, size_t n
 		if (b)
 			*bound = i + 1;
 	}
-	if ((st->mode == REDACT_MODE_WEBSOCKET && st->ws.opaque) ||
-	    (st->mode == REDACT_MODE_GRPC && st->grpc.opaque))
-		*bound = need;
+	return 0;
+}
+
+/* Whether st is held as a body: body mode, or framing it could not read (opaque). */
+static bool
+redact_bodylike(const struct redact_stream *st)
+{
+	return st->mode == REDACT_MODE_BODY ||
+	       (st->mode == REDACT_MODE_WEBSOCKET && st->ws.opaque) ||
+	       (st->mode == REDACT_MODE_GRPC && st->grpc.opaque);
+}
+
+static void redact_text_release(struct redact_stream *st, size_t out);
+
+/* Emit the first out held bytes (dst holds need), keep the rest. 0 or -1. */
+static int
+redact_keep(struct redact_stream *st, uint8_t *dst, size_t need, size_t out)
+{
+	size_t keep = need - out;
+
+	if (redact_reserve(&st->hold, &st->holdcap, st->held, keep) == -1)
+		return -1;
+	if (keep > 0) {
+		memmove(st->hold, dst + out, keep);
+		/* The caller's buffer must not keep a copy of held bytes. */
+		if (dst != st->hold)
+			OPENSSL_cleanse(dst + out, keep);
+	}
+	if (dst == st->hold && out > 0)
+		OPENSSL_cleanse(st->hold + keep, out); /* the moved bytes' old places */
+	st->held = keep;
+	if (st->mode != REDACT_MODE_BODY)
+		redact_text_release(st, out);
 	return 0;
 }
 
@@ -1394,7 +1430,7 @@ int
 redact_stream_feed_buf(struct redact_stream *st, const uint8_t *in, size_t len, uint8_t *dst,
     size_t cap, size_t *out_len)
 {
-	size_t need = st->held + len, out, keep, bound = 0, dfrom;
+	size_t need = st->held + len, out, bound = 0, dfrom;
 
 	if (len > SIZE_MAX - st->held || cap < need)
 		return -1;
@@ -1414,28 +1450,53 @@ redact_stream_feed_buf(struct redact_stream *st, const uint8_t *in, size_t len, 
 	 * holds one: no match can reach back across it, so lines (NDJSON,
 	 * logs, long polls) keep flowing. Still a function of the input only.
 	 */
-	if (st->mode == REDACT_MODE_BODY && !st->set->lf && need > st->held) {
+	if (redact_bodylike(st) && !st->set->lf && need > st->held) {
 		const uint8_t *nl = memrchr(dst + st->held, '\n', need - st->held);
 
-		if (nl != NULL)
+		if (nl != NULL && (size_t)(nl - dst) + 1 > bound)
 			bound = (size_t)(nl - dst) + 1;
 	}
-	out = need > st->maxhold ? need - st->maxhold : 0;
-	if (bound > out)
-		out = bound;
-	keep = need - out;
-	if (redact_reserve(&st->hold, &st->holdcap, st->held, keep) == -1)
-		return -1;
-	if (keep > 0) {
-		memcpy(st->hold, dst + out, keep);
-		/* The caller's buffer must not keep a copy of held bytes. */
-		OPENSSL_cleanse(dst + out, keep);
+	if (st->inread && st->mode != REDACT_MODE_BODY) {
+		/* Released at the read's end, up to its last event or frame end. */
+		if (bound > 0)
+			st->rbound = bound;
+		out = 0;
+	} else {
+		out = need > st->maxhold ? need - st->maxhold : 0;
+		if (bound > out)
+			out = bound;
 	}
-	st->held = keep;
-	if (st->mode != REDACT_MODE_BODY)
-		redact_text_release(st, out);
+	if (redact_keep(st, dst, need, out) == -1)
+		return -1;
 	*out_len = out;
 	return 0;
+}
+
+/* A read begins; see redact.h. */
+void
+redact_stream_read_begin(struct redact_stream *st)
+{
+	st->inread = true;
+	st->rbound = 0;
+}
+
+/* A read ends; see redact.h. */
+int
+redact_stream_read_end(struct redact_stream *st, struct evbuffer *out)
+{
+	size_t rel = st->held > st->maxhold ? st->held - st->maxhold : 0;
+
+	if (!st->inread)
+		return 0;
+	st->inread = false;
+	if (st->rbound > rel)
+		rel = st->rbound;
+	st->rbound = 0;
+	if (rel == 0)
+		return 0;
+	if (evbuffer_add(out, st->hold, rel) == -1)
+		return -1;
+	return redact_keep(st, st->hold, st->held, rel);
 }
 
 /* Feed into an evbuffer, in slices of REDACT_FEED_SLICE. */
@@ -1497,6 +1558,8 @@ redact_stream_reset(struct redact_stream *st)
 	st->sse.lineempty = true;
 	memset(&st->ws, 0, sizeof(st->ws));
 	st->ws.hneed = 2;
+	st->inread = false;
+	st->rbound = 0;
 }
 
 /* End of message into a caller buffer. */

@@ -144,6 +144,20 @@ int redact_stream_feed_evbuffer(struct redact_stream *st, struct evbuffer *in, s
 int redact_stream_feed_buf(struct redact_stream *st, const uint8_t *in, size_t len, uint8_t *dst,
     size_t cap, size_t *out_len) __attribute__((warn_unused_result));
 
+/*
+ * One read of the upstream's: a framed stream (event stream, WebSocket,
+ * gRPC) releases only at its end, whatever the feeds within it (chunks,
+ * DATA frames, slices), so that a secret cut across two events or frames
+ * that came in one read is masked whole. Between the two calls every
+ * byte fed is held (redact_stream_held() may pass the max hold by the
+ * read's size); read_end releases up to the last event or frame end fed,
+ * or all but redact_stream_max_hold() bytes if more. A body is held as
+ * always. read_end: 0 or -1 (no memory: the stream is unusable).
+ */
+void redact_stream_read_begin(struct redact_stream *st);
+int redact_stream_read_end(struct redact_stream *st, struct evbuffer *out)
+    __attribute__((warn_unused_result));
+
 /* End of message: releases the held bytes (they cannot match) to out and
  * resets the scanner. 0 or -1. */
 int redact_stream_flush(struct redact_stream *st, struct evbuffer *out)

@@ -739,6 +739,74 @@ test_reap_after_due_callbacks(void **state)
 	event_base_free(base);
 }
 
+/* ---------------------------------------------------------------- framed bodies */
+
+/* The secret's two parts, cut where an upstream's chunk ends. */
+#define FIRST "sk-live-CANARY1-relay-01234"
+#define REST "56789abcdef"
+
+/*
+ * A credentialed GET answered with ctype and the chunked body, all in one
+ * write of the upstream's (one read): what the workload got.
+ */
+static char *
+framed_answer(const char *ctype, const char *chunks)
+{
+	static char resp[1024];
+	struct relay *h = relay_new(mksnap());
+	char *got;
+
+	snprintf(resp, sizeof(resp),
+	    "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n\r\n%s", ctype,
+	    chunks);
+	h->script[0] = resp;
+	h->nscript = 1;
+	relay_send(h, "GET /v1/echo HTTP/1.1\r\n" HOST "\r\n");
+	assert_true(relay_pump(h, "\r\n0\r\n\r\n"));
+	assert_non_null(strstr(h->urx, "X-Api-Key: " SECRET "\r\n"));
+	got = strdup(h->wrx);
+	assert_non_null(got);
+	relay_free(h);
+	return got;
+}
+
+/*
+ * Two events, each with one part of the reflected secret, in two chunks of
+ * one read: the event stream's text is scanned across events, and the
+ * first event waits for the read's end, so the secret is masked whole.
+ */
+static void
+test_event_stream_secret_across_chunks(void **state)
+{
+	char *w;
+
+	(void)state;
+	/* "data: " FIRST "\n\n" is 35 (0x23) bytes, "data: " REST "\n\n" 19 (0x13). */
+	w = framed_answer("text/event-stream",
+	    "23\r\ndata: " FIRST "\n\n\r\n13\r\ndata: " REST "\n\n\r\n0\r\n\r\n");
+	if (strstr(w, "sk-live") != NULL || strstr(w, REST) != NULL)
+		fail_msg("a part of the secret reached the workload:\n%s", w);
+	free(w);
+}
+
+/*
+ * A body labelled gRPC that is not gRPC framing (JSON) is held as a body
+ * is: the secret cut by a chunk boundary is masked whole.
+ */
+static void
+test_grpc_label_on_other_body(void **state)
+{
+	char *w;
+
+	(void)state;
+	/* {"k":" FIRST is 33 (0x21) bytes, REST "} 13 (0xd). */
+	w = framed_answer(
+	    "application/grpc", "21\r\n{\"k\":\"" FIRST "\r\nd\r\n" REST "\"}\r\n0\r\n\r\n");
+	if (strstr(w, "sk-live") != NULL || strstr(w, REST) != NULL)
+		fail_msg("a part of the secret reached the workload:\n%s", w);
+	free(w);
+}
+
 int
 main(void)
 {
@@ -756,6 +824,8 @@ main(void)
 	    cmocka_unit_test(test_unexpected_101),
 	    cmocka_unit_test(test_upstream_fd_budget),
 	    cmocka_unit_test(test_reap_after_due_callbacks),
+	    cmocka_unit_test(test_event_stream_secret_across_chunks),
+	    cmocka_unit_test(test_grpc_label_on_other_body),
 	    cmocka_unit_test(test_quiet_gives_buffers_back),
 	    cmocka_unit_test(test_deadline_oom_after_quiet),
 	    cmocka_unit_test(test_replay_buffer_kept_and_wiped),

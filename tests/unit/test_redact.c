@@ -858,6 +858,46 @@ test_sse_reassembled(void **state)
 }
 
 /* WebSocket frames: complete frames go out at once; payloads reassembled. */
+/*
+ * Within a read (redact_stream_read_begin/_end), a framed stream releases
+ * at the read's end only, however it was fed: two events each holding a
+ * part of a secret, fed apart, are scanned together and masked whole.
+ */
+static void
+test_read_releases_at_its_end(void **state)
+{
+	struct redact_set *set = mkset();
+	struct redact_stream *st = redact_stream_new_mode(set, REDACT_MODE_SSE);
+	struct evbuffer *out = evbuffer_new();
+	const char *e1 = "data: sk-live-CANARY1-q8\n\n", *e2 = "data: Zt3xW9pLm2vB7\n\n";
+	size_t n;
+	char *got;
+
+	(void)state;
+	assert_non_null(st);
+	assert_non_null(out);
+	redact_stream_read_begin(st);
+	assert_int_equal(redact_stream_feed(st, (const uint8_t *)e1, strlen(e1), out), 0);
+	assert_int_equal(redact_stream_feed(st, (const uint8_t *)e2, strlen(e2), out), 0);
+	assert_int_equal(evbuffer_get_length(out), 0);
+	assert_int_equal(redact_stream_held(st), strlen(e1) + strlen(e2));
+	assert_int_equal(redact_stream_read_end(st, out), 0);
+	assert_int_equal(redact_stream_held(st), 0);
+	n = evbuffer_get_length(out);
+	assert_int_equal(n, strlen(e1) + strlen(e2));
+	got = (char *)evbuffer_pullup(out, -1);
+	assert_null(memmem(got, n, "sk-live", 7));
+	assert_null(memmem(got, n, "Zt3xW9pLm2vB7", 13));
+	assert_non_null(memmem(got, n, "data: ", 6));
+	/* Outside a read, each feed releases its complete events as before. */
+	evbuffer_drain(out, n);
+	assert_int_equal(redact_stream_feed(st, (const uint8_t *)e2, strlen(e2), out), 0);
+	assert_int_equal(evbuffer_get_length(out), strlen(e2));
+	evbuffer_free(out);
+	redact_stream_free(st);
+	redact_set_unref(set);
+}
+
 static void
 test_websocket_frames(void **state)
 {
@@ -899,12 +939,20 @@ test_websocket_frames(void **state)
 	assert_int_equal(evbuffer_get_length(out), 12);
 	evbuffer_drain(out, 12);
 	redact_stream_free(st);
-	/* Bytes that are not frames (a reserved opcode) go out at each feed's end. */
+	/*
+	 * Bytes that are not frames (a reserved opcode) are held as a body's
+	 * are: a secret cut across two feeds is masked whole.
+	 */
 	st = redact_stream_new_mode(set, REDACT_MODE_WEBSOCKET);
 	assert_non_null(st);
 	assert_int_equal(redact_stream_feed(st, (const uint8_t *)"echo sk-live", 12, out), 0);
+	assert_int_equal(redact_stream_held(st), 12);
+	assert_int_equal(evbuffer_get_length(out), 0);
+	assert_int_equal(redact_stream_feed(st, (const uint8_t *)S1 + 7, strlen(S1) - 7, out), 0);
+	assert_int_equal(redact_stream_feed(st, (const uint8_t *)"\n", 1, out), 0);
 	assert_int_equal(redact_stream_held(st), 0);
-	assert_int_equal(evbuffer_get_length(out), 12);
+	assert_int_equal(evbuffer_get_length(out), 5 + strlen(S1) + 1);
+	assert_null(memmem(evbuffer_pullup(out, -1), evbuffer_get_length(out), "sk-live", 7));
 	evbuffer_free(out);
 	redact_stream_free(st);
 	redact_set_unref(set);
@@ -964,15 +1012,20 @@ test_grpc_messages(void **state)
 	assert_int_equal(evbuffer_get_length(out), n - m + 2);
 	evbuffer_drain(out, n - m + 2);
 	redact_stream_free(st);
-	/* Not gRPC framing (a flag of 7): released at each feed's end, still scanned. */
+	/*
+	 * Not gRPC framing (a flag of 7): held as a body is (a secret cut
+	 * across feeds is masked whole), still scanned.
+	 */
 	st = redact_stream_new_mode(set, REDACT_MODE_GRPC);
 	assert_non_null(st);
 	n = 0;
 	f[n++] = 7;
 	memcpy(f + n, S1, strlen(S1));
 	n += strlen(S1);
-	assert_int_equal(redact_stream_feed(st, f, n, out), 0);
-	assert_int_equal(redact_stream_held(st), 0);
+	assert_int_equal(redact_stream_feed(st, f, 10, out), 0);
+	assert_int_equal(redact_stream_feed(st, f + 10, n - 10, out), 0);
+	assert_int_equal(redact_stream_held(st), n);
+	assert_int_equal(redact_stream_flush(st, out), 0);
 	assert_int_equal(evbuffer_remove(out, res, sizeof(res)), (int)n);
 	assert_null(memmem(res, n, "sk-live", 7));
 	evbuffer_free(out);
@@ -1145,6 +1198,7 @@ main(void)
 	    cmocka_unit_test(test_base64url_and_alignments),
 	    cmocka_unit_test(test_url_and_json),
 	    cmocka_unit_test(test_encoder_variants),
+	    cmocka_unit_test(test_read_releases_at_its_end),
 	    cmocka_unit_test(test_partial_never_masked),
 	    cmocka_unit_test(test_overlap_masks_union),
 	    cmocka_unit_test(test_patterns_enumerated),
