@@ -979,8 +979,16 @@ icpt_http_upstream(struct icpt_conn *c)
 			if (len > 0) {
 				if (c->rs != NULL) {
 					redact_stream_read_begin(c->rs);
-					if (redact_stream_feed_evbuffer(c->rs, in, c->tmp) != 0 ||
-					    redact_stream_read_end(c->rs, c->tmp) != 0) {
+					if (redact_stream_feed_evbuffer(c->rs, in, c->tmp) != 0) {
+						icpt_close(c, "oom");
+						return;
+					}
+					/* Nothing of this read goes: a frame the scan cannot read. */
+					if (redact_stream_unreadable(c->rs)) {
+						icpt_close(c, "websocket_frame_unreadable");
+						return;
+					}
+					if (redact_stream_read_end(c->rs, c->tmp) != 0) {
 						icpt_close(c, "oom");
 						return;
 					}

@@ -81,6 +81,8 @@ struct redact_ws {
 	uint64_t left;   /* payload bytes left in this frame */
 	bool inpayload;
 	bool opaque; /* not WebSocket framing: held as a body is */
+	/* A frame compressed (RSV1) or masked: nothing negotiated either; unscannable. */
+	bool unreadable;
 };
 
 /* gRPC length-prefixed message parser state. */
@@ -1220,6 +1222,8 @@ redact_ws_byte(struct redact_ws *p, uint8_t c, bool *text, bool *bound)
 				n = n << 8 | p->hdr[i];
 		/* Compressed (RSV1) or masked payload is not text a scan can read. */
 		p->data = op <= 2 && !(p->hdr[1] & 0x80) && !(p->hdr[0] & 0x40);
+		if ((p->hdr[1] & 0x80) || (p->hdr[0] & 0x40))
+			p->unreadable = true;
 		p->left = n;
 		p->inpayload = n > 0;
 		*bound = n == 0;
@@ -1470,6 +1474,13 @@ redact_stream_feed_buf(struct redact_stream *st, const uint8_t *in, size_t len, 
 		return -1;
 	*out_len = out;
 	return 0;
+}
+
+/* A frame the scan cannot read; see redact.h. */
+bool
+redact_stream_unreadable(const struct redact_stream *st)
+{
+	return st->mode == REDACT_MODE_WEBSOCKET && st->ws.unreadable;
 }
 
 /* A read begins; see redact.h. */

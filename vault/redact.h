@@ -155,6 +155,13 @@ int redact_stream_feed_buf(struct redact_stream *st, const uint8_t *in, size_t l
  * always. read_end: 0 or -1 (no memory: the stream is unusable).
  */
 void redact_stream_read_begin(struct redact_stream *st);
+/*
+ * Whether a WebSocket stream met a frame from the server that no scan can
+ * read: compressed (RSV1; the upgrade negotiates no extension) or masked
+ * (RFC 6455 5.1: a server never masks). Its bytes must not be released:
+ * the caller ends the tunnel before redact_stream_read_end.
+ */
+bool redact_stream_unreadable(const struct redact_stream *st);
 int redact_stream_read_end(struct redact_stream *st, struct evbuffer *out)
     __attribute__((warn_unused_result));
 

@@ -359,6 +359,32 @@ test_upgrade_websocket_without_compression(void **state)
 	assert_null(strstr(h->wrx, "101"));
 	relay_free(h);
 
+	/*
+	 * The server sends a compressed (RSV1) or a masked frame, neither
+	 * negotiated nor allowed to it: no scan can read it, so nothing of
+	 * it reaches the workload and the tunnel ends.
+	 */
+	{
+		static const char *const frames[] = {
+		    "\xc1\x05hello",                 /* FIN, RSV1, text */
+		    "\x81\x85\x01\x02\x03\x04ignmk", /* FIN, text, masked */
+		};
+
+		for (size_t i = 0; i < sizeof(frames) / sizeof(frames[0]); i++) {
+			static char resp[512];
+
+			snprintf(resp, sizeof(resp), "%s%s", WS_101(""), frames[i]);
+			h = h_new();
+			h->script[0] = resp;
+			h->nscript = 1;
+			relay_send(h, WS_REQ("/v1/ws", "websocket", ""));
+			assert_true(relay_pump(h, NULL));
+			assert_null(strstr(h->wrx, frames[i] + 2));
+			assert_non_null(strstr(h->log, "websocket_frame_unreadable"));
+			relay_free(h);
+		}
+	}
+
 	/* A 101 to another protocol than the one asked for: 502. */
 	h = h_new();
 	h->script[0] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n"
