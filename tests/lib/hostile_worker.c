@@ -55,6 +55,15 @@ hostile_ack_push(int fd, const union chan_msg *m)
 }
 
 /*
+ * A result for another request than the one waited for (the parent answers
+ * a refusal at once, an accepted change once the intercept holds it): kept
+ * for hostile_result to find.
+ */
+static bool early;
+static uint32_t early_id;
+static int early_err;
+
+/*
  * Serve the channel for at most ms: acknowledge what the parent pushes
  * (as a real child does, or the parent would kill it for not answering);
  * stop at the result for id (its err), or at a whole policy push when
@@ -106,6 +115,11 @@ hostile_pump(int fd, uint32_t id, bool want_policy, int ms)
 			err = m->result.err;
 			break;
 		}
+		if (m->hdr.type == CHAN_RESULT && id != 0 && !early) {
+			early = true;
+			early_id = m->hdr.id;
+			early_err = m->result.err;
+		}
 		if ((m->hdr.type == CHAN_LEAF_REP || m->hdr.type == CHAN_SOCKET_REP) &&
 		    m->hdr.id == id) {
 			err = m->hdr.type == CHAN_LEAF_REP ? m->leaf_rep.err : m->socket_rep.err;
@@ -119,6 +133,10 @@ hostile_pump(int fd, uint32_t id, bool want_policy, int ms)
 static int
 hostile_result(int fd, uint32_t id)
 {
+	if (early && early_id == id) {
+		early = false;
+		return early_err;
+	}
 	return hostile_pump(fd, id, false, 20000);
 }
 
@@ -423,9 +441,25 @@ hostile_allowed(int fd, enum chan_role role)
 	say("proxy-loopback", hostile_proxy(fd, "proxy.hostile.test", "127.0.0.2"));
 	say("proxy-metadata", hostile_proxy(fd, "proxy.hostile.test", "169.254.169.254"));
 	say("proxy-other-name", hostile_proxy(fd, "evil.example.test", "192.0.2.91"));
-	say("proxy-ok", hostile_proxy(fd, "proxy.hostile.test", "192.0.2.90"));
-	/* Each change rebuilds the filter chain: no flapping. */
-	say("proxy-flap", hostile_proxy(fd, "proxy.hostile.test", "192.0.2.93"));
+	/*
+	 * Each change rebuilds the filter chain: no flapping. The change
+	 * comes with the good address, before its answer is read, so that the
+	 * parent takes both within its PARENT_PROXY_CHANGE_S however slowly
+	 * a loaded machine runs this process.
+	 */
+	{
+		struct chan_learn ok, flap;
+		uint32_t a = next_id++, b = next_id++;
+
+		hostile_learn_msg(&ok, a, "proxy.hostile.test", "192.0.2.90", 0, 60);
+		ok.hdr.flags = CHAN_LEARN_PROXY;
+		hostile_learn_msg(&flap, b, "proxy.hostile.test", "192.0.2.93", 0, 60);
+		flap.hdr.flags = CHAN_LEARN_PROXY;
+		if (chan_send(fd, &ok, -1) == 0 && chan_send(fd, &flap, -1) == 0) {
+			say("proxy-ok", hostile_result(fd, a));
+			say("proxy-flap", hostile_result(fd, b));
+		}
+	}
 }
 
 /*
