@@ -325,17 +325,27 @@ redact_unreserved(uint8_t c)
 	       c == '-' || c == '.' || c == '_' || c == '~';
 }
 
-/* Percent-encoding of every byte outside RFC 3986 unreserved. */
-static void
-redact_add_url(struct redact_plist *pl, const uint8_t *v, size_t n, const char *hex, bool form)
-{
-	size_t i;
+/* Percent-encoding flags: a space is '+' (forms), '~' is encoded too (Java). */
+#define REDACT_URL_FORM 0x1
+#define REDACT_URL_TILDE 0x2
 
+/*
+ * Percent-encoding of every byte outside RFC 3986 unreserved and safe
+ * (literal as they are), per flags (REDACT_URL_*).
+ */
+static void
+redact_add_url(struct redact_plist *pl, const uint8_t *v, size_t n, const char *hex,
+    const char *safe, unsigned flags)
+{
 	plist_begin(pl);
-	for (i = 0; i < n; i++) {
-		if (redact_unreserved(v[i])) {
+	for (size_t i = 0; i < n; i++) {
+		bool lit =
+		    (v[i] != 0 && strchr(safe, v[i]) != NULL) ||
+		    (redact_unreserved(v[i]) && !((flags & REDACT_URL_TILDE) && v[i] == '~'));
+
+		if (lit) {
 			plist_put(pl, v[i]);
-		} else if (form && v[i] == ' ') {
+		} else if ((flags & REDACT_URL_FORM) && v[i] == ' ') {
 			plist_put(pl, '+');
 		} else {
 			plist_put(pl, '%');
@@ -348,50 +358,27 @@ redact_add_url(struct redact_plist *pl, const uint8_t *v, size_t n, const char *
 
 /*
  * Encoders that leave more than RFC 3986 unreserved as it is: each set
- * below stays literal, every other byte outside unreserved is %XX (form:
- * a space is '+'). Only sets that v has a byte of make a new rendering.
+ * below stays literal, every other byte outside unreserved is %XX. Only
+ * sets that v has a byte of make a new rendering.
  */
 static const struct {
 	const char *safe;
-	bool form;
+	unsigned flags;
 } redact_url_safe[] = {
-    {"/", false},                /* Python urllib.parse.quote, Werkzeug */
-    {"!*'()", false},            /* JavaScript encodeURIComponent */
-    {"$&+,:;=@", false},         /* Go url.PathEscape */
-    {"!#$&'()*+,/:;=?@", false}, /* JavaScript encodeURI */
-    {"*", true},                 /* Java URLEncoder (encodes '~' too: below) */
+    {"/", 0},                                  /* Python urllib.parse.quote, Werkzeug */
+    {"!*'()", 0},                              /* JavaScript encodeURIComponent */
+    {"$&+,:;=@", 0},                           /* Go url.PathEscape */
+    {"!#$&'()*+,/:;=?@", 0},                   /* JavaScript encodeURI */
+    {"*", REDACT_URL_FORM | REDACT_URL_TILDE}, /* Java URLEncoder */
 };
 
-/* Percent-encoding that leaves safe (and unreserved) literal; java: '~' is encoded. */
-static void
-redact_add_url_safe(struct redact_plist *pl, const uint8_t *v, size_t n, const char *hex,
-    const char *safe, bool form)
-{
-	plist_begin(pl);
-	for (size_t i = 0; i < n; i++) {
-		bool lit = v[i] != 0 && (strchr(safe, v[i]) != NULL ||
-		                            (redact_unreserved(v[i]) && !(form && v[i] == '~')));
-
-		if (lit) {
-			plist_put(pl, v[i]);
-		} else if (form && v[i] == ' ') {
-			plist_put(pl, '+');
-		} else {
-			plist_put(pl, '%');
-			plist_put(pl, (uint8_t)hex[v[i] >> 4]);
-			plist_put(pl, (uint8_t)hex[v[i] & 15]);
-		}
-	}
-	plist_end(pl);
-}
-
-/* Whether v has a byte that set s (or, for form, ' ' or '~') changes. */
+/* Whether v has a byte that set s (or, with flags, ' ' or '~') renders otherwise. */
 static bool
-redact_url_safe_applies(const uint8_t *v, size_t n, const char *s, bool form)
+redact_url_safe_applies(const uint8_t *v, size_t n, const char *s, unsigned flags)
 {
 	for (size_t i = 0; i < n; i++)
 		if ((v[i] != 0 && strchr(s, v[i]) != NULL) ||
-		    (form && (v[i] == ' ' || v[i] == '~')))
+		    (flags != 0 && (v[i] == ' ' || v[i] == '~')))
 			return true;
 	return false;
 }
@@ -573,22 +560,22 @@ redact_add_value(struct redact_plist *pl, const uint8_t *v, size_t n)
 	redact_add_hex(pl, v, n, redact_hexlo);
 	redact_add_hex(pl, v, n, redact_hexup);
 	redact_add_base64(pl, v, n);
-	redact_add_url(pl, v, n, redact_hexup, false);
-	redact_add_url(pl, v, n, redact_hexlo, false);
+	redact_add_url(pl, v, n, redact_hexup, "", 0);
+	redact_add_url(pl, v, n, redact_hexlo, "", 0);
 	redact_add_url_all(pl, v, n, redact_hexup);
 	redact_add_url_all(pl, v, n, redact_hexlo);
 	if (memchr(v, ' ', n) != NULL) {
-		redact_add_url(pl, v, n, redact_hexup, true);
-		redact_add_url(pl, v, n, redact_hexlo, true);
+		redact_add_url(pl, v, n, redact_hexup, "", REDACT_URL_FORM);
+		redact_add_url(pl, v, n, redact_hexlo, "", REDACT_URL_FORM);
 	}
 	for (i = 0; i < sizeof(redact_url_safe) / sizeof(redact_url_safe[0]); i++) {
 		if (!redact_url_safe_applies(
-		        v, n, redact_url_safe[i].safe, redact_url_safe[i].form))
+		        v, n, redact_url_safe[i].safe, redact_url_safe[i].flags))
 			continue;
-		redact_add_url_safe(
-		    pl, v, n, redact_hexup, redact_url_safe[i].safe, redact_url_safe[i].form);
-		redact_add_url_safe(
-		    pl, v, n, redact_hexlo, redact_url_safe[i].safe, redact_url_safe[i].form);
+		redact_add_url(
+		    pl, v, n, redact_hexup, redact_url_safe[i].safe, redact_url_safe[i].flags);
+		redact_add_url(
+		    pl, v, n, redact_hexlo, redact_url_safe[i].safe, redact_url_safe[i].flags);
 	}
 	for (i = 0; i < sizeof(json) / sizeof(json[0]); i++)
 		redact_add_json(pl, v, n, json[i]);

@@ -15,6 +15,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "icptfix.h"
 #include "relayharness.h"
 #include "vault/icpt_internal.h"
 #include "vault/intercept.h"
@@ -29,50 +30,11 @@
 		}                                                                                  \
 	} while (0)
 
-struct sockjob {
-	int fd;
-	intercept_socket_cb cb;
-	void *arg;
-};
-
-static bool
-f_sni_allowed(void *arg, const char *canon)
-{
-	(void)arg;
-	return strcmp(canon, "api.allowed.test") == 0;
-}
-
-static bool
-f_dst_ok(void *arg, const char *canon, int family, const uint8_t *addr, uint16_t port)
-{
-	(void)arg, (void)canon, (void)family, (void)addr, (void)port;
-	return true;
-}
-
-static void
-f_sock_later(evutil_socket_t fd, short what, void *arg)
-{
-	struct sockjob *j = arg;
-
-	(void)fd, (void)what;
-	j->cb(j->fd, j->fd < 0 ? EIO : 0, j->arg);
-	free(j);
-}
-
 /* The worker's marked socket: a plain one, delivered on a later loop turn. */
 static int
 f_get_socket(void *arg, int family, intercept_socket_cb cb, void *cbarg)
 {
-	struct relay *h = arg;
-	struct sockjob *j = calloc(1, sizeof(*j));
-	struct timeval tv = {0, 0};
-
-	RELAY_CHECK(j != NULL);
-	j->fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	j->cb = cb;
-	j->arg = cbarg;
-	RELAY_CHECK((event_base_once(h->base, -1, EV_TIMEOUT, f_sock_later, j, &tv)) == (0));
-	return 0;
+	return icptfix_socket(((struct relay *)arg)->base, family, cb, cbarg);
 }
 
 static struct vault_snap *
@@ -100,8 +62,8 @@ f_log(void *arg, const struct intercept_event *ev)
 }
 
 static const struct intercept_ops f_ops = {
-    .sni_allowed = f_sni_allowed,
-    .dst_ok = f_dst_ok,
+    .sni_allowed = icptfix_sni_allowed,
+    .dst_ok = icptfix_dst_ok,
     .get_upstream_socket = f_get_socket,
     .snapshot = f_snapshot,
     .count = f_count,
@@ -113,13 +75,12 @@ struct relay *
 relay_new(struct vault_snap *snap)
 {
 	struct relay *h = calloc(1, sizeof(*h));
-	struct intercept *ic = calloc(1, sizeof(*ic));
+	struct intercept *ic;
 	struct icpt_conn *c = calloc(1, sizeof(*c));
 	socklen_t len = sizeof(h->up);
 	int sv[2];
 
 	RELAY_CHECK(h != NULL);
-	RELAY_CHECK(ic != NULL);
 	RELAY_CHECK(c != NULL);
 	h->base = event_base_new();
 	RELAY_CHECK(h->base != NULL);
@@ -133,23 +94,7 @@ relay_new(struct vault_snap *snap)
 	RELAY_CHECK((listen(h->lfd, 4)) == (0));
 	RELAY_CHECK((getsockname(h->lfd, (struct sockaddr *)&h->up, &len)) == (0));
 
-	ic->base = h->base;
-	TAILQ_INIT(&ic->idle);
-	TAILQ_INIT(&ic->quiet);
-	TAILQ_INIT(&ic->pool);
-	ic->ev_reap = event_new(ic->base, -1, 0, icpt_reap_cb, ic);
-	RELAY_CHECK(ic->ev_reap != NULL);
-	ic->ops = &f_ops;
-	ic->arg = h;
-	ic->cfg.tls_port = 15443;
-	ic->cfg.plain_port = 15080;
-	ic->cfg.max_conns = 16;
-	ic->fd_budget = 64; /* as intercept_new() derives it from RLIMIT_NOFILE */
-	ic->cfg.max_buffer = INTERCEPT_MAX_BUFFER;
-	ic->cfg.head_timeout_s = INTERCEPT_MAX_HEAD_S;
-	ic->cfg.idle_timeout_s = ICPT_DEFAULT_IDLE_S;
-	ic->cfg.connect_timeout_s = INTERCEPT_MAX_CONNECT_S;
-	ic->cfg.upstream_idle_max = INTERCEPT_DEFAULT_UPSTREAM_IDLE;
+	ic = icptfix_intercept(h->base, &f_ops, h, NULL);
 	h->ic = ic;
 
 	RELAY_CHECK(

@@ -29,18 +29,18 @@
 #include <nghttp2/nghttp2.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "policy/binding.h"
 #include "vault/httpwire.h"
 #include "vault/icpt_internal.h"
 #include "vault/intercept.h"
 #include "vault/secret.h"
 #include "vault/snap.h"
+
+#include "icptfix.h"
 
 #define SECRET "sk-live-CANARY1-h2up-0123456789abcdef"
 #define HOSTNAME "api.allowed.test"
@@ -88,24 +88,13 @@ static struct vault_snap *
 mksnap(void)
 {
 	static const char js[] =
-	    "{\"credentials\":[{\"name\":\"c1\",\"source\":{\"type\":\"inline\",\"value\":\"" SECRET
-	    "\"}}],\"bindings\":[{\"name\":\"b1\",\"match\":{\"schemes\":[\"https\"],"
+	    "{\"credentials\":[{\"name\":\"c1\",\"source\":{\"value\":\"x\"}}],"
+	    "\"bindings\":[{\"name\":\"b1\",\"match\":{\"schemes\":[\"https\"],"
 	    "\"hosts\":[\"" HOSTNAME "\"],\"paths\":[\"/v1/*\"],\"methods\":[\"GET\","
 	    "\"POST\"]},\"auth\":{\"type\":\"apiKey\",\"name\":\"X-Api-Key\","
 	    "\"credential\":\"c1\"}}]}";
-	struct policy_err pe;
-	struct binding_set *bs = binding_set_from_json(js, strlen(js), &pe);
-	struct secret *s = secret_new((const uint8_t *)SECRET, strlen(SECRET));
-	struct vault_snap *snap;
-	char err[256];
 
-	assert_non_null(bs);
-	assert_non_null(s);
-	snap = vault_snap_new(bs, &s, 1, 1, err, sizeof(err));
-	assert_non_null(snap);
-	binding_set_free(bs);
-	secret_unref(s);
-	return snap;
+	return icptfix_snap(js, (const uint8_t *)SECRET, strlen(SECRET));
 }
 
 /* b1 substitutes PH in the bodies of /v1/ with a 16 KiB secret (c1). */
@@ -120,101 +109,15 @@ mksnap_subst(void)
 	    "\"auth\":{\"type\":\"passthrough\",\"substitutions\":[{\"credential\":\"c1\","
 	    "\"placeholder\":\"" PH "\",\"in\":[\"body\"]}]}}]}";
 	static uint8_t v[SECRET_MAX_BYTES];
-	struct policy_err pe;
-	struct binding_set *bs = binding_set_from_json(js, strlen(js), &pe);
-	struct secret *sec;
-	struct vault_snap *snap;
-	char err[256];
 
-	if (bs == NULL)
-		fail_msg("%s", pe.msg);
 	memset(v, 'k', sizeof(v));
-	sec = secret_new(v, sizeof(v));
-	assert_non_null(sec);
-	snap = vault_snap_new(bs, &sec, 1, 1, err, sizeof(err));
-	if (snap == NULL)
-		fail_msg("%s", err);
-	binding_set_free(bs);
-	secret_unref(sec);
-	return snap;
-}
-
-static void
-mkcert(struct t *t)
-{
-	X509 *x = X509_new();
-	X509_NAME *n;
-	X509_EXTENSION *e;
-	X509V3_CTX v3;
-
-	t->key = EVP_EC_gen("P-256");
-	assert_non_null(t->key);
-	assert_non_null(x);
-	X509_set_version(x, 2);
-	ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-	X509_gmtime_adj(X509_getm_notBefore(x), -3600);
-	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
-	X509_set_pubkey(x, t->key);
-	n = X509_get_subject_name(x);
-	X509_NAME_add_entry_by_txt(
-	    n, "CN", MBSTRING_ASC, (const unsigned char *)HOSTNAME, -1, -1, 0);
-	X509_set_issuer_name(x, n);
-	X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
-	e = X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name, "DNS:" HOSTNAME);
-	assert_non_null(e);
-	X509_add_ext(x, e, -1);
-	X509_EXTENSION_free(e);
-	e = X509V3_EXT_conf_nid(NULL, &v3, NID_basic_constraints, "critical,CA:TRUE");
-	assert_non_null(e);
-	X509_add_ext(x, e, -1);
-	X509_EXTENSION_free(e);
-	assert_true(X509_sign(x, t->key, EVP_sha256()) > 0);
-	t->cert = x;
-}
-
-struct sockjob {
-	int fd;
-	intercept_socket_cb cb;
-	void *arg;
-};
-
-static void
-f_sock_later(evutil_socket_t fd, short what, void *arg)
-{
-	struct sockjob *j = arg;
-
-	(void)fd, (void)what;
-	j->cb(j->fd, j->fd < 0 ? EIO : 0, j->arg);
-	free(j);
+	return icptfix_snap(js, v, sizeof(v));
 }
 
 static int
 f_get_socket(void *arg, int family, intercept_socket_cb cb, void *cbarg)
 {
-	struct t *t = arg;
-	struct sockjob *j = calloc(1, sizeof(*j));
-	struct timeval tv = {0, 0};
-
-	assert_non_null(j);
-	j->fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	j->cb = cb;
-	j->arg = cbarg;
-	assert_int_equal(event_base_once(t->base, -1, EV_TIMEOUT, f_sock_later, j, &tv), 0);
-	return 0;
-}
-
-static bool
-f_sni_allowed(void *arg, const char *canon)
-{
-	(void)arg;
-	return strcmp(canon, HOSTNAME) == 0;
-}
-
-static bool
-f_dst_ok(void *arg, const char *canon, int family, const uint8_t *addr, uint16_t port)
-{
-	(void)arg, (void)canon, (void)family, (void)addr, (void)port;
-	return true;
+	return icptfix_socket(((struct t *)arg)->base, family, cb, cbarg);
 }
 
 static struct vault_snap *
@@ -240,8 +143,8 @@ f_log(void *arg, const struct intercept_event *ev)
 }
 
 static const struct intercept_ops f_ops = {
-    .sni_allowed = f_sni_allowed,
-    .dst_ok = f_dst_ok,
+    .sni_allowed = icptfix_sni_allowed,
+    .dst_ok = icptfix_dst_ok,
     .get_upstream_socket = f_get_socket,
     .snapshot = f_snapshot,
     .count = f_count,
@@ -467,7 +370,7 @@ static struct t *
 t_new(enum up_mode mode)
 {
 	struct t *t = calloc(1, sizeof(*t));
-	struct intercept *ic = calloc(1, sizeof(*ic));
+	struct intercept *ic;
 	struct icpt_conn *c = calloc(1, sizeof(*c));
 	struct sockaddr_in up = {.sin_family = AF_INET};
 	socklen_t len = sizeof(up);
@@ -475,7 +378,6 @@ t_new(enum up_mode mode)
 	int sv[2];
 
 	assert_non_null(t);
-	assert_non_null(ic);
 	assert_non_null(c);
 	t->mode = mode;
 	t->ufd = -1;
@@ -483,7 +385,7 @@ t_new(enum up_mode mode)
 	t->base = event_base_new();
 	assert_non_null(t->base);
 	t->snap = mode == UP_SUBST ? mksnap_subst() : mksnap();
-	mkcert(t);
+	icptfix_cert(HOSTNAME, &t->cert, &t->key);
 	t->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	up.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	assert_int_equal(bind(t->lfd, (struct sockaddr *)&up, sizeof(up)), 0);
@@ -495,27 +397,8 @@ t_new(enum up_mode mode)
 	assert_int_equal(SSL_CTX_use_PrivateKey(t->sctx, t->key), 1);
 	SSL_CTX_set_alpn_select_cb(t->sctx, up_alpn, NULL);
 
-	ic->base = t->base;
-	TAILQ_INIT(&ic->idle);
-	TAILQ_INIT(&ic->quiet);
-	TAILQ_INIT(&ic->pool);
-	ic->ev_reap = event_new(ic->base, -1, 0, icpt_reap_cb, ic);
-	ic->ops = &f_ops;
-	ic->arg = t;
-	ic->cfg.tls_port = 15443;
-	ic->cfg.plain_port = 15080;
-	ic->cfg.max_conns = 16;
-	ic->fd_budget = 64;
-	ic->cfg.max_buffer = INTERCEPT_MAX_BUFFER;
-	ic->cfg.head_timeout_s = INTERCEPT_MAX_HEAD_S;
+	ic = icptfix_intercept(t->base, &f_ops, t, t->cert);
 	ic->cfg.keepalive_timeout_s = 60;
-	ic->cfg.idle_timeout_s = ICPT_DEFAULT_IDLE_S;
-	ic->cfg.connect_timeout_s = INTERCEPT_MAX_CONNECT_S;
-	ic->cfg.upstream_idle_max = INTERCEPT_DEFAULT_UPSTREAM_IDLE;
-	ic->up_ctx = SSL_CTX_new(TLS_client_method());
-	assert_non_null(ic->up_ctx);
-	SSL_CTX_set_verify(ic->up_ctx, SSL_VERIFY_PEER, NULL);
-	assert_int_equal(X509_STORE_add_cert(SSL_CTX_get_cert_store(ic->up_ctx), t->cert), 1);
 	t->ic = ic;
 
 	/* The connection, as the TLS listener leaves a terminated one that agreed on h2. */

@@ -30,21 +30,19 @@
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "policy/binding.h"
 #include "vault/icpt_internal.h"
 #include "vault/intercept.h"
-#include "vault/secret.h"
 #include "vault/snap.h"
+
+#include "icptfix.h"
 
 #define SECRET "sk-live-CANARY1-relay-0123456789abcdef"
 #define HOSTNAME "api.allowed.test"
@@ -72,77 +70,25 @@ struct h {
 	char log[4096];
 };
 
-static struct h *H;
-
 static struct vault_snap *
 mksnap(void)
 {
 	static const char js[] =
-	    "{\"credentials\":[{\"name\":\"c1\",\"source\":{\"type\":\"inline\",\"value\":\"" SECRET
-	    "\"}}],\"bindings\":[{\"name\":\"b1\",\"match\":{\"schemes\":[\"http\"],"
+	    "{\"credentials\":[{\"name\":\"c1\",\"source\":{\"value\":\"x\"}}],"
+	    "\"bindings\":[{\"name\":\"b1\",\"match\":{\"schemes\":[\"http\"],"
 	    "\"hosts\":[\"api.allowed.test\"],\"paths\":[\"/v1/*\"],\"methods\":[\"GET\","
 	    "\"POST\"]},\"auth\":{\"type\":\"apiKey\",\"name\":\"X-Api-Key\","
 	    "\"credential\":\"c1\"}}]}";
-	struct policy_err pe;
-	struct binding_set *bs = binding_set_from_json(js, strlen(js), &pe);
-	struct secret *s = secret_new((const uint8_t *)SECRET, strlen(SECRET));
-	struct vault_snap *snap;
-	char err[256];
 
-	assert_non_null(bs);
-	assert_non_null(s);
-	snap = vault_snap_new(bs, &s, 1, 1, err, sizeof(err));
-	assert_non_null(snap);
-	binding_set_free(bs);
-	secret_unref(s);
-	return snap;
+	return icptfix_snap(js, (const uint8_t *)SECRET, strlen(SECRET));
 }
 
 /* ------------------------------------------------------------ fake parent */
 
-struct sockjob {
-	int fd;
-	intercept_socket_cb cb;
-	void *arg;
-};
-
-static bool
-f_sni_allowed(void *arg, const char *canon)
-{
-	(void)arg;
-	return strcmp(canon, HOSTNAME) == 0;
-}
-
-static bool
-f_dst_ok(void *arg, const char *canon, int family, const uint8_t *addr, uint16_t port)
-{
-	(void)arg, (void)canon, (void)family, (void)addr, (void)port;
-	return true;
-}
-
-static void
-f_sock_later(evutil_socket_t fd, short what, void *arg)
-{
-	struct sockjob *j = arg;
-
-	(void)fd, (void)what;
-	j->cb(j->fd, j->fd < 0 ? EIO : 0, j->arg);
-	free(j);
-}
-
 static int
 f_get_socket(void *arg, int family, intercept_socket_cb cb, void *cbarg)
 {
-	struct h *h = arg;
-	struct sockjob *j = calloc(1, sizeof(*j));
-	struct timeval tv = {0, 0};
-
-	assert_non_null(j);
-	j->fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	j->cb = cb;
-	j->arg = cbarg;
-	assert_int_equal(event_base_once(h->base, -1, EV_TIMEOUT, f_sock_later, j, &tv), 0);
-	return 0;
+	return icptfix_socket(((struct h *)arg)->base, family, cb, cbarg);
 }
 
 static struct vault_snap *
@@ -171,48 +117,13 @@ f_log(void *arg, const struct intercept_event *ev)
 }
 
 static const struct intercept_ops f_ops = {
-    .sni_allowed = f_sni_allowed,
-    .dst_ok = f_dst_ok,
+    .sni_allowed = icptfix_sni_allowed,
+    .dst_ok = icptfix_dst_ok,
     .get_upstream_socket = f_get_socket,
     .snapshot = f_snapshot,
     .count = f_count,
     .log = f_log,
 };
-
-/* ------------------------------------------------------------ certificate */
-
-static void
-mkcert(X509 **cert, EVP_PKEY **key)
-{
-	EVP_PKEY *k = EVP_EC_gen("P-256");
-	X509 *x = X509_new();
-	X509_NAME *n;
-	X509_EXTENSION *e;
-	X509V3_CTX v3;
-
-	assert_non_null(k);
-	assert_non_null(x);
-	X509_set_version(x, 2);
-	ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-	X509_gmtime_adj(X509_getm_notBefore(x), -3600);
-	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
-	X509_set_pubkey(x, k);
-	n = X509_get_subject_name(x);
-	X509_NAME_add_entry_by_txt(
-	    n, "CN", MBSTRING_ASC, (const unsigned char *)"review", -1, -1, 0);
-	X509_set_issuer_name(x, n);
-	X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
-	e = X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name, "DNS:" HOSTNAME);
-	assert_non_null(e);
-	X509_add_ext(x, e, -1);
-	X509_EXTENSION_free(e);
-	e = X509V3_EXT_conf_nid(NULL, &v3, NID_basic_constraints, "critical,CA:TRUE");
-	X509_add_ext(x, e, -1);
-	X509_EXTENSION_free(e);
-	assert_true(X509_sign(x, k, EVP_sha256()) > 0);
-	*cert = x;
-	*key = k;
-}
 
 /* ------------------------------------------------------------ harness */
 
@@ -220,13 +131,11 @@ static struct h *
 h_new(void)
 {
 	struct h *h = calloc(1, sizeof(*h));
-	struct intercept *ic = calloc(1, sizeof(*ic));
 	socklen_t len = sizeof(h->up);
 	X509 *cert;
 	EVP_PKEY *key;
 
 	assert_non_null(h);
-	assert_non_null(ic);
 	h->base = event_base_new();
 	h->snap = mksnap();
 	h->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -236,36 +145,15 @@ h_new(void)
 	assert_int_equal(listen(h->lfd, 8), 0);
 	assert_int_equal(getsockname(h->lfd, (struct sockaddr *)&h->up, &len), 0);
 
-	mkcert(&cert, &key);
+	icptfix_cert(HOSTNAME, &cert, &key);
 	h->sctx = SSL_CTX_new(TLS_server_method());
 	assert_int_equal(SSL_CTX_use_certificate(h->sctx, cert), 1);
 	assert_int_equal(SSL_CTX_use_PrivateKey(h->sctx, key), 1);
 	SSL_CTX_set_num_tickets(h->sctx, 0);
 
-	ic->base = h->base;
-	TAILQ_INIT(&ic->idle);
-	TAILQ_INIT(&ic->quiet);
-	TAILQ_INIT(&ic->pool);
-	ic->ev_reap = event_new(ic->base, -1, 0, icpt_reap_cb, ic);
-	ic->ops = &f_ops;
-	ic->arg = h;
-	ic->cfg.tls_port = 15443;
-	ic->cfg.plain_port = 15080;
-	ic->cfg.max_conns = 16;
-	ic->fd_budget = 64;
-	ic->cfg.max_buffer = INTERCEPT_MAX_BUFFER;
-	ic->cfg.head_timeout_s = INTERCEPT_MAX_HEAD_S;
-	ic->cfg.idle_timeout_s = ICPT_DEFAULT_IDLE_S;
-	ic->cfg.connect_timeout_s = INTERCEPT_MAX_CONNECT_S;
-	ic->cfg.upstream_idle_max = INTERCEPT_DEFAULT_UPSTREAM_IDLE;
-	ic->up_ctx = SSL_CTX_new(TLS_client_method());
-	assert_non_null(ic->up_ctx);
-	SSL_CTX_set_verify(ic->up_ctx, SSL_VERIFY_PEER, NULL);
-	assert_int_equal(X509_STORE_add_cert(SSL_CTX_get_cert_store(ic->up_ctx), cert), 1);
+	h->ic = icptfix_intercept(h->base, &f_ops, h, cert);
 	X509_free(cert);
 	EVP_PKEY_free(key);
-	h->ic = ic;
-	H = h;
 	return h;
 }
 

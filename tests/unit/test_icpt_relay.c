@@ -33,6 +33,7 @@
 #include "vault/secret.h"
 #include "vault/snap.h"
 
+#include "icptfix.h"
 #include "relayharness.h"
 
 #define SECRET "sk-live-CANARY1-relay-0123456789abcdef"
@@ -45,24 +46,13 @@ static struct vault_snap *
 mksnap(void)
 {
 	static const char js[] =
-	    "{\"credentials\":[{\"name\":\"c1\",\"source\":{\"type\":\"inline\",\"value\":\"" SECRET
-	    "\"}}],\"bindings\":[{\"name\":\"b1\",\"match\":{\"schemes\":[\"http\"],"
+	    "{\"credentials\":[{\"name\":\"c1\",\"source\":{\"value\":\"x\"}}],"
+	    "\"bindings\":[{\"name\":\"b1\",\"match\":{\"schemes\":[\"http\"],"
 	    "\"hosts\":[\"api.allowed.test\"],\"paths\":[\"/v1/*\"],\"methods\":[\"GET\","
 	    "\"POST\"]},\"auth\":{\"type\":\"apiKey\",\"name\":\"X-Api-Key\","
 	    "\"credential\":\"c1\"}}]}";
-	struct policy_err pe;
-	struct binding_set *bs = binding_set_from_json(js, strlen(js), &pe);
-	struct secret *s = secret_new((const uint8_t *)SECRET, strlen(SECRET));
-	struct vault_snap *snap;
-	char err[256];
 
-	assert_non_null(bs);
-	assert_non_null(s);
-	snap = vault_snap_new(bs, &s, 1, 1, err, sizeof(err));
-	assert_non_null(snap);
-	binding_set_free(bs);
-	secret_unref(s);
-	return snap;
+	return icptfix_snap(js, (const uint8_t *)SECRET, strlen(SECRET));
 }
 
 static struct relay *

@@ -30,6 +30,7 @@
 #include "vault/snap.h"
 #include "vault/subst.h"
 
+#include "icptfix.h"
 #include "relayharness.h"
 
 /* '+' and '/' are percent-encoded in a path, a query and a form; '"' is JSON-escaped. */
@@ -511,21 +512,8 @@ mksnap_secret(const uint8_t *secret, size_t n)
 	    "\"hosts\":[\"api.allowed.test\"],\"paths\":[\"/v1/*\"],\"methods\":[\"GET\","
 	    "\"POST\"]},\"auth\":{\"type\":\"passthrough\",\"substitutions\":[{"
 	    "\"credential\":\"c1\",\"placeholder\":\"" PH "\",\"in\":[\"header\",\"body\"]}]}}]}";
-	struct policy_err pe;
-	struct binding_set *bs = binding_set_from_json(js, strlen(js), &pe);
-	struct secret *sec = secret_new(secret, n);
-	struct vault_snap *snap;
-	char err[256];
 
-	if (bs == NULL)
-		fail_msg("%s", pe.msg);
-	assert_non_null(sec);
-	snap = vault_snap_new(bs, &sec, 1, 1, err, sizeof(err));
-	if (snap == NULL)
-		fail_msg("%s", err);
-	binding_set_free(bs);
-	secret_unref(sec);
-	return snap;
+	return icptfix_snap(js, secret, n);
 }
 
 /*
