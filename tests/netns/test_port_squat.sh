@@ -3,7 +3,7 @@
 # catalogue EX-036 and EX-206): the parent binds the API, DNS and
 # intercept listeners once and holds them for its whole life, so a crashed
 # worker frees nothing; and the kept nft table lets only a socket with the
-# sidecar's mark serve those ports, so a workload that binds one while the
+# listeners' own mark serve those ports, so a workload that binds one while the
 # whole sidecar restarts receives nothing (not the control plane's token,
 # not a DNS query). A descriptor that cannot arrive (EMFILE) is a failed
 # request, never a dead worker. Nor can a child taken over serve them on an
