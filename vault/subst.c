@@ -444,6 +444,8 @@ subst_stream_scan(
 	size_t lit = 0;
 	bool part = false;
 
+	if (st->grown > SUBST_MAX_GROWTH)
+		return SUBST_TOO_LARGE; /* nothing more once past it (subst.h) */
 	for (size_t i = 0; i < n;) {
 		const struct subst_rule *r = subst_at(&st->rules, w + i, n - i, more, &part);
 
@@ -480,8 +482,6 @@ subst_stream_feed(struct subst_stream *st, const uint8_t *in, size_t len, struct
 	size_t n;
 	int rc;
 
-	if (st->grown > SUBST_MAX_GROWTH)
-		return SUBST_TOO_LARGE;
 	if (st->rules.n == 0)
 		return evbuffer_add(out, in, len);
 	if (st->nhold == 0) {
@@ -506,8 +506,6 @@ subst_stream_finish(struct subst_stream *st, struct evbuffer *out)
 	uint8_t w[sizeof(st->hold)];
 	size_t n = st->nhold;
 
-	if (st->grown > SUBST_MAX_GROWTH)
-		return SUBST_TOO_LARGE;
 	memcpy(w, st->hold, n);
 	st->nhold = 0;
 	return subst_stream_scan(st, w, n, false, out);

@@ -170,15 +170,6 @@ fail:
 	return -1;
 }
 
-bool
-listen_is(const struct listen_set *ls, int fd)
-{
-	for (int i = 0; i < LISTEN_MAX; i++)
-		if (ls->fd[i] >= 0 && ls->fd[i] == fd)
-			return true;
-	return false;
-}
-
 void
 listen_close(struct listen_set *ls)
 {

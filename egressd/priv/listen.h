@@ -26,7 +26,4 @@ int listen_open(struct config *cfg, char *err, size_t errlen) __attribute__((war
 /* Close every listener of ls. */
 void listen_close(struct listen_set *ls);
 
-/* Whether fd is one of ls's listeners. */
-bool listen_is(const struct listen_set *ls, int fd);
-
 #endif
